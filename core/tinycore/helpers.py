@@ -1,0 +1,83 @@
+"""Small shared utilities: environment switches, Context, and iterable helpers."""
+from __future__ import annotations
+import os, functools, contextlib, math, operator, itertools
+from typing import Any, Iterable, TypeVar, Sequence
+
+T = TypeVar("T")
+
+@functools.cache
+def getenv(key: str, default: Any = 0) -> Any:
+  """Read an environment variable, cast to the type of `default`."""
+  return type(default)(os.getenv(key, default))
+
+def prod(xs: Iterable[T], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
+def all_same(xs: Sequence) -> bool: return all(x == xs[0] for x in xs)
+def all_int(xs: Iterable) -> bool: return all(isinstance(x, int) for x in xs)
+def dedup(xs: Iterable[T]) -> list[T]: return list(dict.fromkeys(xs))
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for x in xs]
+def argsort(xs: Sequence) -> list[int]: return sorted(range(len(xs)), key=xs.__getitem__)
+def round_up(n: int, m: int) -> int: return -(-n // m) * m
+def ceildiv(a, b): return -(-a // b)
+def make_tuple(x, n: int) -> tuple: return tuple(x) if isinstance(x, (tuple, list)) else (x,) * n
+def partition(xs: Iterable[T], fn) -> tuple[list[T], list[T]]:
+  a, b = [], []
+  for x in xs: (a if fn(x) else b).append(x)
+  return a, b
+def colored(s: str, color: str | None) -> str:
+  codes = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
+  return f"\x1b[{codes[color]}m{s}\x1b[0m" if color and os.isatty(1) else s
+def to_function_name(s: str) -> str: return "".join(c if c.isalnum() or c == "_" else f"{ord(c):02X}" for c in s)
+
+class ContextVar:
+  """A process-wide setting read from the environment, overridable with `Context(...)`."""
+  _registry: dict[str, ContextVar] = {}
+  def __init__(self, key: str, default: Any):
+    self.key, self.default = key, default
+    raw = os.getenv(key)
+    self.value = default if raw is None else (raw if isinstance(default, str) else type(default)(raw))
+    ContextVar._registry[key] = self
+  def __bool__(self): return bool(self.value)
+  def __ge__(self, x): return self.value >= x
+  def __gt__(self, x): return self.value > x
+  def __le__(self, x): return self.value <= x
+  def __lt__(self, x): return self.value < x
+  def __eq__(self, x): return self.value == x
+  def __hash__(self): return hash(self.key)
+  def __int__(self): return int(self.value)
+  def __repr__(self): return f"ContextVar({self.key}={self.value!r})"
+
+class Context(contextlib.ContextDecorator):
+  """`with Context(DEBUG=2, DEV="CPU"): ...` sets ContextVars (and unknown keys become new ones) for a block."""
+  def __init__(self, **kwargs): self.kwargs = kwargs
+  def __enter__(self):
+    self.old = {}
+    for k, v in self.kwargs.items():
+      var = ContextVar._registry.get(k) or ContextVar(k, type(v)())
+      self.old[k] = var.value
+      var.value = v
+    for hook in _context_hooks: hook(self.kwargs)
+  def __exit__(self, *exc):
+    for k, v in self.old.items(): ContextVar._registry[k].value = v
+    for hook in _context_hooks: hook(self.old)
+
+# modules that cache derived state from a ContextVar (e.g. the default device) register a hook here
+_context_hooks: list = []
+
+DEBUG, BEAM, NOOPT, JIT = ContextVar("DEBUG", 0), ContextVar("BEAM", 0), ContextVar("NOOPT", 0), ContextVar("JIT", 1)
+IGNORE_BEAM_CACHE, CCACHE, CACHEDB = ContextVar("IGNORE_BEAM_CACHE", 0), ContextVar("CCACHE", 1), ContextVar("CACHEDB", "")
+TRACK_REWRITES, SPEC = ContextVar("TRACK_REWRITES", 0), ContextVar("SPEC", 0)
+DEV = ContextVar("DEV", "")
+
+def cache_dir() -> str:
+  base = os.getenv("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+  return CACHEDB.value or os.path.join(base, "tinycore")
+
+class GlobalCounters:
+  """Totals since the last reset: ops (FLOPs), bytes moved, kernels run and device time."""
+  global_ops: int = 0
+  global_mem: int = 0
+  time_sum_s: float = 0.0
+  kernel_count: int = 0
+  mem_used: int = 0
+  @staticmethod
+  def reset(): GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0

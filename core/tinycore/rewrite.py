@@ -1,0 +1,174 @@
+"""Pattern matching over UOp graphs: UPat, PatternMatcher and graph_rewrite."""
+from __future__ import annotations
+import itertools, functools, inspect
+from typing import Any, Callable, Iterable
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.dtype import DType
+from tinycore.helpers import TRACK_REWRITES
+
+class UPat:
+  """A pattern: op(s), dtype(s), sources, arg and a capture name. `src` as a tuple matches in order, as a list tries every
+  permutation (for commutative ops), as a single UPat matches every source against it."""
+  __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "custom_early_reject", "_match")
+  def __init__(self, op: Ops | Iterable[Ops] | None = None, dtype: DType | Iterable[DType] | None = None, src=None, arg: Any = None,
+               name: str | None = None, allow_any_len: bool = False):
+    self.op = None if op is None else (frozenset([op]) if isinstance(op, Ops) else frozenset(op))
+    self.dtype = None if dtype is None else (frozenset([dtype]) if isinstance(dtype, DType) else frozenset(dtype))
+    if src is not None and not isinstance(src, (tuple, list, UPat)):
+      raise TypeError(f"UPat src must be a tuple, a list (permutations) or a UPat, not {type(src).__name__}")
+    for s in (src if isinstance(src, (tuple, list)) else [src] if src is not None else []):
+      if not isinstance(s, UPat): raise TypeError(f"UPat sources must be UPats, got {s!r}")
+    self.src, self.arg, self.name, self.allow_any_len = src, arg, name, allow_any_len
+    self._match = _compile(self)
+
+  @staticmethod
+  def var(name: str | None = None, dtype=None) -> UPat: return UPat(dtype=dtype, name=name)
+  @staticmethod
+  def cvar(name: str | None = None, dtype=None) -> UPat: return UPat(Ops.CONST, dtype, name=name)
+  @staticmethod
+  def const(dtype, b) -> UPat: return UPat(Ops.CONST, dtype, arg=b)
+  # sugar so rules read like the expressions they match
+  def _alu(self, op, *srcs) -> UPat:
+    srcs = tuple(s if isinstance(s, UPat) else UPat.const(None, s) for s in srcs)
+    return UPat(op, None, list((self,) + srcs) if op in GroupOp.Commutative else (self,) + srcs)
+  def __add__(self, x): return self._alu(Ops.ADD, x)
+  def __mul__(self, x): return self._alu(Ops.MUL, x)
+  def __sub__(self, x): return self._alu(Ops.SUB, x)
+  def __floordiv__(self, x): return self._alu(Ops.IDIV, x)
+  def __mod__(self, x): return self._alu(Ops.MOD, x)
+  def lt(self, x): return self._alu(Ops.CMPLT, x)
+  def ne(self, x): return self._alu(Ops.CMPNE, x)
+  def maximum(self, x): return self._alu(Ops.MAX, x)
+  def __repr__(self):
+    ops = "|".join(sorted(o.name for o in self.op)) if self.op else "*"
+    return f"UPat({ops}{', name=' + repr(self.name) if self.name else ''}{', arg=' + repr(self.arg) if self.arg is not None else ''})"
+  def match(self, u: UOp) -> list[dict[str, UOp]]:
+    """Every way `u` matches, each as a dict of captures."""
+    return list(self._match(u, {}))
+
+def _compile(p: UPat) -> Callable:
+  """Build a matcher closure for one pattern: it yields capture dicts. Checks are ordered cheap-first and only the ones
+  the pattern uses are emitted, so matching costs what the pattern asks for, not a generic tree walk."""
+  checks: list[Callable[[UOp], bool]] = []
+  if p.op is not None: ops = p.op; checks.append(lambda u: u.op in ops)
+  if p.dtype is not None:
+    dts = p.dtype; checks.append(lambda u: u.dtype in dts or u.dtype.scalar() in dts)
+  if p.arg is not None: arg = p.arg; checks.append(lambda u: u.arg == arg)
+  name, src = p.name, p.src
+  if isinstance(src, tuple):
+    n, any_len = len(src), p.allow_any_len
+    checks.append((lambda u: len(u.src) >= n) if any_len else (lambda u: len(u.src) == n))
+    orders = [src]
+  elif isinstance(src, list):
+    n = len(src); checks.append(lambda u: len(u.src) == n)
+    orders = list(dict.fromkeys(itertools.permutations(src)))  # dedup identical orderings
+  else: orders = None
+
+  def bind(u: UOp, store: dict) -> dict | None:
+    if name is None: return store
+    if (prev := store.get(name)) is not None: return store if prev is u else None
+    return {**store, name: u}
+
+  if orders is None and src is None:
+    def match(u, store):
+      for c in checks:
+        if not c(u): return
+      if (s := bind(u, store)) is not None: yield s
+    return match
+  if orders is None:  # one UPat for every source
+    sub = src._match
+    def match_all(u, store):
+      for c in checks:
+        if not c(u): return
+      if (s := bind(u, store)) is None: return
+      stores = [s]
+      for x in u.src: stores = [s2 for s1 in stores for s2 in sub(x, s1)]
+      yield from stores
+    return match_all
+  subs = [tuple(q._match for q in order) for order in orders]
+  def match_src(u, store):
+    for c in checks:
+      if not c(u): return
+    if (s := bind(u, store)) is None: return
+    for order in subs:
+      stores = [s]
+      for m, x in zip(order, u.src):
+        stores = [s2 for s1 in stores for s2 in m(x, s1)]
+        if not stores: break
+      yield from stores
+  return match_src
+
+class RewriteError(RuntimeError): pass
+
+class PatternMatcher:
+  """An ordered list of (UPat, fn) rules, dispatched by op. `fn(**captures)` (plus `ctx` if it takes one) returns a
+  replacement UOp or None."""
+  def __init__(self, patterns: list[tuple[UPat, Callable]]):
+    self.patterns = list(patterns)
+    self.pdict: dict[Ops, list[tuple[UPat, Callable, bool, str]]] = {}
+    self.wildcard: list[tuple[UPat, Callable, bool, str]] = []
+    for p, fn in self.patterns:
+      if not isinstance(p, UPat): raise TypeError(f"a PatternMatcher rule needs a UPat, got {type(p).__name__}: {p!r}")
+      if not callable(fn): raise TypeError(f"the rule for {p!r} is not callable")
+      try: params = inspect.signature(fn).parameters
+      except (TypeError, ValueError): params = {}
+      entry = (p, fn, "ctx" in params, _where(fn))
+      if p.op is None: self.wildcard.append(entry)
+      for o in (p.op or ()): self.pdict.setdefault(o, []).append(entry)
+    # wildcard rules apply to every op, after the op-specific ones registered before them keep their order
+    for o in list(self.pdict): self.pdict[o] = self.pdict[o] + [w for w in self.wildcard if w not in self.pdict[o]]
+  def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.patterns + other.patterns)
+  def rewrite(self, u: UOp, ctx=None) -> UOp | None:
+    for p, fn, wants_ctx, where in self.pdict.get(u.op, self.wildcard):
+      for captures in p._match(u, {}):
+        try: ret = fn(ctx=ctx, **captures) if wants_ctx else fn(**captures)
+        except RewriteError: raise
+        except TypeError as e:
+          raise RewriteError(f"rule {where} for {p!r} failed on {u.op.name}: {e}") from e
+        if ret is not None and ret is not u:
+          if TRACK_REWRITES: tracked_rewrites.append((where, u, ret))
+          return ret
+    return None
+
+tracked_rewrites: list[tuple[str, UOp, UOp]] = []
+def _where(fn) -> str:
+  code = getattr(fn, "__code__", None)
+  return f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else repr(fn)
+
+def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx=None, top_down: bool = False, max_steps: int = 10_000_000) -> UOp:
+  """Rewrite to a fixed point. Bottom-up (default): a node is rewritten after its sources. Top-down: rules are applied to
+  a node before its sources are visited (what expansion-style passes want). Iterative, memoized on node identity."""
+  replace: dict[UOp, UOp] = {}
+  stack: list[tuple[UOp, int, Any]] = [(sink, 0, None)]
+  steps = 0
+  while stack:
+    n, stage, extra = stack.pop()
+    if n in replace and stage != 2: continue
+    if stage == 0:
+      if top_down:
+        # rules on the node itself first, to a fixed point
+        cur = n
+        while (r := pm.rewrite(cur, ctx)) is not None:
+          steps += 1
+          if steps > max_steps: raise RewriteError(f"graph_rewrite did not converge after {max_steps} rewrites")
+          cur = r
+          if cur in replace: break
+        if cur is not n:
+          stack.append((n, 2, cur)); stack.append((cur, 0, None)); continue
+      stack.append((n, 1, None))
+      stack.extend((s, 0, None) for s in reversed(n.src) if s not in replace)
+    elif stage == 1:
+      new_src = tuple(replace[s] for s in n.src)
+      nn = n if new_src == n.src else n.replace(src=new_src)
+      if nn is not n and nn in replace: replace[n] = replace[nn]; continue
+      r = pm.rewrite(nn, ctx) if not top_down or nn is not n else None
+      if r is None:
+        replace[n] = nn
+        if nn is not n: replace[nn] = nn
+      else:
+        steps += 1
+        if steps > max_steps: raise RewriteError(f"graph_rewrite did not converge after {max_steps} rewrites")
+        stack.append((n, 2, r)); stack.append((r, 0, None))
+    else:
+      replace[n] = replace[extra]
+  return replace[sink]
