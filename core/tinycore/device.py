@@ -144,6 +144,7 @@ class _Device:
   def __init__(self):
     self._opened: dict[tuple[str, str], Compiled] = {}
     self._auto: str | None = None
+    self._default_iface: dict[str, str] = {}
   @staticmethod
   def _plugins():
     from tinycore import plugins
@@ -184,7 +185,13 @@ class _Device:
     by_name = {n.upper(): r for r in rens for n in (r.name, *r.aliases)}
     if spec.renderer is None: ren = next((r for r in rens if r.default), rens[0] if rens else None)
     elif (ren := by_name.get(spec.renderer)) is None: raise self._unknown("renderer", spec.renderer, [r.name for r in rens], info.name)
+    self._default_iface[info.name.upper()] = (next((i for i in ifaces if i.default), None) or ifaces[0]).name.upper()
     return spec.replace(device=info.name.upper(), iface=iface.name.upper(), renderer=ren.name.upper() if ren else spec.renderer)
+
+  def dev_string(self, spec: DevSpec) -> str:
+    """The DEV= a user types for a resolved spec: the default interface is left out."""
+    if spec.iface is not None and spec.indices is None and self._default_iface.get(spec.device) == spec.iface: spec = spec.replace(iface=None)
+    return str(spec)
 
   def spec_for(self, name: str) -> tuple[DevSpec, int]:
     """The DEV target a device name uses (its entry in DEV, else the plugin defaults) and its index."""
@@ -204,10 +211,10 @@ class _Device:
     dname = spec.device + (f":{idx}" if idx else "")
     try: dev = info.factory(dname, spec)
     except DeviceUnavailable as e:
-      err = DeviceUnavailable(f"{dname} (DEV={spec}) is not available on this machine: {e}")
+      err = DeviceUnavailable(f"{dname} (DEV={self.dev_string(spec)}) is not available on this machine: {e}")
       err.cause = e
       raise err from None   # the reason is the message; the plugin's stack adds nothing for the user
-    except Exception as e: raise RuntimeError(f"{dname} (DEV={spec}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: {type(e).__name__}: {e}") from e
+    except Exception as e: raise RuntimeError(f"{dname} (DEV={self.dev_string(spec)}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: {type(e).__name__}: {e}") from e
     dev.spec, dev.plugin = spec, rec
     self._opened[key] = dev
     return dev

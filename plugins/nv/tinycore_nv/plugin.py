@@ -1,0 +1,64 @@
+"""The light entry-point module of tinycore-nv: declares NV (kernel-driver) and CUDA (CUDA driver API) devices.
+
+Nothing here loads libcuda or NVRTC; the factories only check what is missing and say so."""
+import ctypes.util, glob, os
+from tinycore.interface import Interface
+TINYCORE_PLUGIN_API = (1, 1)
+NVIDIA = 0x10de
+
+def _gpus() -> list[dict]:
+  from tinycore.pci import pci_devices
+  return pci_devices(NVIDIA)
+
+def _missing() -> str:
+  """Why no NVIDIA device can be opened here, most basic reason first."""
+  if not _gpus(): return "no NVIDIA GPU on the PCI bus"
+  if not glob.glob("/dev/nvidia[0-9]*"): return "the nvidia kernel driver is not loaded (no /dev/nvidia*)"
+  if ctypes.util.find_library("cuda") is None: return "libcuda.so not found (install the NVIDIA driver)"
+  return "the NV runtime is not implemented in tinycore-nv 0.1.0 yet"
+
+def _open(device_name: str, spec):
+  from tinycore.device import DeviceUnavailable
+  if spec.iface == "EMU": raise DeviceUnavailable(f"EMU+{spec.device} needs the shared emulator, not in this tinycore yet")
+  raise DeviceUnavailable(_missing())
+
+class NVDrv(Interface):
+  name, default = "NVDRV", True   # /dev/nvidia* ioctls, like tinygrad's NV
+  def count(self): return len(glob.glob("/dev/nvidia[0-9]*"))
+  def probe(self): return _gpus()
+  def unavailable_reason(self): return None if self.count() else _missing()
+class CUDAIface(Interface):
+  name, default = "CUDA", True    # the CUDA driver API (libcuda)
+  def count(self): return len(_gpus()) if ctypes.util.find_library("cuda") else 0
+  def probe(self): return _gpus()
+  def unavailable_reason(self): return None if self.count() else _missing()
+class PCIIface(Interface):
+  name = "PCI"                    # userspace driver over vfio/sysfs
+  def count(self): return len(_gpus())
+  def probe(self): return _gpus()
+  def unavailable_reason(self): return None if self.count() else "no NVIDIA GPU on the PCI bus"
+class EmuIface(Interface):
+  name, kind = "EMU", "emulator"
+  def unavailable_reason(self): return "the shared emulator is not in this tinycore yet"
+
+def tinycore_devices():
+  return [{"name": "NV", "factory": _open, "priority": 100, "description": "NVIDIA GPU through the kernel driver"},
+          {"name": "CUDA", "factory": _open, "priority": 90, "description": "NVIDIA GPU through the CUDA driver API"}]
+
+def tinycore_renderers(device):
+  if device not in ("NV", "CUDA"): return None
+  archs = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
+  return [{"name": "CUDA", "default": True, "archs": archs, "description": "CUDA C compiled by NVRTC"},
+          {"name": "PTX", "archs": archs, "description": "PTX assembled by the driver"}]
+
+def tinycore_interfaces(device):
+  if device == "NV": return [NVDrv(), PCIIface(), EmuIface()]
+  if device == "CUDA": return [CUDAIface(), EmuIface()]
+  return None
+
+def tinycore_probe():
+  return [{"device": "NV", "name": "NVIDIA GPU", **g} for g in _gpus()]
+
+def tinycore_smi(device):
+  if device not in ("NV", "CUDA"): return None
+  return [{"device": device, "index": i, "name": "NVIDIA GPU", "bus": g["bus"], "status": _missing()} for i, g in enumerate(_gpus())]
