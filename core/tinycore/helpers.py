@@ -52,7 +52,8 @@ class Context(contextlib.ContextDecorator):
   def __enter__(self):
     self.old = {}
     for k, v in self.kwargs.items():
-      var = ContextVar._registry.get(k) or ContextVar(k, type(v)())
+      # `is None`, not `or`: a ContextVar whose value is falsy (DEV='', DEBUG=0) is still the registered one
+      if (var := ContextVar._registry.get(k)) is None: var = ContextVar(k, type(v)())
       self.old[k] = var.value
       var.value = v
     for hook in _context_hooks: hook(self.kwargs)
