@@ -1,0 +1,115 @@
+"""The `tinyctl` command: device list, plugins, smi."""
+from __future__ import annotations
+import json, sys, time, warnings
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+app = typer.Typer(help="List, check and monitor tinycore devices and backend plugins.", no_args_is_help=True, add_completion=False)
+device_app = typer.Typer(help="Devices provided by the installed plugins.", no_args_is_help=True)
+app.add_typer(device_app, name="device")
+
+def _console() -> Console: return Console(width=200 if not sys.stdout.isatty() else None)
+
+def _quiet_load():
+  """Load plugins with their warnings collected: `tinyctl plugins` is where broken ones are explained."""
+  from tinycore import plugins
+  with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    recs = plugins.plugin_status()
+  return recs, [x for x in w if issubclass(x.category, plugins.PluginWarning)]
+
+@device_app.command("list")
+def device_list(devs: list[str] = typer.Argument(None, help="DEV strings to check (e.g. CPU, CPU:LLVM, PCI+AMD); all when omitted"),
+                as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+  """Every installed device x interface x renderer: how many, PASS/FAIL of a tiny real computation, its DEV=, and why it fails."""
+  from tinyctl.checks import targets, check, resolve, matches
+  _, warns = _quiet_load()
+  try: wanted = [resolve(d) for d in devs or []]
+  except ValueError as e:
+    typer.echo(f"error: {e}", err=True)
+    raise typer.Exit(2)
+  rows = [t for t in targets() if not wanted or any(matches(t, w) for w in wanted)]
+  for t in rows: check(t)
+  if as_json: typer.echo(json.dumps([t.as_dict() for t in rows], indent=1))
+  else:
+    tab = Table(title="tinycore devices")
+    for c in ("DEVICE", "IFACE", "RENDERER", "COUNT", "RESULT", "DEV=", "WHY"): tab.add_column(c, overflow="fold")
+    for t in rows:
+      res = "[green]PASS[/]" if t.ok else "[red]FAIL[/]"
+      tab.add_row(t.device + (" *" if t.default else ""), t.iface + ("" if t.kind == "real" else f" ({t.kind})"), t.renderer or "-", str(t.count), res, t.dev, escape(t.why))
+    con = _console()
+    con.print(tab)
+    con.print("* = what DEV=<DEVICE> selects" + (f"; {len(warns)} plugin(s) not loaded, see `tinyctl plugins`" if warns else ""))
+  # exit status: a requested target that fails is an error; with none requested, so is having no working device
+  failed = [t for t in rows if not t.ok] if wanted else ([] if any(t.ok for t in rows) else rows)
+  if failed: raise typer.Exit(1)
+
+@app.command("plugins")
+def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+  """Installed backend plugins: distribution, version, API range, status (loaded/skipped/broken/disabled) with its cause."""
+  from tinycore.plugins import PLUGIN_API
+  recs, _ = _quiet_load()
+  if as_json:
+    typer.echo(json.dumps({"plugin_api": PLUGIN_API, "plugins": [r.as_dict() for r in recs]}, indent=1))
+    return
+  tab = Table(title=f"tinycore plugins (core PLUGIN_API {PLUGIN_API})")
+  for c in ("NAME", "DISTRIBUTION", "VERSION", "API", "STATUS", "CAUSE"): tab.add_column(c, overflow="fold")
+  color = {"loaded": "green", "skipped": "yellow", "broken": "red", "disabled": "dim"}
+  for r in recs:
+    cause = "\n".join([r.reason] + [f"caused by {c}" for c in r.cause_chain() if c not in r.reason]) if r.reason else ""
+    tab.add_row(r.name, r.dist, r.version, f"{r.api[0]}..{r.api[1]}" if r.api else "?", f"[{color.get(r.status, 'white')}]{r.status}[/]", escape(cause))
+  _console().print(tab)
+
+def _smi_rows() -> list[dict]:
+  from tinycore import plugins
+  from tinycore.plugins import registry
+  _quiet_load()
+  rows = []
+  for dev in sorted({i.name.upper() for i, _ in registry.devices().values()}):
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      for rec, res in plugins.call("tinycore_smi", device=dev): rows += [{"plugin": rec.name, **r} for r in res]
+  return rows
+
+def _gib(n) -> str: return f"{n / 2**30:.1f}" if isinstance(n, (int, float)) else "-"
+def _bar(used, total, width=20) -> str:
+  if not isinstance(used, (int, float)) or not total: return ""
+  k = round(width * used / total)
+  return "[" + "#" * k + "." * (width - k) + "]"
+
+def _smi_table(rows: list[dict]) -> Table:
+  tab = Table(title="tinycore smi")
+  for c in ("DEVICE", "#", "NAME", "MEMORY GiB", "", "UTIL %", "TEMP C", "POWER W", "CLOCK MHz", "NOTE"): tab.add_column(c, overflow="fold")
+  f = lambda v, fmt="{:.0f}": fmt.format(v) if isinstance(v, (int, float)) else "-"
+  for r in rows:
+    tab.add_row(r.get("device", "?"), str(r.get("index", 0)), str(r.get("name", "")), f"{_gib(r.get('mem_used'))}/{_gib(r.get('mem_total'))}",
+                escape(_bar(r.get("mem_used"), r.get("mem_total"))), f(r.get("util"), "{:.1f}"), f(r.get("temp_c")), f(r.get("power_w"), "{:.1f}"),
+                f(r.get("clock_mhz")), escape(str(r.get("status", ""))))
+  return tab
+
+@app.command("smi")
+def smi(watch: float = typer.Option(0, "--watch", "-w", help="refresh every SECONDS until interrupted"),
+        count: int = typer.Option(0, "--count", "-n", help="with --watch: stop after N refreshes"),
+        as_json: bool = typer.Option(False, "--json", help="one JSON snapshot (a list of rows)")):
+  """Live telemetry from each plugin's tinycore_smi hook: memory, utilization, temperature, power, clocks."""
+  if as_json:
+    typer.echo(json.dumps(_smi_rows(), indent=1))
+    return
+  con = _console()
+  if not watch:
+    con.print(_smi_table(_smi_rows()))
+    return
+  from rich.live import Live
+  n = 0
+  try:
+    with Live(_smi_table(_smi_rows()), console=con, auto_refresh=False) as live:
+      while not count or (n := n + 1) < count:
+        time.sleep(watch)
+        live.update(_smi_table(_smi_rows()), refresh=True)
+  except KeyboardInterrupt: pass
+
+def main(): app(prog_name="tinyctl")
+
+if __name__ == "__main__": main()
