@@ -166,9 +166,11 @@ class _Device:
     reg, where = self._plugins(), f" for {device}" if device else ""
     msg = f"unknown {what} {name!r}{where}. Installed: {', '.join(sorted(have)) or 'none'}.{_suggest(name, have)}"
     if what == "device":
-      bad = [r for r in reg.records.values() if r.status in ("broken", "skipped", "disabled")]
-      if bad: msg += " Not loaded: " + "; ".join(f"{r.name} ({r.dist} {r.version}) {r.status}: {r.reason}" for r in bad) + "."
-      if not have: msg += " Install a backend, e.g. `pip install ./plugins/cpu` (tinycore-cpu)."
+      bad = [r for r in reg.records.values() if r.status in ("broken", "skipped")]
+      if bad: msg += " Not loaded: " + "; ".join(f"{r.name} ({f'{r.dist} {r.version}'.strip()}) {r.status}: {r.reason}" for r in bad) + "."
+      if (off := [r for r in reg.records.values() if r.status == "disabled"]):
+        msg += f" Disabled: {', '.join(r.name for r in off)} ({'; '.join(sorted({r.reason for r in off}))})."
+      if not reg.records: msg += " No backend is installed: `pip install ./plugins/cpu` (tinycore-cpu) gives the CPU."
     return UnknownDeviceError(msg)
 
   def resolve(self, spec: DevSpec) -> DevSpec:
