@@ -92,7 +92,8 @@ class UOp(metaclass=UOpMetaClass):
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kw) -> UOp:
     return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
-  def __repr__(self): return pretty(self)
+  def __repr__(self): return f"UOp({self.op.name}, {self.dtype}, arg={self.arg!r}, src=({', '.join(s.op.name for s in self.src)}))"
+  def pretty(self) -> str: return pretty(self)
 
   # ---- graph walks (iterative: graphs can be deeper than python's recursion limit)
   def toposort(self) -> list[UOp]:
@@ -275,6 +276,7 @@ def resolve(x, default: bool = True) -> bool:
 def _shape(u: UOp) -> tuple | None:
   op = u.op
   if op is Ops.BUFFER: return (u.arg.size,)
+  if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
   if op is Ops.CONST: return () if u.src else None
   if op in (Ops.DEFINE_VAR, Ops.BIND): return None
   if op is Ops.RESHAPE or op is Ops.EXPAND: return u.arg

@@ -1,0 +1,48 @@
+"""Codegen: kernel AST -> lowered ranges and index math -> simplified -> linearized -> rendered source."""
+from __future__ import annotations
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.dtype import dtypes
+from tinycore.helpers import DEBUG, prod
+from tinycore.renderer import Renderer, ProgramSpec
+from tinycore.codegen.lowerer import lower_kernel
+from tinycore.codegen.linearize import linearize
+
+def kernel_name(ast: UOp) -> str:
+  root = ast.src[0]
+  has_reduce = any(u.op is Ops.REDUCE_AXIS for u in root.toposort())
+  return ("r_" if has_reduce else "E_") + "_".join(str(s) for s in root.shape) if root.shape else ("r" if has_reduce else "E")
+
+def _estimate(uops: list[UOp]) -> tuple[int, int]:
+  """FLOPs and bytes of one run, multiplying each op by the trip counts of its enclosing loops."""
+  ops = mem = 0
+  mult, stack = 1, []
+  for u in uops:
+    if u.op is Ops.RANGE:
+      b = u.src[0].arg if u.src[0].op is Ops.CONST else 1
+      stack.append(b); mult *= b
+    elif u.op is Ops.END: mult //= stack.pop() or 1
+    elif u.op in GroupOp.ALU and u.dtype != dtypes.index and u.dtype != dtypes.bool: ops += mult
+    elif u.op is Ops.LOAD or u.op is Ops.STORE:
+      dt = u.dtype if u.op is Ops.LOAD else u.src[1].dtype
+      mem += mult * dt.itemsize
+  return ops, mem
+
+def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
+  from tinycore.rewrite import graph_rewrite
+  from tinycore.symbolic import symbolic
+  from tinycore.codegen.opt import optimize
+  from tinycore.helpers import NOOPT
+  k = lower_kernel(ast)
+  k = graph_rewrite(k, symbolic)
+  if not NOOPT: k = optimize(k, renderer)
+  uops = linearize(k)
+  if DEBUG >= 6:
+    for i, u in enumerate(uops): print(f"{i:4d} {u.op.name:<14} {str(u.dtype):<20} {u.arg if u.op is not Ops.CONST else u.arg!r}")
+  name = kernel_name(ast)
+  src = renderer.render(name, uops)
+  glob = next((u for u in uops if u.op is Ops.RANGE and u.arg[0] == "g"), None)
+  gsize = (glob.src[0].arg if glob is not None else 1, 1, 1)
+  vars = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
+  n_bufs = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
+  ops, mem = _estimate(uops)
+  return ProgramSpec(name, src, renderer.device, gsize, (1, 1, 1), vars, n_bufs, uops=uops, ops=ops, mem=mem)

@@ -1,0 +1,76 @@
+"""Linearization: a kernel graph of RANGE/REDUCE/LOAD/STORE becomes a flat program with loops.
+
+Every node is placed in the innermost loop among the ranges it depends on (so loop-invariant work is hoisted), and each
+REDUCE becomes an accumulator (DEFINE_REG) updated inside its own loops."""
+from __future__ import annotations
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.dtype import dtypes
+
+def reduce_identity(op: Ops, dtype):
+  if op is Ops.ADD: return 0
+  if op is Ops.MUL: return 1
+  return dtypes.min(dtype)
+
+def linearize(sink: UOp) -> list[UOp]:
+  topo = sink.toposort()
+  owner: dict[UOp, UOp] = {}                     # reduce range -> its REDUCE
+  for u in topo:
+    if u.op is Ops.REDUCE:
+      for r in u.src[1:]: owner[r] = u
+  gl = sorted((u for u in topo if u.op is Ops.RANGE and u not in owner), key=lambda r: r.arg)
+
+  rdeps: dict[UOp, frozenset] = {}
+  for u in topo:
+    d = frozenset().union(*[rdeps[s] for s in u.src]) if u.src else frozenset()
+    if u.op is Ops.RANGE: d = d | {u}
+    if u.op is Ops.REDUCE: d = d - set(u.src[1:])
+    rdeps[u] = d
+
+  chain: dict[UOp, tuple] = {}
+  def scope_of(deps: frozenset) -> tuple:
+    best: tuple = ()
+    for r in deps:
+      c = chain_of(r)
+      if len(c) > len(best): best = c
+    return best
+  def chain_of(r: UOp) -> tuple:
+    if r in chain: return chain[r]
+    if r not in owner: c = tuple(g for g in gl if g.arg <= r.arg)
+    else:
+      red = owner[r]
+      rs = red.src[1:]
+      c = scope_of(rdeps[red]) + rs[:rs.index(r) + 1]
+    chain[r] = c
+    return c
+  scope = {u: (chain_of(u) if u.op is Ops.RANGE else scope_of(rdeps[u])) for u in topo}
+
+  by_scope: dict[tuple, list[UOp]] = {}
+  for u in topo:
+    if u.op in (Ops.RANGE, Ops.SINK): continue
+    by_scope.setdefault(scope[u], []).append(u)
+
+  out: list[UOp] = []
+  acc_n = [0]
+  def emit_block(sc: tuple):
+    for u in by_scope.get(sc, []):
+      if u.op is Ops.REDUCE: emit_reduce(u, sc)
+      out.append(u)
+  def emit_reduce(red: UOp, sc: tuple):
+    # the accumulator names its REDUCE as its source, so the renderer can alias the REDUCE to it
+    acc = UOp(Ops.DEFINE_REG, red.dtype, (red,), (acc_n[0], reduce_identity(red.arg, red.dtype)))
+    acc_n[0] += 1
+    out.append(acc)
+    rs = red.src[1:]
+    for j, r in enumerate(rs):
+      out.append(r)
+      emit_block(sc + rs[:j + 1])
+    upd = UOp(red.arg, red.dtype, (acc, red.src[0]))
+    out.extend([upd, UOp(Ops.ASSIGN, red.dtype, (acc, upd))])
+    for r in reversed(rs): out.append(UOp(Ops.END, dtypes.void, (r,)))
+  # global loops nest in order; each level emits its own nodes before opening the next
+  emit_block(())
+  for i, g in enumerate(gl):
+    out.append(g)
+    emit_block(tuple(gl[:i + 1]))
+  for g in reversed(gl): out.append(UOp(Ops.END, dtypes.void, (g,)))
+  return out

@@ -1,0 +1,104 @@
+"""Lowering a kernel from tensor-level ops to explicit ranges and index math.
+
+A kernel AST is `SINK(value)` over DEFINE_GLOBAL placeholders with movement, ALU and REDUCE_AXIS ops on top. Each output
+element gets one index per dimension (RANGEs); movement ops are pushed through as integer arithmetic on those indices
+and a validity condition (for PAD), so a reshape-permute-pad chain costs index math, never a copy."""
+from __future__ import annotations
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.dtype import dtypes, DType
+from tinycore.helpers import prod
+
+def _c(x: int) -> UOp: return UOp.const(dtypes.index, x)
+
+def _strides(shape) -> list:
+  st, acc = [], 1
+  for s in reversed(shape): st.append(acc if s != 1 else 0); acc = acc * s
+  return list(reversed(st))
+
+def linear_index(idx: tuple[UOp, ...], shape) -> UOp:
+  ret = _c(0)
+  for i, st in zip(idx, _strides(shape)):
+    if st != 0: ret = ret + (i * st if not (isinstance(st, int) and st == 1) else i)
+  return ret
+
+def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, ...]:
+  """Indices into `old` from indices into `new` (same element count). Non-1 dims are matched in groups of equal
+  product, so div/mod only appears where dimensions really split or merge."""
+  out = [_c(0)] * len(old)
+  ni, oj = [k for k, s in enumerate(new) if s != 1], [k for k, s in enumerate(old) if s != 1]
+  a = b = 0
+  while a < len(ni) and b < len(oj):
+    gi, pi, gj, pj = [ni[a]], new[ni[a]], [oj[b]], old[oj[b]]
+    a, b = a + 1, b + 1
+    while pi != pj:
+      if pi < pj: gi.append(ni[a]); pi *= new[ni[a]]; a += 1
+      else: gj.append(oj[b]); pj *= old[oj[b]]; b += 1
+    lin = linear_index(tuple(idx[k] for k in gi), tuple(new[k] for k in gi))
+    for n, (k, st) in enumerate(zip(gj, _strides([old[k] for k in gj]))):
+      v = lin // st if st != 1 else lin
+      out[k] = v % old[k] if n != 0 else v
+  return tuple(out)
+
+class Lowerer:
+  def __init__(self):
+    self.memo: dict[tuple, UOp] = {}
+    self.n_reduce = 0
+  def emit(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
+    key = (u, idx, valid)
+    if (r := self.memo.get(key)) is not None: return r
+    self.memo[key] = r = self._emit(u, idx, valid)
+    return r
+  def _emit(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
+    op = u.op
+    if op is Ops.DEFINE_GLOBAL:
+      ind = u.index(idx[0], valid) if valid is not None else u.index(idx[0])
+      return UOp(Ops.LOAD, u.dtype.base, (ind,))
+    if op is Ops.CONST: return UOp.const(u.dtype, u.arg)
+    if op is Ops.BIND or op is Ops.DEFINE_VAR:
+      var = u.src[0] if op is Ops.BIND else u
+      return var if u.dtype == dtypes.index else var.cast(u.dtype)
+    s = u.src[0] if u.src else None
+    if op is Ops.RESHAPE: return self.emit(s, _reshape_index(idx, s.shape, u.shape), valid)
+    if op is Ops.PERMUTE:
+      nidx = [None] * len(idx)
+      for out_i, src_i in enumerate(u.arg): nidx[src_i] = idx[out_i]
+      return self.emit(s, tuple(nidx), valid)
+    if op is Ops.EXPAND: return self.emit(s, tuple(_c(0) if ss == 1 and ns != 1 else i for i, ss, ns in zip(idx, s.shape, u.shape)), valid)
+    if op is Ops.SHRINK: return self.emit(s, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid)
+    if op is Ops.FLIP: return self.emit(s, tuple((ss - 1) - i if f else i for i, ss, f in zip(idx, s.shape, u.arg)), valid)
+    if op is Ops.PAD:
+      conds, nidx = [], []
+      for i, (b, e), ss in zip(idx, u.arg, s.shape):
+        if b == 0 and e == 0: nidx.append(i); continue
+        ni = i - b if b != 0 else i
+        if b > 0: conds.append(_c(b - 1).lt(i))
+        if e > 0: conds.append(ni.lt(ss))
+        nidx.append(ni)
+      cond = conds[0]
+      for c in conds[1:]: cond = cond & c
+      inner_valid = cond if valid is None else (valid & cond)
+      val = self.emit(s, tuple(nidx), inner_valid)
+      return UOp(Ops.WHERE, u.dtype, (cond, val, UOp.const(u.dtype, 0)))
+    if op is Ops.REDUCE_AXIS:
+      rop, axes = u.arg
+      nidx = list(idx)
+      rngs = []
+      for a in axes:
+        r = UOp(Ops.RANGE, dtypes.index, (_c(s.shape[a]),), ("r", self.n_reduce, a))
+        rngs.append(r); nidx[a] = r
+      self.n_reduce += 1
+      val = self.emit(s, tuple(nidx), valid)
+      return UOp(Ops.REDUCE, u.dtype, (val, *rngs), rop)
+    if op in GroupOp.Elementwise:
+      return UOp(op, u.dtype, tuple(self.emit(x, idx, valid) for x in u.src), u.arg)
+    if op in (Ops.CONTIGUOUS, Ops.DETACH): return self.emit(s, idx, valid)
+    raise NotImplementedError(f"can't lower {op} inside a kernel")
+
+def lower_kernel(ast: UOp) -> UOp:
+  """SINK(value) with DEFINE_GLOBAL(0) as the output -> SINK(STORE(INDEX(out, i), value)) over global RANGEs."""
+  root = ast.src[0]
+  shape = root.shape
+  out = UOp(Ops.DEFINE_GLOBAL, root.dtype.ptr(prod(shape)), (), 0)
+  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("g", i)) if s != 1 else _c(0) for i, s in enumerate(shape))
+  val = Lowerer().emit(root, rngs, None)
+  return UOp(Ops.SINK, dtypes.void, (out.index(linear_index(rngs, shape)).store(val),), ast.arg)

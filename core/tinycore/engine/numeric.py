@@ -1,0 +1,50 @@
+"""Bit-exact conversions for the float formats numpy lacks (bfloat16, fp8 e4m3/e5m2), round-to-nearest-even."""
+from __future__ import annotations
+import numpy as np
+from tinycore.dtype import DType, dtypes
+
+def _f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+  u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+  rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+  return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+def _fp8_table(dtype: DType) -> np.ndarray:
+  """The float32 value of each of the 256 codes."""
+  e, m = dtypes.finfo(dtype)
+  bias = (1 << (e - 1)) - 1
+  codes = np.arange(256, dtype=np.uint32)
+  sign = np.where(codes & 0x80, -1.0, 1.0)
+  exp, man = (codes >> m) & ((1 << e) - 1), codes & ((1 << m) - 1)
+  val = np.where(exp == 0, man / (1 << m) * 2.0 ** (1 - bias), (1 + man / (1 << m)) * 2.0 ** (exp.astype(np.float64) - bias))
+  val = sign * val
+  if dtype == dtypes.fp8e4m3: val[(codes & 0x7F) == 0x7F] = np.nan          # e4m3fn: no inf, S.1111.111 is nan
+  else:
+    val[((codes >> 2) & 0x1F) == 0x1F] = np.where((codes[((codes >> 2) & 0x1F) == 0x1F] & 3) == 0, sign[((codes >> 2) & 0x1F) == 0x1F] * np.inf, np.nan)
+  return val.astype(np.float32)
+
+def float_to_bits(x: np.ndarray, dtype: DType) -> np.ndarray:
+  x = np.asarray(x, dtype=np.float32)
+  if dtype == dtypes.bfloat16: return _f32_to_bf16_bits(x)
+  table = _fp8_table(dtype)
+  finite = np.where(np.isfinite(table), table, np.nan)
+  order = np.argsort(finite)   # nan last
+  vals = finite[order]
+  nfin = int(np.isfinite(vals).sum())
+  vals, order = vals[:nfin], order[:nfin]
+  flat = x.reshape(-1)
+  pos = np.clip(np.searchsorted(vals, flat), 1, nfin - 1)
+  lo, hi = vals[pos - 1], vals[pos]
+  pick_hi = (hi - flat) < (flat - lo)
+  tie = (hi - flat) == (flat - lo)
+  pick_hi = pick_hi | (tie & ((order[pos] & 1) == 0))
+  out = np.where(pick_hi, order[pos], order[pos - 1]).astype(np.uint8)
+  maxv = vals[-1]
+  sat = np.abs(flat) > maxv
+  if dtype == dtypes.fp8e4m3: out = np.where(sat, np.where(flat > 0, order[-1], order[0]), out)  # saturate like torch's fn types
+  else: out = np.where(np.isinf(flat) | (sat & (np.abs(flat) >= maxv * 1.125)), np.where(flat > 0, 0x7C, 0xFC), np.where(sat, np.where(flat > 0, order[-1], order[0]), out))
+  out = np.where(np.isnan(flat), 0x7F, out)
+  return out.astype(np.uint8).reshape(x.shape)
+
+def bits_to_float(bits: np.ndarray, dtype: DType) -> np.ndarray:
+  if dtype == dtypes.bfloat16: return (bits.astype(np.uint32) << 16).view(np.float32)
+  return _fp8_table(dtype)[bits.astype(np.uint8)]

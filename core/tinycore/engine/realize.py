@@ -1,0 +1,32 @@
+"""Turning lazy UOp graphs into buffers: schedule, lower and run."""
+from __future__ import annotations
+from tinycore.uop import UOp, Ops
+from tinycore.helpers import ContextVar
+
+REFERENCE = ContextVar("REFERENCE", 0)
+
+def realize_uops(uops: list[UOp]) -> list[UOp]:
+  """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer."""
+  if REFERENCE: return _realize_reference(uops)
+  from tinycore.engine.schedule import create_schedule
+  from tinycore.engine.run import run_schedule
+  sched, outputs = create_schedule(uops, return_outputs=True)
+  run_schedule(sched)
+  return outputs
+
+def _realize_reference(uops: list[UOp]) -> list[UOp]:
+  import numpy as np
+  from tinycore.engine.reference import evaluate
+  from tinycore.engine.numeric import float_to_bits
+  from tinycore.device import Buffer
+  cache: dict = {}
+  vals = [evaluate(u, cache) for u in uops]   # everything is read before anything is written
+  out = []
+  for u, v in zip(uops, vals):
+    if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER and u.src[0].arg.is_allocated()): out.append(u); continue
+    target = u.src[0].base if u.op is Ops.ASSIGN else None
+    buf = target.arg if target is not None else Buffer(u.device, max(v.size, 1), u.dtype)
+    arr = float_to_bits(v, u.dtype) if u.dtype.fmt is None else np.ascontiguousarray(v, dtype=u.dtype.np)
+    if v.size: buf.ensure_allocated().copyin(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
+    out.append(u.src[0] if target is not None else UOp(Ops.BUFFER, u.dtype, (), buf).reshape(u.shape))
+  return out

@@ -1,0 +1,132 @@
+"""The scheduler: which nodes of a lazy graph become buffers, and the ordered kernels and copies that compute them.
+
+Elementwise chains, movement ops and reductions fuse into one kernel. A node gets its own buffer only when it must:
+it was asked for, it is contiguous()/a copy/an assign, or it is a reduction whose result would otherwise be recomputed
+(it is broadcast back over the axes it reduced, it sits inside another reduction, or two kernels use it)."""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.dtype import dtypes
+from tinycore.device import Buffer
+from tinycore.helpers import DEBUG, prod, all_int
+from tinycore import plugins_hooks
+
+@dataclass
+class ScheduleItem:
+  ast: UOp                                  # SINK(value) over DEFINE_GLOBAL placeholders, or COPY
+  bufs: list[Buffer]                        # output first, then inputs in DEFINE_GLOBAL order
+  var_vals: dict[UOp, int] = field(default_factory=dict)
+  @property
+  def is_copy(self) -> bool: return self.ast.op is Ops.COPY
+  def lower(self):
+    from tinycore.engine.run import lower_item
+    return lower_item(self)
+  def __repr__(self): return f"<ScheduleItem {'copy' if self.is_copy else 'kernel'} out={self.bufs[0]} ins={len(self.bufs) - 1}>"
+
+def _is_view_of_buffer(u: UOp) -> bool:
+  """A node that already lives in memory as a contiguous buffer (possibly reshaped)."""
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u.op is Ops.BUFFER
+
+def _really_expands(u: UOp) -> bool: return any(s != n for s, n in zip(u.src[0].shape, u.shape))
+
+def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
+  realize: set[UOp] = {t for t in targets if not _is_view_of_buffer(t) and t.op is not Ops.CONST}
+  for u in topo:
+    if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(u)
+    if u.op is Ops.COPY:
+      realize.add(u)
+      if not _is_view_of_buffer(u.src[0]): realize.add(u.src[0])
+  while True:
+    new: set[UOp] = set()
+    seen_from: dict[UOp, UOp] = {}
+    for root in realize:
+      stack = [(root, False, False, True)]
+      visited = set()
+      while stack:
+        n, expanded, in_reduce, is_root = stack.pop()
+        if (n, expanded, in_reduce) in visited: continue
+        visited.add((n, expanded, in_reduce))
+        if not is_root and (n in realize or n.op is Ops.BUFFER): continue
+        if n.op is Ops.REDUCE_AXIS and not is_root:
+          if expanded or in_reduce or seen_from.setdefault(n, root) is not root: new.add(n); continue
+        e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
+        r = in_reduce or n.op is Ops.REDUCE_AXIS
+        src = n.src[1:] if n.op is Ops.ASSIGN else n.src
+        stack.extend((s, e, r, False) for s in src)
+    if not (new - realize): return realize
+    realize |= new
+
+def create_schedule(targets: list[UOp], return_outputs: bool = False):
+  sink = UOp(Ops.SINK, dtypes.void, tuple(targets))
+  topo = sink.toposort()
+  realize = _find_realizes(targets, topo)
+  buf_of: dict[UOp, UOp] = {}          # realized node -> BUFFER uop (reshaped to the node's shape)
+  items: list[ScheduleItem] = []
+  for u in topo:
+    if u not in realize: continue
+    if u.op is Ops.ASSIGN:
+      target = u.src[0]
+      if not _is_view_of_buffer(target): raise NotImplementedError("assign into a non-contiguous view is not supported; assign into the whole tensor")
+      out_buf = target.base.arg
+      value = u.src[1]
+      # reading the target through a different view while writing it would race: compute into a fresh buffer first
+      if any(n.op is Ops.BUFFER and n.arg is out_buf for n in value.toposort()) and _reads_shifted(value, target.base):
+        tmp = _kernel_item(value, Buffer(value.device, value.size, value.dtype), buf_of, items)
+        value = tmp
+      _kernel_item(value, out_buf, buf_of, items, out_node=u)
+      buf_of[u] = target
+      continue
+    out = Buffer(u.device, u.size if all_int(u.shape) else 0, u.dtype) if u.op is not Ops.ASSIGN else None
+    if u.op is Ops.COPY:
+      src = buf_of.get(u.src[0], u.src[0])
+      sb = src.base.arg
+      if u.size: items.append(ScheduleItem(UOp(Ops.COPY, u.dtype, (), (sb.device, u.device)), [out, sb]))
+      buf_of[u] = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
+      continue
+    _kernel_item(u, out, buf_of, items, out_node=u)
+  for h in plugins_hooks.schedule_observers: h(items)
+  if DEBUG >= 3:
+    for i, it in enumerate(items): print(f"schedule {i}: {it}")
+  if not return_outputs: return items
+  outs = [buf_of.get(t, t) for t in targets]
+  return items, outs
+
+def _reads_shifted(value: UOp, buf: UOp) -> bool:
+  for n in value.toposort():
+    for s in n.src:
+      if s is buf and n.op in GroupOp.Movement and n.op is not Ops.RESHAPE: return True
+  return False
+
+def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp | None = None) -> UOp:
+  """Schedule one kernel computing `u` into `out`; returns the BUFFER view that now holds it."""
+  out_uop = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
+  if out_node is not None: buf_of[out_node] = out_uop
+  if u.size == 0 or not all_int(u.shape): return out_uop
+  # the kernel's graph: realized sources become loads, buffers become numbered placeholders
+  bufs: list = [out]
+  gl: dict[Buffer, UOp] = {}
+  var_vals: dict[UOp, int] = {}
+  memo: dict[UOp, UOp] = {}
+  def build(n: UOp, root=False) -> UOp:
+    if (r := memo.get(n)) is not None: return r
+    if not root and n in buf_of: r = build(buf_of[n])
+    elif n.op is Ops.BUFFER:
+      b = n.arg
+      if b not in gl:
+        gl[b] = UOp(Ops.DEFINE_GLOBAL, n.dtype.ptr(b.size), (), len(bufs))
+        bufs.append(b)
+      r = gl[b]
+    elif n.op is Ops.BIND:
+      var, val = n.unbind()
+      var_vals[var] = val
+      r = var
+    elif n.op is Ops.COPY or n.op is Ops.ASSIGN: raise RuntimeError(f"scheduler bug: unrealized {n.op} inside a kernel")
+    else: r = n.replace(src=tuple(build(s) for s in n.src))
+    memo[n] = r
+    return r
+  body = build(u.src[0] if u.op is Ops.CONTIGUOUS else u, root=True)
+  if body.op is Ops.CONTIGUOUS: body = body.src[0]
+  ast = UOp(Ops.SINK, dtypes.void, (body,))
+  items.append(ScheduleItem(ast, bufs, var_vals))
+  return out_uop

@@ -1,0 +1,50 @@
+"""Renderer: turns a linearized UOp program into device source. It owns its compiler and declares the capabilities
+that codegen reads (locals, shared memory, limits, dtypes, tensor cores)."""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from typing import Any
+from tinycore.uop import UOp, Ops
+from tinycore.dtype import DType
+
+@dataclass(frozen=True)
+class TensorCore:
+  """One matrix instruction: C[M,N] += A[M,K] @ B[K,N] with the per-lane element layout the emulator and renderers share."""
+  dims: tuple[int, int, int]
+  dtype_in: DType
+  dtype_out: DType
+  threads: int
+  elements_per_thread: tuple[int, int, int] = (0, 0, 0)
+  name: str = ""
+
+@dataclass
+class ProgramSpec:
+  """What the runtime needs to launch a rendered kernel."""
+  name: str
+  src: str
+  device: str
+  global_size: tuple[int, ...] = (1, 1, 1)
+  local_size: tuple[int, ...] | None = (1, 1, 1)
+  vars: tuple[UOp, ...] = ()            # DEFINE_VARs, in the order the kernel takes them
+  n_bufs: int = 0
+  outs: tuple[int, ...] = (0,)
+  ins: tuple[int, ...] = ()
+  uops: list[UOp] | None = None
+  ops: int = 0                          # estimated FLOPs, for GlobalCounters and DEBUG=2
+  mem: int = 0                          # estimated bytes moved
+  applied_opts: tuple = ()
+
+class Renderer:
+  name: str = ""
+  device: str = ""
+  arch: str | None = None
+  has_local: bool = False
+  has_shared: bool = False
+  global_max: tuple[int, ...] | None = None
+  local_max: tuple[int, ...] | None = None
+  shared_max: int = 0
+  tensor_cores: list[TensorCore] = []
+  supports_float4: bool = True
+  supported_dtypes: frozenset[DType] | None = None   # None: every dtype
+  compiler: Any = None
+  def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError(f"{type(self).__name__} must implement render")
+  def __repr__(self): return f"<{type(self).__name__} {self.name}{':' + self.arch if self.arch else ''}>"

@@ -1,0 +1,155 @@
+"""The shared C-style renderer: C, CUDA, Metal, OpenCL-C and (loosely) WGSL specialize it."""
+from __future__ import annotations
+import math, struct
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.dtype import DType, dtypes, PtrDType
+from tinycore.renderer import Renderer
+
+class CStyleRenderer(Renderer):
+  kernel_prefix = ""
+  buffer_prefix = ""
+  arg_int = "const int"
+  type_map: dict[DType, str] = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+    dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
+    dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double",
+    dtypes.index: "int", dtypes.void: "void"}
+  # formats held in registers as float and converted at loads, stores and casts (no native arithmetic)
+  emulated: dict[DType, DType] = {dtypes.bfloat16: dtypes.uint16, dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
+  prelude = ""
+
+  # ---- types and literals
+  def ctype(self, dt: DType) -> str:
+    if isinstance(dt, PtrDType): return self.ctype(self.emulated.get(dt.base, dt.base)) + "*"
+    if dt.count > 1: return self.ctype(dt.scalar()) + str(dt.count)
+    if dt in self.emulated: return "float"
+    return self.type_map[dt]
+  def literal(self, v, dt: DType) -> str:
+    if dt in self.emulated: dt = dtypes.float32
+    if dtypes.is_float(dt):
+      if math.isnan(v): s = "NAN"
+      elif math.isinf(v): s = "INFINITY" if v > 0 else "(-INFINITY)"
+      else: s = repr(float(v)) + ("" if dt == dtypes.float64 else "f")
+      return s if dt in (dtypes.float32, dtypes.float64) else f"(({self.ctype(dt)}){s})"
+    if dt == dtypes.bool: return "1" if v else "0"
+    if dt in (dtypes.int64,): return f"{int(v)}ll"
+    if dt in (dtypes.uint64,): return f"{int(v)}ull"
+    if dt in (dtypes.uint32,): return f"{int(v)}u"
+    if dt in (dtypes.int32, dtypes.index): return str(int(v)) if v != -2**31 else "(-2147483647-1)"
+    return f"(({self.ctype(dt)}){int(v)})"
+
+  # ---- ops
+  def alu(self, op: Ops, dt: DType, a: list[str], srcs: tuple[UOp, ...]) -> str:
+    fl = dtypes.is_float(dt)
+    sfx = "" if dt == dtypes.float64 else "f"
+    if op is Ops.NEG: return f"(!{a[0]})" if dt == dtypes.bool else f"(-{a[0]})"
+    if op is Ops.EXP2: return self.math("exp2", dt, a[0])
+    if op is Ops.LOG2: return self.math("log2", dt, a[0])
+    if op is Ops.SIN: return self.math("sin", dt, a[0])
+    if op is Ops.SQRT: return self.math("sqrt", dt, a[0])
+    if op is Ops.TRUNC: return self.math("trunc", dt, a[0])
+    if op is Ops.RECIP: return f"(1/{a[0]})" if not fl or dt in self.emulated else f"(({self.ctype(dt)})1/{a[0]})"
+    if op is Ops.ADD: return f"({a[0]}+{a[1]})" if dt != dtypes.bool else f"({a[0]}|{a[1]})"
+    if op is Ops.SUB: return f"({a[0]}-{a[1]})"
+    if op is Ops.MUL: return f"({a[0]}*{a[1]})" if dt != dtypes.bool else f"({a[0]}&{a[1]})"
+    if op is Ops.FDIV: return f"({a[0]}/{a[1]})"
+    if op in (Ops.IDIV, Ops.MOD):
+      sym = "/" if op is Ops.IDIV else "%"
+      d = srcs[1]
+      if d.op is Ops.CONST and d.arg != 0 and not (d.arg == -1): return f"({a[0]}{sym}{a[1]})"
+      # division by zero is undefined in C (and traps on x86): define it as 0, like the reference
+      return f"({a[1]}==0?0:{a[0]}{sym}{a[1]})"
+    if op is Ops.MAX:
+      if fl: return f"(({a[0]}>{a[1]}||{a[0]}!={a[0]})?{a[0]}:{a[1]})"
+      return f"(({a[0]}>{a[1]})?{a[0]}:{a[1]})"
+    if op is Ops.CMPLT: return f"({a[0]}<{a[1]})"
+    if op is Ops.CMPNE: return f"({a[0]}!={a[1]})"
+    if op is Ops.CMPEQ: return f"({a[0]}=={a[1]})"
+    if op is Ops.AND: return f"({a[0]}&{a[1]})"
+    if op is Ops.OR: return f"({a[0]}|{a[1]})"
+    if op is Ops.XOR: return f"({a[0]}^{a[1]})"
+    if op is Ops.SHL: return f"({a[0]}<<{a[1]})"
+    if op is Ops.SHR: return f"({a[0]}>>{a[1]})"
+    if op is Ops.WHERE: return f"({a[0]}?{a[1]}:{a[2]})"
+    if op is Ops.MULACC: return f"(({a[0]}*{a[1]})+{a[2]})"
+    if op is Ops.POW: return self.math("pow", dt, a[0], a[1])
+    raise NotImplementedError(f"{type(self).__name__} can't render {op}")
+  def math(self, fn: str, dt: DType, *a: str) -> str:
+    if dt == dtypes.float64: return f"{fn}({', '.join(a)})"
+    if dt == dtypes.float32 or dt in self.emulated: return f"{fn}f({', '.join(a)})"
+    return f"(({self.ctype(dt)}){fn}f({', '.join(f'(float){x}' for x in a)}))"
+  def cast(self, x: str, src: DType, dt: DType) -> str:
+    if dt == dtypes.bool: return f"({x}!=0)"
+    if dt in self.emulated: return f"__tc_round_{dt.name}((float)({x}))"
+    return f"(({self.ctype(dt)})({x}))"
+  def bitcast(self, x: str, src: DType, dt: DType) -> str: return f"__builtin_bit_cast({self.ctype(dt)}, ({self.ctype(src)})({x}))"
+  def load(self, buf: str, idx: str, dt: DType) -> str:
+    v = f"{buf}[{idx}]"
+    return f"__tc_from_{dt.name}({v})" if dt in self.emulated else v
+  def store_value(self, x: str, dt: DType) -> str: return f"__tc_to_{dt.name}({x})" if dt in self.emulated else x
+
+  # ---- program structure (overridden by GPU dialects)
+  def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str: return f"for (int {name} = 0; {name} < {bound}; {name}++) {{"
+  def kernel_params(self, bufs: list[tuple[str, DType, bool]], vars: list[tuple[str, DType]]) -> list[str]:
+    return [f"{self.buffer_prefix}{self.ctype(dt)} restrict {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
+  def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
+    return self.prelude + f"{self.kernel_prefix}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    r: dict[UOp, str] = {}
+    bufs: list[tuple[str, DType, bool]] = []
+    vars: list[tuple[str, DType]] = []
+    body: list[str] = []
+    depth = 1
+    first_global_seen = False
+    n = 0
+    def line(s: str): body.append("  " * depth + s)
+    for u in uops:
+      op = u.op
+      if op is Ops.DEFINE_GLOBAL:
+        r[u] = f"data{u.arg}"
+        bufs.append((r[u], u.dtype, False))
+        continue
+      if op is Ops.DEFINE_VAR:
+        r[u] = u.arg[0]
+        vars.append((r[u], u.dtype))
+        continue
+      if op is Ops.CONST: r[u] = self.literal(u.arg, u.dtype); continue
+      if op is Ops.INDEX: continue
+      if op is Ops.RANGE:
+        kind = u.arg[0]
+        r[u] = f"{'g' if kind == 'g' else 'r'}idx{u.arg[1]}" + (f"_{u.arg[2]}" if kind == "r" else "")
+        line(self.render_range(u, r[u], r[u.src[0]], kind == "g" and not first_global_seen))
+        if kind == "g": first_global_seen = True
+        depth += 1
+        continue
+      if op is Ops.END:
+        depth -= 1
+        line("}")
+        continue
+      if op is Ops.DEFINE_REG:
+        r[u] = r[u.src[0]] = f"acc{u.arg[0]}"
+        line(f"{self.ctype(u.dtype)} {r[u]} = {self.literal(u.arg[1], u.dtype)};")
+        continue
+      if op is Ops.ASSIGN:
+        line(f"{r[u.src[0]]} = {r[u.src[1]]};")
+        continue
+      if op is Ops.REDUCE: continue   # aliased to its accumulator
+      if op is Ops.STORE:
+        ind = u.src[0]
+        buf, idx = r[ind.src[0]], r[ind.src[1]]
+        val = self.store_value(r[u.src[1]], ind.src[0].dtype.base)
+        if len(ind.src) > 2: line(f"if ({r[ind.src[2]]}) {buf}[{idx}] = {val};")
+        else: line(f"{buf}[{idx}] = {val};")
+        continue
+      if op is Ops.LOAD:
+        ind = u.src[0]
+        v = self.load(r[ind.src[0]], r[ind.src[1]], ind.src[0].dtype.base)
+        if len(ind.src) > 2: v = f"({r[ind.src[2]]}?{v}:{self.literal(0, u.dtype)})"
+        expr = v
+      elif op is Ops.CAST: expr = self.cast(r[u.src[0]], u.src[0].dtype, u.dtype)
+      elif op is Ops.BITCAST: expr = self.bitcast(r[u.src[0]], u.src[0].dtype, u.dtype)
+      elif op in GroupOp.ALU: expr = self.alu(op, u.dtype, [r[s] for s in u.src], u.src)
+      else: raise NotImplementedError(f"{type(self).__name__} can't render {op}")
+      r[u] = f"v{n}"; n += 1
+      line(f"{self.ctype(u.dtype)} {r[u]} = {expr};")
+    return self.render_kernel(name, body, self.kernel_params(sorted(bufs), sorted(vars)))

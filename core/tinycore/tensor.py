@@ -1,0 +1,726 @@
+"""Tensor: the user-facing, lazily evaluated array. Every op builds UOps; realize() hands the graph to the engine."""
+from __future__ import annotations
+import math, functools, itertools, struct, weakref
+from typing import Any, Callable, Iterable, Sequence, Union
+from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
+from tinycore.uop import UOp, Ops, GroupOp, Variable, resolve, smax
+from tinycore.helpers import prod, all_int, argsort, make_tuple, flatten, dedup, getenv
+from tinycore.device import Device, Buffer
+
+sint = Union[int, UOp]
+ConstType = Union[float, int, bool]
+
+def _canon_device(device: str | tuple | None) -> str | tuple[str, ...]:
+  if isinstance(device, (tuple, list)): return tuple(Device.canonicalize(d) for d in device)
+  return Device.canonicalize(device) if device is not None else Device.DEFAULT
+
+def _from_np(x, device: str, dtype: DType | None) -> UOp:
+  import numpy as np
+  if x.dtype.kind not in "biuf" or x.dtype.name == "float128": raise TypeError(f"numpy dtype {x.dtype} is not supported by Tensor")
+  dt = dtype or dtypes.from_np(x.dtype)
+  if dtype is not None and dtype.fmt is not None and dtypes.from_np(x.dtype) != dtype: x = x.astype(dtype.np)
+  elif dtype is not None and dtype.fmt is None:  # bfloat16/fp8: convert through float32 bits
+    from tinycore.engine.numeric import float_to_bits
+    x = float_to_bits(x.astype(np.float32), dtype)
+  x = np.require(x, requirements="C")
+  buf = Buffer(device, max(x.size, 0), dt)
+  if x.size: buf.allocate().copyin(memoryview(x.reshape(-1).view(np.uint8)))
+  return UOp(Ops.BUFFER, dt, (), buf).reshape(x.shape)
+
+class Tensor:
+  """A lazily evaluated multi-dimensional array on a device, with autograd."""
+  __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+  training: bool = False
+  no_grad: bool = False
+
+  def __init__(self, data: Any = None, device: str | tuple | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+    dtype = to_dtype(dtype) if dtype is not None else None
+    device = _canon_device(device)
+    if isinstance(data, UOp): u = data
+    elif data is None: u = _empty(device, (0,), dtype or dtypes.default_float)
+    elif isinstance(data, (bool, int, float)): u = UOp.const(dtype or dtypes.from_py(data), data, device)
+    elif isinstance(data, bytes): u = _from_np(__import__("numpy").frombuffer(data, dtype="uint8"), device, dtype or dtypes.uint8)
+    elif isinstance(data, (list, tuple)):
+      import numpy as np
+      dt = dtype or dtypes.from_py(data)
+      try: arr = np.array(data, dtype=dt.np if dt.fmt else np.float32)
+      except ValueError as e: raise ValueError(f"can't make a Tensor from a ragged or non-numeric list: {e}") from None
+      if arr.dtype == object: raise ValueError("can't make a Tensor from a ragged list")
+      u = _from_np(arr, device, dt)
+    elif type(data).__module__ == "numpy" or hasattr(data, "__array__"):
+      import numpy as np
+      arr = np.asarray(data)
+      u = _from_np(arr, device, dtype) if arr.shape else UOp.const(dtype or dtypes.from_np(arr.dtype), arr.item(), device)
+    elif isinstance(data, Tensor): u = data.uop if dtype is None else data.cast(dtype).uop
+    else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
+    if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
+    self.uop: UOp = u
+    self.requires_grad: bool | None = requires_grad
+    self.grad: Tensor | None = None
+
+  # ---- properties
+  @property
+  def shape(self) -> tuple[sint, ...]: return self.uop.shape
+  @property
+  def dtype(self) -> DType: return self.uop.dtype
+  @property
+  def device(self) -> str | tuple[str, ...]: return self.uop.device
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> sint: return prod(self.shape)
+  def element_size(self) -> int: return self.dtype.itemsize
+  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def __len__(self):
+    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+  @property
+  def T(self) -> Tensor: return self.transpose()
+  def __repr__(self): return f"<Tensor {self.shape} {self.dtype} on {self.device}{' with grad' if self.grad is not None else ''}>"
+  def __hash__(self): return id(self)
+  def __bool__(self):
+    if self.numel() != 1: raise ValueError(f"the truth value of a Tensor with shape {self.shape} is ambiguous")
+    return bool(self.item())
+
+  # ---- realization
+  def schedule(self, *lst: Tensor) -> list:
+    from tinycore.engine.schedule import create_schedule
+    return create_schedule([t.uop for t in (self, *lst)])
+  def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
+    from tinycore.engine.realize import realize_uops
+    ts = [t for t in (self, *lst)]
+    new = realize_uops([t.uop for t in ts])
+    for t, u in zip(ts, new): t.uop = u
+    return self
+  def is_realized(self) -> bool: return self.uop.base.op is Ops.BUFFER
+  def _buffer(self) -> Buffer:
+    t = self.cast(self.dtype.base).contiguous() if not (self.uop.op is Ops.RESHAPE and self.uop.src[0].op is Ops.BUFFER) and self.uop.op is not Ops.BUFFER else self
+    t.realize()
+    u = t.uop if t.uop.op is Ops.BUFFER else t.uop.src[0]
+    if u.op is not Ops.BUFFER: t = t.contiguous().realize(); u = t.uop.base
+    return u.arg
+  def data(self) -> memoryview:
+    if not all_int(self.shape): raise ValueError(f"can't read a tensor of symbolic shape {self.shape}")
+    if 0 in self.shape: return memoryview(bytearray(0)).cast(self.dtype.fmt or "B")
+    mv = self._buffer().as_buffer()
+    return mv.cast(self.dtype.fmt or "B", self.shape if self.shape else None) if self.dtype.fmt else mv
+  def numpy(self):
+    import numpy as np
+    if not all_int(self.shape): raise ValueError(f"can't read a tensor of symbolic shape {self.shape}")
+    if 0 in self.shape: return np.zeros(self.shape, dtype=self.dtype.np if self.dtype.fmt else np.float32)
+    arr = self._buffer().numpy()
+    if self.dtype.fmt is None:
+      from tinycore.engine.numeric import bits_to_float
+      arr = bits_to_float(arr, self.dtype)
+    return arr.reshape(self.shape)
+  def tolist(self): return self.numpy().tolist()
+  def item(self):
+    if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+    return self.numpy().reshape(-1)[0].item()
+  def clone(self) -> Tensor: return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)), requires_grad=self.requires_grad)
+  def contiguous(self) -> Tensor: return self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+  def contiguous_backward(self) -> Tensor: return self
+  def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
+  def to(self, device: str | tuple | None) -> Tensor:
+    device = _canon_device(device)
+    if device == self.device: return self
+    if isinstance(device, tuple): return self.shard(device)
+    return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), device))
+  def to_(self, device) -> Tensor:
+    self.uop = self.to(device).uop
+    return self
+  def assign(self, x) -> Tensor:
+    x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
+    if x.shape != self.shape: raise ValueError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
+    if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype}, value {x.dtype}")
+    if x.device != self.device: x = x.to(self.device)
+    if self.uop.base.op is not Ops.BUFFER: self.uop = x.uop; return self
+    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+    return self
+  def replace(self, x: Tensor) -> Tensor:
+    if x.shape != self.shape: raise ValueError(f"replace shape mismatch: {self.shape} vs {x.shape}")
+    self.uop = x.uop
+    return self
+
+  def _wrap(self, u: UOp) -> Tensor:
+    """A new tensor from a UOp computed from this one; gradients flow when this one needs them."""
+    return Tensor(u, requires_grad=True if self.requires_grad else None)
+
+  # ---- creation
+  @staticmethod
+  def empty(*shape, device=None, dtype=None, **kw) -> Tensor:
+    return Tensor(_empty(_canon_device(device), _shape_arg(shape), to_dtype(dtype) if dtype else dtypes.default_float), **kw)
+  @staticmethod
+  def full(shape, fill_value: ConstType, device=None, dtype=None, **kw) -> Tensor:
+    shape = _shape_arg((shape,) if isinstance(shape, int) else shape)
+    dt = to_dtype(dtype) if dtype else dtypes.from_py(fill_value)
+    c = UOp.const(dt, fill_value, _canon_device(device))
+    return Tensor(c.reshape((1,) * len(shape)).expand(shape), **kw)
+  @staticmethod
+  def zeros(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0 if "dtype" not in kw or kw["dtype"] is None else 0, **{**kw, "dtype": kw.get("dtype") or dtypes.default_float})
+  @staticmethod
+  def ones(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 1, **{**kw, "dtype": kw.get("dtype") or dtypes.default_float})
+  def full_like(self, fill_value, **kw) -> Tensor:
+    return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kw})
+  def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
+  def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
+  def empty_like(self, **kw) -> Tensor: return Tensor.empty(*self.shape, **{"dtype": self.dtype, "device": self.device, **kw})
+  @staticmethod
+  def arange(start, stop=None, step=1, **kw) -> Tensor:
+    if stop is None: start, stop = 0, start
+    if step == 0: raise ValueError("arange step must not be 0")
+    dt = to_dtype(kw.pop("dtype")) if kw.get("dtype") is not None else dtypes.from_py([start, stop, step]) if not all(isinstance(x, int) for x in (start, stop, step)) else dtypes.default_int
+    kw.pop("dtype", None)
+    n = max(math.ceil((stop - start) / step), 0)
+    if n == 0: return Tensor.empty(0, dtype=dt, **kw)
+    # cumsum of ones, as index math: start + i*step
+    idx = Tensor._index_range(n, kw.get("device"))
+    return (idx.cast(dt) * step + start).cast(dt) if dtypes.is_float(dt) else (idx * step + start).cast(dt)
+  @staticmethod
+  def _index_range(n: int, device=None) -> Tensor:
+    """[0, 1, ..., n-1] as int32, built from a padded-and-reshaped constant so it costs no buffer."""
+    return Tensor.full((n,), 1, dtype=dtypes.int32, device=device)._cumsum_excl()
+  def _cumsum_excl(self) -> Tensor:
+    """Exclusive prefix sum along the last axis: a pooled window over a left-padded copy, summed (one fused kernel)."""
+    n = self.shape[-1]
+    x = self.pad(((0, 0),) * (self.ndim - 1) + ((n, 0),))  # length 2n, first n zeros
+    return x._pool_last(n).sum(-1)
+  def _pool_last(self, k: int) -> Tensor:
+    """Sliding windows of size k (stride 1) over the last axis (length L = n + k): shape (..., n, k), out[i, j] = x[i + j]."""
+    L = self.shape[-1]; n = L - k
+    pre = self.shape[:-1]
+    # repeat then reshape trick: (.., L) -> (.., k+1 copies) -> flat -> shrink -> (.., k, L+1) ... take window rows
+    x = self.unsqueeze(-2).expand(*pre, n + 1, L).reshape(*pre, (n + 1) * L)
+    x = x.shrink(tuple((0, s) for s in pre) + ((0, n * (L + 1)),)).reshape(*pre, n, L + 1)
+    return x.shrink(tuple((0, s) for s in pre) + ((0, n), (0, k)))
+  @staticmethod
+  def eye(n: int, m: int | None = None, **kw) -> Tensor:
+    m = n if m is None else m
+    dt = kw.pop("dtype", None) or dtypes.default_float
+    r = Tensor._index_range(n, kw.get("device")).reshape(n, 1)
+    c = Tensor._index_range(m, kw.get("device")).reshape(1, m)
+    return Tensor((r == c).cast(dt).uop, requires_grad=kw.get("requires_grad"))
+  def _broadcast_const(self, x, dtype=None) -> Tensor:
+    return Tensor(UOp.const(dtype or self.dtype, x, self.device if isinstance(self.device, str) else None))
+
+  # ---- movement (argument checks here, in the user's terms)
+  def reshape(self, shape, *args) -> Tensor:
+    new = _shape_arg((shape,) + args if args or isinstance(shape, int) else shape)
+    if sum(1 for s in new if isinstance(s, int) and s == -1) > 1: raise ValueError(f"only one dimension can be -1, got {new}")
+    if -1 in new:
+      known = prod(s for s in new if not (isinstance(s, int) and s == -1))
+      if known == 0 or self.numel() % known != 0: raise ValueError(f"can't reshape {self.shape} into {new}")
+      new = tuple(self.numel() // known if (isinstance(s, int) and s == -1) else s for s in new)
+    if any(isinstance(s, int) and s < 0 for s in new): raise ValueError(f"negative dimension in reshape target {new}")
+    if prod(new) != self.numel() if all_int(new) and all_int(self.shape) else False:
+      raise ValueError(f"can't reshape tensor of shape {self.shape} ({self.numel()} elements) into {new} ({prod(new)} elements)")
+    return self._wrap(self.uop.reshape(new))
+  def view(self, *shape) -> Tensor: return self.reshape(*shape)
+  def expand(self, shape, *args) -> Tensor:
+    new = _shape_arg((shape,) + args if args or isinstance(shape, int) else shape)
+    if len(new) < self.ndim: raise ValueError(f"can't expand {self.shape} to fewer dimensions {new}")
+    x = self.reshape((1,) * (len(new) - self.ndim) + self.shape) if len(new) != self.ndim else self
+    new = tuple(s if not (isinstance(n, int) and n == -1) else s for s, n in zip(x.shape, new)) if -1 in new else new
+    new = tuple(xs if (isinstance(n, int) and n == -1) else n for xs, n in zip(x.shape, new))
+    for xs, n in zip(x.shape, new):
+      if not (xs == n or xs == 1): raise ValueError(f"can't expand {self.shape} to {new}: dimension of size {xs} is not 1")
+    return x._wrap(x.uop.expand(new))
+  def permute(self, order, *args) -> Tensor:
+    order = tuple(order) if not isinstance(order, int) else (order,) + args
+    order = tuple(self._resolve_dim(o) for o in order)
+    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute order {order} is not a permutation of the {self.ndim} dims of {self.shape}")
+    return self._wrap(self.uop.permute(order))
+  def transpose(self, dim0=1, dim1=0) -> Tensor:
+    if self.ndim < 2 and dim0 == 1 and dim1 == 0: return self
+    order = list(range(self.ndim))
+    d0, d1 = self._resolve_dim(dim0), self._resolve_dim(dim1)
+    order[d0], order[d1] = order[d1], order[d0]
+    return self.permute(order)
+  def flip(self, axis, *args) -> Tensor:
+    axes = {self._resolve_dim(a) for a in ((axis,) + args if isinstance(axis, int) else axis)}
+    return self._wrap(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
+  def shrink(self, arg) -> Tensor:
+    if len(arg) != self.ndim: raise ValueError(f"shrink needs {self.ndim} (start, end) pairs for shape {self.shape}, got {len(arg)}")
+    arg = tuple((0, s) if a is None else a for a, s in zip(arg, self.shape))
+    for (b, e), s in zip(arg, self.shape):
+      if all_int((b, e, s)) and not 0 <= b <= e <= s: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape}")
+    return self._wrap(self.uop.shrink(arg))
+  def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """`padding` as ((before, after), ...) per dim, or flat torch style (last dim first: (left, right, top, bottom, ...))."""
+    if all(isinstance(p, int) for p in padding):
+      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"flat padding {padding} must have an even length at most 2*{self.ndim}")
+      pairs = [(0, 0)] * (self.ndim - len(padding) // 2) + [(padding[i], padding[i + 1]) for i in range(len(padding) - 2, -1, -2)]
+    else: pairs = [(0, 0) if p is None else tuple(p) for p in padding]
+    if len(pairs) != self.ndim: raise ValueError(f"padding {padding} doesn't match the {self.ndim} dims of {self.shape}")
+    if mode != "constant": return self._pad_mode(pairs, mode)
+    # negative padding shrinks
+    x = self
+    if any(b < 0 or e < 0 for b, e in pairs):
+      x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(pairs, x.shape)))
+      pairs = [(max(b, 0), max(e, 0)) for b, e in pairs]
+    out = x._wrap(x.uop.pad(tuple(pairs)))
+    if value != 0:
+      mask = Tensor(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
+      out = mask.where(out, value)
+    return out
+  def _pad_mode(self, pairs, mode) -> Tensor:
+    x = self
+    for d, (b, e) in enumerate(pairs):
+      if b == 0 and e == 0: continue
+      n = x.shape[d]
+      if mode == "reflect":
+        if b >= n or e >= n: raise ValueError(f"reflect padding {(b, e)} must be smaller than dim {d} of size {n}")
+        parts = [x._slice_dim(d, 1, b + 1).flip(d), x, x._slice_dim(d, n - 1 - e, n - 1).flip(d)]
+      elif mode == "replicate": parts = [x._slice_dim(d, 0, 1).expand(*[b if i == d else s for i, s in enumerate(x.shape)]), x,
+                                         x._slice_dim(d, n - 1, n).expand(*[e if i == d else s for i, s in enumerate(x.shape)])]
+      elif mode == "circular":
+        if b > n or e > n: raise ValueError(f"circular padding {(b, e)} can't exceed dim {d} of size {n}")
+        parts = [x._slice_dim(d, n - b, n), x, x._slice_dim(d, 0, e)]
+      else: raise ValueError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
+      x = Tensor.cat(*[p for p in parts if p.shape[d] != 0], dim=d)
+    return x
+  def _slice_dim(self, d: int, b: int, e: int) -> Tensor:
+    return self.shrink(tuple((b, e) if i == d else (0, s) for i, s in enumerate(self.shape)))
+  def squeeze(self, dim=None) -> Tensor:
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    dims = {self._resolve_dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))} if self.ndim else set()
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = self._resolve_dim(dim, extra=True)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
+    if self.ndim == 0: return self.reshape(1)
+    s, e = self._resolve_dim(start_dim), self._resolve_dim(end_dim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self, dim: int, sizes) -> Tensor:
+    d = self._resolve_dim(dim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+  def _resolve_dim(self, dim: int, *, extra: bool = False) -> int:
+    total = self.ndim + int(extra)
+    if not isinstance(dim, int): raise TypeError(f"dimension must be an int, got {type(dim).__name__}")
+    if not -max(1, total) <= dim < max(1, total): raise IndexError(f"dimension {dim} is out of range for a tensor of {self.ndim} dims {self.shape}")
+    return dim + total if dim < 0 else dim
+
+  @staticmethod
+  def cat(*tensors: Tensor, dim: int = 0) -> Tensor:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    if not tensors: raise ValueError("cat needs at least one tensor")
+    t0 = tensors[0]
+    d = t0._resolve_dim(dim)
+    for t in tensors[1:]:
+      if t.ndim != t0.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, t0.shape)) if i != d):
+        raise ValueError(f"cat: shapes {t0.shape} and {t.shape} differ outside dim {d}")
+    dt = least_upper_dtype(*[t.dtype for t in tensors])
+    total, off, out = sum(t.shape[d] for t in tensors), 0, None
+    for t in tensors:
+      p = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(t.ndim)))
+      out = p if out is None else out + p
+      off += t.shape[d]
+    return out
+  def cat_(self, *args, dim=0) -> Tensor: return Tensor.cat(self, *args, dim=dim)
+  @staticmethod
+  def stack(*tensors: Tensor, dim: int = 0) -> Tensor:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    return Tensor.cat(*[t.unsqueeze(dim) for t in tensors], dim=dim)
+
+  # ---- indexing (basic: ints, slices with steps, None, Ellipsis; tensor indices in _getitem_tensor)
+  def __getitem__(self, idx) -> Tensor:
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if any(isinstance(i, (Tensor, list)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0) for i in idx):
+      return self._getitem_tensor(idx)
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
+    if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (shape {self.shape})")
+    if Ellipsis in idx:
+      e = idx.index(Ellipsis)
+      idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
+    else: idx = idx + (slice(None),) * (self.ndim - n_real)
+    x, dim, new_shape_ops = self, 0, []
+    shrinks, flips, strides, final_shape = [], [], [], []
+    for i in idx:
+      if i is None: final_shape.append(("new",)); continue
+      s = self.shape[dim]
+      if isinstance(i, UOp):   # symbolic index / bound variable slice handled as int-like
+        raise TypeError("symbolic integer indices are not supported; use a slice with a bound Variable")
+      if isinstance(i, bool) or not isinstance(i, (int, slice)) and not hasattr(i, "__index__"): raise TypeError(f"invalid index type {type(i).__name__}")
+      if isinstance(i, slice):
+        if isinstance(i.stop, UOp) or isinstance(i.start, UOp):
+          start = 0 if i.start is None else i.start
+          stop = s if i.stop is None else i.stop
+          if i.step not in (None, 1): raise ValueError("symbolic slices need step 1")
+          shrinks.append((start, stop)); flips.append(False); strides.append(1); final_shape.append(("keep",))
+        else:
+          start, stop, step = i.indices(s) if all_int((s,)) else (i.start or 0, i.stop if i.stop is not None else s, i.step or 1)
+          if step == 0: raise ValueError("slice step cannot be zero")
+          if step > 0: b, e = start, max(start, stop)
+          else: b, e = stop + 1, max(stop + 1, start + 1)
+          cnt = max(0, math.ceil((e - b) / abs(step)))
+          if step < 0: b = max(b, start - (cnt - 1) * abs(step)) if cnt else b
+          shrinks.append((b, e) if cnt else (b, b)); flips.append(step < 0); strides.append(abs(step)); final_shape.append(("keep",))
+      else:
+        i = int(i)
+        if not -s <= i < s: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {s}")
+        i = i + s if i < 0 else i
+        shrinks.append((i, i + 1)); flips.append(False); strides.append(1); final_shape.append(("drop",))
+      dim += 1
+    x = x.shrink(tuple(shrinks)) if shrinks else x
+    if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
+    if any(st != 1 for st in strides):
+      # stride by padding to a multiple, reshaping (n, st) and taking the first of each group
+      shp = x.shape
+      pads = tuple((0, (-s) % st) for s, st in zip(shp, strides))
+      x = x.pad(pads)
+      x = x.reshape(flatten([(math.ceil(s / st), st) for s, st in zip(shp, strides)]))
+      x = x.shrink(flatten([((0, math.ceil(s / st)), (0, 1)) for s, st in zip(shp, strides)]))
+      x = x.reshape(tuple(math.ceil(s / st) for s, st in zip(shp, strides)))
+    out_shape, it = [], iter(x.shape)
+    for f in final_shape:
+      if f[0] == "new": out_shape.append(1)
+      elif f[0] == "keep": out_shape.append(next(it))
+      else: next(it)
+    return x.reshape(tuple(out_shape))
+  def _getitem_tensor(self, idx) -> Tensor:
+    raise NotImplementedError("tensor (advanced) indexing is provided by the indexing mixin")
+  def __setitem__(self, idx, v):
+    raise NotImplementedError("__setitem__ is provided by the indexing mixin")
+
+  # ---- elementwise
+  def _broadcasted(self, y, reverse=False, match_dtype=True) -> tuple[Tensor, Tensor]:
+    x: Tensor = self
+    if not isinstance(y, Tensor):
+      if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR): y = Tensor(y.cast(dtypes.int32) if y.dtype != dtypes.int32 else y, device=x.device)
+      else:
+        if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
+        dt = x.dtype if (isinstance(y, bool) or (isinstance(y, int) and not dtypes.is_bool(x.dtype)) or (isinstance(y, float) and dtypes.is_float(x.dtype))) else dtypes.from_py(y)
+        if isinstance(y, int) and dtypes.is_bool(x.dtype) and not isinstance(y, bool): dt = dtypes.default_int
+        y = Tensor(UOp.const(dt, y, x.device if isinstance(x.device, str) else None))
+    elif y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}")
+    if reverse: x, y = y, x
+    out_shape = _broadcast_shape(x.shape, y.shape)
+    if match_dtype:
+      dt = least_upper_dtype(x.dtype, y.dtype)
+      x, y = x.cast(dt), y.cast(dt)
+    return x._expand_to(out_shape), y._expand_to(out_shape)
+  def _expand_to(self, shape) -> Tensor:
+    if self.shape == shape: return self
+    return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+  def _apply(self, op: Ops, *others: Tensor, dtype: DType | None = None) -> Tensor:
+    rg = True if self.requires_grad or any(o.requires_grad for o in others) else None
+    u = UOp(op, dtype or (dtypes.bool if op in GroupOp.Comparison else self.dtype), (self.uop, *[o.uop for o in others]))
+    return Tensor(u, requires_grad=rg)
+  def add(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.ADD, b)
+  def sub(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.ADD, b._apply(Ops.NEG)) if not dtypes.is_unsigned(a.dtype) else a._apply(Ops.SUB, b)
+  def mul(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.MUL, b)
+  def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if rounding_mode == "trunc": return a.idiv(b) if dtypes.is_int(a.dtype) else (a.float_div(b)).trunc().cast(a.dtype)
+    if rounding_mode == "floor":
+      if dtypes.is_int(a.dtype): return a._floordiv_int(b)
+      return a.float_div(b).floor()
+    if rounding_mode is not None: raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
+    return a.float_div(b)
+  def float_div(self, b: Tensor) -> Tensor:
+    dt = least_upper_float(self.dtype)
+    a, b = self.cast(dt), b.cast(least_upper_float(b.dtype) if dtypes.is_float(b.dtype) else dt)
+    return a * b.reciprocal()
+  def idiv(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    if not dtypes.is_int(a.dtype): raise TypeError(f"idiv needs integer tensors, got {a.dtype}")
+    return a._apply(Ops.IDIV, b)
+  def _floordiv_int(self, b: Tensor) -> Tensor:
+    q = self._apply(Ops.IDIV, b)
+    fix = ((self._apply(Ops.MOD, b)).ne(0) & ((self < 0) ^ (b < 0)))
+    return q - fix.cast(q.dtype)
+  def mod(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if dtypes.is_int(a.dtype):
+      r = a._apply(Ops.MOD, b)
+      return r + ((r.ne(0)) & ((r < 0) ^ (b < 0))).where(b, 0)   # python/torch: sign of the divisor
+    return a - a.div(b, rounding_mode="floor") * b
+  def neg(self) -> Tensor: return self._apply(Ops.NEG) if self.dtype != dtypes.bool else self.logical_not()
+  def reciprocal(self) -> Tensor: x = self.cast(least_upper_float(self.dtype)); return x._apply(Ops.RECIP)
+  def __neg__(self): return self.neg()
+  def __add__(self, x): return self.add(x)
+  def __radd__(self, x): return self.add(x, True)
+  def __sub__(self, x): return self.sub(x)
+  def __rsub__(self, x): return self.sub(x, True)
+  def __mul__(self, x): return self.mul(x)
+  def __rmul__(self, x): return self.mul(x, True)
+  def __truediv__(self, x): return self.div(x)
+  def __rtruediv__(self, x): return self.div(x, True)
+  def __floordiv__(self, x): a, b = self._broadcasted(x); return a.div(b, rounding_mode="floor")
+  def __rfloordiv__(self, x): a, b = self._broadcasted(x, True); return a.div(b, rounding_mode="floor")
+  def __mod__(self, x): return self.mod(x)
+  def __rmod__(self, x): return self.mod(x, True)
+  def __pow__(self, x): return self.pow(x)
+  def __rpow__(self, x): return self.pow(x, True)
+  def __matmul__(self, x): return self.matmul(x)
+  def __rmatmul__(self, x): return Tensor(x, device=self.device).matmul(self) if not isinstance(x, Tensor) else x.matmul(self)
+  def __iadd__(self, x): return self.assign(self + x) if self.uop.base.op is Ops.BUFFER else self.replace(self + x)
+  def __isub__(self, x): return self.assign(self - x) if self.uop.base.op is Ops.BUFFER else self.replace(self - x)
+  def __imul__(self, x): return self.assign(self * x) if self.uop.base.op is Ops.BUFFER else self.replace(self * x)
+  def __itruediv__(self, x): return self.assign(self / x) if self.uop.base.op is Ops.BUFFER else self.replace(self / x)
+  def __lt__(self, x): a, b = self._broadcasted(x); return a._apply(Ops.CMPLT, b)
+  def __gt__(self, x): a, b = self._broadcasted(x, True); return a._apply(Ops.CMPLT, b)
+  def __ge__(self, x): return (self < x).logical_not()
+  def __le__(self, x): return (self > x).logical_not()
+  def ne(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPNE, b)
+  def eq(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPEQ, b)
+  def __ne__(self, x): return self.ne(x)   # type: ignore[override]
+  def __eq__(self, x): return self.eq(x)   # type: ignore[override]
+  def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._apply(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._expand_to(self.shape))
+  def _bitop(self, op, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool): raise TypeError(f"bitwise ops need integer or bool tensors, got {a.dtype}")
+    return a._apply(op, b)
+  def bitwise_and(self, x) -> Tensor: return self._bitop(Ops.AND, x)
+  def bitwise_or(self, x) -> Tensor: return self._bitop(Ops.OR, x)
+  def bitwise_xor(self, x) -> Tensor: return self._bitop(Ops.XOR, x)
+  def bitwise_not(self) -> Tensor: return self.logical_not() if self.dtype == dtypes.bool else self ^ -1
+  def __and__(self, x): return self.bitwise_and(x)
+  def __or__(self, x): return self.bitwise_or(x)
+  def __xor__(self, x): return self.bitwise_xor(x)
+  def __rand__(self, x): return self._bitop(Ops.AND, x, True)
+  def __ror__(self, x): return self._bitop(Ops.OR, x, True)
+  def __rxor__(self, x): return self._bitop(Ops.XOR, x, True)
+  def __invert__(self): return self.bitwise_not()
+  def lshift(self, x) -> Tensor: a, b = self._broadcasted(x); return a._bitop(Ops.SHL, b)
+  def rshift(self, x) -> Tensor: a, b = self._broadcasted(x); return a._bitop(Ops.SHR, b)
+  def __lshift__(self, x): return self.lshift(x)
+  def __rshift__(self, x): return self.rshift(x)
+  def where(self, x, y) -> Tensor:
+    """self ? x : y, broadcasting all three."""
+    cond = self.cast(dtypes.bool)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+      dt = dtypes.from_py(x) if type(x) is type(y) or isinstance(y, bool) else least_upper_dtype(dtypes.from_py(x), dtypes.from_py(y))
+      x = Tensor(UOp.const(dt, x, cond.device))
+    if not isinstance(x, Tensor): x = y._broadcast_const(x, dtypes.from_py(x) if not (isinstance(x, (int, bool)) and not isinstance(x, bool) and dtypes.is_float(y.dtype)) and not (isinstance(x, float) and dtypes.is_float(y.dtype)) and not isinstance(x, bool) else y.dtype)
+    if not isinstance(y, Tensor): y = x._broadcast_const(y, x.dtype if (isinstance(y, (int, float)) and (dtypes.is_float(x.dtype) or isinstance(y, int))) and not isinstance(y, bool) else dtypes.from_py(y))
+    x, y = x._broadcasted(y)
+    shape = _broadcast_shape(cond.shape, x.shape)
+    cond, x, y = cond._expand_to(shape), x._expand_to(shape), y._expand_to(shape)
+    return cond._apply(Ops.WHERE, x, y, dtype=x.dtype)
+  def maximum(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    if a.dtype == dtypes.bool: return a | b
+    return a._apply(Ops.MAX, b)
+  def minimum(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    if a.dtype == dtypes.bool: return a & b
+    return -((-a).maximum(-b)) if not dtypes.is_unsigned(a.dtype) else (a < b).where(a, b)
+  def clamp(self, min_=None, max_=None) -> Tensor:
+    if min_ is None and max_ is None: raise ValueError("clamp needs min or max")
+    x = self
+    if min_ is not None: x = x.maximum(min_)
+    if max_ is not None: x = x.minimum(max_)
+    return x
+  clip = clamp
+  def cast(self, dtype) -> Tensor:
+    dt = to_dtype(dtype)
+    return self if self.dtype == dt else self._wrap(self.uop.cast(dt))
+  def bitcast(self, dtype) -> Tensor:
+    dt = to_dtype(dtype)
+    if dt.itemsize != self.dtype.itemsize:
+      if self.ndim == 0 or (self.shape[-1] * self.dtype.itemsize) % dt.itemsize: raise ValueError(f"can't bitcast {self.shape} of {self.dtype} to {dt}: the last dim's bytes don't divide")
+      raise NotImplementedError("bitcast between different item sizes is not supported yet")
+    return self if self.dtype == dt else Tensor(self.uop.bitcast(dt))
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
+
+  # unary math: core primitives are exp2, log2, sin, sqrt, recip; the rest is composed
+  def _float(self) -> Tensor: return self.cast(least_upper_float(self.dtype))
+  def exp2(self) -> Tensor: return self._float()._apply(Ops.EXP2)
+  def log2(self) -> Tensor: return self._float()._apply(Ops.LOG2)
+  def exp(self) -> Tensor: return (self._float() * (1 / math.log(2))).exp2()
+  def log(self) -> Tensor: return self.log2() * math.log(2)
+  def sqrt(self) -> Tensor: return self._float()._apply(Ops.SQRT)
+  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+  def sin(self) -> Tensor: return self._float()._apply(Ops.SIN)
+  def cos(self) -> Tensor: return (math.pi / 2 - self._float()).sin()
+  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def trunc(self) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._apply(Ops.TRUNC)
+  def floor(self) -> Tensor: t = self.trunc(); return t if not dtypes.is_float(self.dtype) else (self < t).where(t - 1, t)
+  def ceil(self) -> Tensor: t = self.trunc(); return t if not dtypes.is_float(self.dtype) else (self > t).where(t + 1, t)
+  def round(self) -> Tensor:
+    """Round half to even, like numpy and torch."""
+    if not dtypes.is_float(self.dtype): return self
+    f = self.floor(); diff = self - f
+    even = (f * 0.5).floor() * 2 == f
+    return (diff > 0.5).where(f + 1, (diff < 0.5).where(f, even.where(f, f + 1)))
+  def abs(self) -> Tensor: return self if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool else (self < 0).where(-self, self)
+  def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if self.dtype != dtypes.bool else self
+  def square(self) -> Tensor: return self * self
+  def pow(self, x, reverse=False) -> Tensor:
+    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
+      if x == 0: return self.ones_like()
+      if x == 1: return self
+      if x == 2: return self * self
+      if x == 0.5: return self.sqrt()
+      if x == -1: return self.reciprocal()
+      if isinstance(x, int) and 0 < x <= 8 and x == int(x):
+        r = self
+        for _ in range(x - 1): r = r * self
+        return r
+    a, b = self._broadcasted(x, reverse)
+    if dtypes.is_int(a.dtype) and dtypes.is_int(b.dtype):
+      return a.cast(dtypes.float64 if a.dtype.itemsize > 4 else dtypes.float32).pow(b.cast(dtypes.float32)).round().cast(a.dtype)
+    a, b = a._float(), b._float()
+    # |a|^b via exp2(b*log2|a|), with the sign of a for integer b, nan for negative a and fractional b
+    mag = (b * a.abs().log2()).exp2()
+    b_int = b.trunc() == b
+    odd = (b.abs() * 0.5).trunc() * 2 != b.abs()
+    neg = a < 0
+    res = neg.where(b_int.where(odd.where(-mag, mag), math.nan), mag)
+    return ((a == 0) & (b == 0)).where(1.0, res)
+
+  # ---- reductions
+  def _axes(self, axis) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return tuple(sorted({self._resolve_dim(a) for a in axes}))
+  def _reduce(self, op: Ops, axis=None, keepdim=False) -> Tensor:
+    axes = self._axes(axis)
+    if any(self.shape[a] == 0 for a in axes):
+      if op is Ops.MAX: raise ValueError(f"max/min of an empty dimension (shape {self.shape}, axis {axis}) has no identity")
+      ident = 0 if op is Ops.ADD else 1
+      out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+      ret = Tensor.full(out_shape, ident, dtype=self.dtype, device=self.device)
+    else: ret = self._wrap(self.uop.r(op, axes))
+    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+  def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
+    acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    return self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
+  def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
+    acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
+  def max(self, axis=None, keepdim=False) -> Tensor:
+    return self._reduce(Ops.MAX, axis, keepdim) if self.dtype != dtypes.bool else self.cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
+  def min(self, axis=None, keepdim=False) -> Tensor:
+    if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
+      return (dtypes.max(self.dtype) - self.cast(self.dtype if self.dtype != dtypes.bool else dtypes.uint8)).max(axis, keepdim).__rsub__(dtypes.max(self.dtype) if self.dtype != dtypes.bool else 1).cast(self.dtype)
+    return -((-self).max(axis, keepdim))
+  def mean(self, axis=None, keepdim=False) -> Tensor:
+    axes = self._axes(axis)
+    n = prod([self.shape[a] for a in axes])
+    out = self._float().sum(axis, keepdim)
+    return out * (1 / n) if n else out * math.nan
+  def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
+    axes = self._axes(axis)
+    n = prod([self.shape[a] for a in axes])
+    sq = (self._float() - self._float().mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    return sq / max(n - correction, 0)
+  def std(self, axis=None, keepdim=False, correction=1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
+  def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
+
+  # ---- linear algebra
+  def dot(self, w: Tensor, dtype=None) -> Tensor:
+    if self.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
+    k = self.shape[-1]
+    kw = w.shape[-2] if w.ndim > 1 else w.shape[0]
+    if k != kw: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
+    x = self.reshape(*self.shape[:-1], *[1] * min(max(w.ndim - 1, 0), max(self.ndim - 1, 0) + 1) , k) if w.ndim > 1 else self
+    if w.ndim == 1: return (self * w).sum(-1, dtype=dtype).cast(least_upper_dtype(self.dtype, w.dtype) if dtype is None else dtype)
+    wt = w.reshape(*w.shape[:-2], *[1] * min(max(self.ndim - 1, 0), max(w.ndim - 2, 0) + 1), *w.shape[-2:]).transpose(-1, -2)
+    out = (x * wt).sum(-1, dtype=dtype)
+    out = out.cast(least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype))
+    return out.squeeze(-2) if self.ndim == 1 else out
+  def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
+    if not isinstance(x, Tensor): x = Tensor(x, device=self.device)
+    return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
+    return x.add(bias) if bias is not None else x
+
+  # ---- activations used everywhere (the full set lives in the activation mixin)
+  def relu(self) -> Tensor: return (self > 0).where(self, 0)
+  def sigmoid(self) -> Tensor: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
+  def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
+  def softmax(self, axis=-1, dtype=None) -> Tensor:
+    x = self.cast(dtype) if dtype is not None else self._float()
+    m = x - x.max(axis, keepdim=True).detach()
+    e = m.exp()
+    return e / e.sum(axis, keepdim=True)
+  def log_softmax(self, axis=-1, dtype=None) -> Tensor:
+    x = self.cast(dtype) if dtype is not None else self._float()
+    m = x - x.max(axis, keepdim=True).detach()
+    return m - m.exp().sum(axis, keepdim=True).log()
+  def logsumexp(self, axis=None, keepdim=False) -> Tensor:
+    m = self.max(axis, keepdim=True).detach()
+    return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self._reduced_shape(axis, keepdim))
+  def _reduced_shape(self, axis, keepdim) -> tuple:
+    axes = self._axes(axis)
+    return tuple(1 if i in axes else s for i, s in enumerate(self.shape)) if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
+  def sequential(self, ll: list[Callable[[Tensor], Tensor]]) -> Tensor: return functools.reduce(lambda x, f: f(x), ll, self)
+
+  # ---- autograd
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+    from tinycore.gradient import compute_gradient
+    if gradient is None and self.numel() != 1: raise ValueError(f"gradient of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
+    g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
+    grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
+    out = []
+    for t in targets:
+      if t.uop not in grads: raise ValueError(f"a target of shape {t.shape} is not part of the graph of this tensor")
+      out.append(Tensor(grads[t.uop]))
+    return out
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    from tinycore.gradient import compute_gradient
+    if gradient is None and self.numel() != 1: raise ValueError(f"backward of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
+    g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
+    targets = _grad_targets(self)
+    grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
+    for t in targets:
+      if (gu := grads.get(t.uop)) is None: continue
+      gt = Tensor(gu, device=t.device)
+      if gt.shape != t.shape: raise RuntimeError(f"gradient shape {gt.shape} doesn't match tensor shape {t.shape}")
+      t.grad = gt if t.grad is None else (t.grad + gt)
+    return self
+
+  class train:
+    """`with Tensor.train(): ...` sets Tensor.training (dropout and batchnorm read it)."""
+    def __init__(self, mode: bool = True): self.mode = mode
+    def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
+    def __exit__(self, *a): Tensor.training = self.prev
+    def __call__(self, fn):
+      @functools.wraps(fn)
+      def wrapper(*a, **kw):
+        with Tensor.train(self.mode): return fn(*a, **kw)
+      return wrapper
+  class test(train):
+    def __init__(self): super().__init__(False)
+
+# live tensors that require grad, so backward() can find its leaves
+_requires_grad_leaves: "weakref.WeakSet[Tensor]" = weakref.WeakSet()
+_orig_init = Tensor.__init__
+def _tracking_init(self, *a, **kw):
+  _orig_init(self, *a, **kw)
+  if self.requires_grad: _requires_grad_leaves.add(self)
+Tensor.__init__ = _tracking_init  # type: ignore[method-assign]
+
+def _grad_targets(t: Tensor) -> list[Tensor]:
+  nodes = set(t.uop.toposort())
+  return [x for x in list(_requires_grad_leaves) if x.requires_grad and x.uop in nodes]
+
+def _empty(device, shape: tuple, dtype: DType) -> UOp:
+  return UOp(Ops.BUFFER, dtype, (), Buffer(device, prod(shape) if all_int(shape) else 0, dtype)).reshape(shape)
+
+def _shape_arg(shape) -> tuple:
+  if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+  for s in shape:
+    if not isinstance(s, (int, UOp)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {s!r} in {shape}")
+  return tuple(shape)
+
+def _broadcast_shape(*shapes) -> tuple:
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    nz = {d for d in dims if not (isinstance(d, int) and d == 1)}
+    if len(nz) > 1: raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together")
+    out.append(nz.pop() if nz else 1)
+  return tuple(out)

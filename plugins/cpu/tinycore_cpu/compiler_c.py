@@ -1,0 +1,25 @@
+"""C compiler for CPU kernels: clang when present, else gcc, producing a shared object in memory."""
+from __future__ import annotations
+import shutil, subprocess, tempfile, os, functools
+from tinycore.compiler import Compiler, CompileError
+
+# -O2 for the host ISA; -fno-math-errno only drops errno writes, IEEE NaN/inf semantics stay intact (no -ffast-math)
+FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11", "-w"]
+
+@functools.cache
+def find_cc() -> str | None:
+  for cc in (os.getenv("CC"), "clang", "gcc", "cc"):
+    if cc and shutil.which(cc): return shutil.which(cc)
+  return None
+
+class CCompiler(Compiler):
+  def __init__(self, cc: str | None = None):
+    self.cc = cc or find_cc()
+    if self.cc is None: raise FileNotFoundError("no C compiler found on PATH (tried clang, gcc, cc): install one (`apt-get install clang`) or use DEV=CPU:LLVM")
+    super().__init__(f"c-{os.path.basename(self.cc)}-{' '.join(FLAGS)}")
+  def compile(self, src: str) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+      out = os.path.join(d, "k.so")
+      p = subprocess.run([self.cc, *FLAGS, "-x", "c", "-", "-o", out, "-lm"], input=src.encode(), capture_output=True)
+      if p.returncode != 0: raise CompileError(f"{os.path.basename(self.cc)} failed to compile the kernel", src, p.stderr.decode(errors="replace"))
+      with open(out, "rb") as f: return f.read()

@@ -1,0 +1,65 @@
+"""CPU runtime: aligned host memory, shared objects loaded with ctypes, and a persistent thread pool.
+
+ctypes releases the GIL for the duration of a foreign call, so chunks of the outermost loop run truly in parallel."""
+from __future__ import annotations
+import ctypes, ctypes.util, os, tempfile, time, functools
+from concurrent.futures import ThreadPoolExecutor
+from tinycore.device import LRUAllocator, Allocator
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+_libc.aligned_alloc.restype = ctypes.c_void_p
+_libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.free.argtypes = [ctypes.c_void_p]
+
+class CPUAllocator(LRUAllocator):
+  def _alloc(self, size: int, options=None) -> int:
+    p = _libc.aligned_alloc(64, (size + 63) // 64 * 64)
+    if not p: raise MemoryError(f"CPU: can't allocate {size} bytes")
+    return p
+  def _free(self, opaque: int, size: int, options=None) -> None: _libc.free(opaque)
+  def _as_buffer(self, opaque: int) -> memoryview: raise NotImplementedError  # replaced below with a sized view
+  def _copyin(self, dest: int, src: memoryview) -> None: ctypes.memmove(dest, (ctypes.c_char * src.nbytes).from_buffer(src) if not src.readonly else bytes(src), src.nbytes)
+  def _copyout(self, dest: memoryview, src: int) -> None: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src, dest.nbytes)
+  def _offset(self, opaque: int, size: int, offset: int) -> int: return opaque + offset
+
+class CPUBufferView(CPUAllocator):
+  """Adds the zero-copy host view: the allocator must know each block's size for that."""
+  def __init__(self):
+    super().__init__()
+    self.sizes: dict[int, int] = {}
+  def alloc(self, size: int, options=None):
+    p = super().alloc(size, options)
+    self.sizes[p] = size
+    return p
+  def _offset(self, opaque: int, size: int, offset: int) -> int:
+    self.sizes[opaque + offset] = size
+    return opaque + offset
+  def _as_buffer(self, opaque: int) -> memoryview:
+    return memoryview((ctypes.c_uint8 * self.sizes[opaque]).from_address(opaque)).cast("B")
+
+def cpu_count() -> int:
+  return max(1, int(os.getenv("CPU_COUNT", "0")) or len(os.sched_getaffinity(0)))
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor: return ThreadPoolExecutor(max_workers=cpu_count(), thread_name_prefix="tinycore-cpu")
+
+class CPUProgram:
+  def __init__(self, name: str, lib: bytes):
+    self.name = name
+    # dlopen needs a file; unlinked right after load
+    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib); path = f.name
+    try: self.lib = ctypes.CDLL(path)
+    finally: os.unlink(path)
+    self.fxn = getattr(self.lib, name)
+    self.fxn.restype = None
+  def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, work: int = 0):
+    n = global_size[0] if global_size else 1
+    args = [ctypes.c_void_p(b) for b in bufs] + [ctypes.c_int(v) for v in vals]
+    st = time.perf_counter()
+    threads = min(cpu_count(), n) if work >= 1 << 15 else 1
+    if threads <= 1: self.fxn(*args, ctypes.c_int(0), ctypes.c_int(n))
+    else:
+      step = -(-n // threads)
+      futs = [_pool().submit(self.fxn, *args, ctypes.c_int(s), ctypes.c_int(min(s + step, n))) for s in range(0, n, step)]
+      for f in futs: f.result()
+    if wait: return time.perf_counter() - st
