@@ -77,14 +77,14 @@ class Buffer:
       self._buf = self.allocator._offset(self._base._buf, self.nbytes, self.offset)
     elif opaque is not None: self._buf, self._owned = opaque, False   # someone else's memory: never freed here
     else:
-      self._buf, self._owned = self.allocator.alloc(self.nbytes, self.options), True
+      self._buf, self._owned = self.allocator.alloc(max(self.nbytes, 1), self.options), True   # empty tensors still get a handle
       GlobalCounters.mem_used += self.nbytes
     return self
   def deallocate(self) -> None:
     if not self.is_allocated(): return
     if self._base is None and self._owned:
       GlobalCounters.mem_used -= self.nbytes
-      self.allocator.free(self._buf, self.nbytes, self.options)
+      self.allocator.free(self._buf, max(self.nbytes, 1), self.options)
     del self._buf
   def __del__(self):
     try: self.deallocate()
