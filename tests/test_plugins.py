@@ -127,3 +127,11 @@ def test_import_tinycore_survives_broken_plugins(tmp_path):
   assert st["broken_import"] == "broken" and st["broken_api"] == "skipped" and st["broken_hook"] == "broken"
   assert all(v == "loaded" for k, v in st.items() if not k.startswith("broken"))
   assert out.stderr.count("PluginWarning") == 3
+
+def test_malformed_devices_answer_is_isolated(no_autoload):
+  class Weird:
+    TINYCORE_PLUGIN_API = (1, 1)
+    def tinycore_devices(self): return [{"name": "WEIRD", "colour": "blue"}]
+  plugins.register(Weird(), name="weird"); plugins.register(FakePlugin("OK"), name="ok")
+  with pytest.warns(PluginWarning, match="'weird'.*broken: tinycore_devices returned"): devs = no_autoload.devices()
+  assert "OK" in devs and "WEIRD" not in devs and no_autoload.records["weird"].status == "broken"

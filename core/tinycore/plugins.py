@@ -243,7 +243,11 @@ class _Registry:
     if self._devices is None:
       table: dict[str, tuple[DeviceInfo, PluginRecord]] = {}
       for r, infos in self.call("tinycore_devices"):
-        for info in map(lambda x: _as(DeviceInfo, x), infos):
+        try: infos = [_as(DeviceInfo, x) for x in infos]
+        except Exception as e:   # a malformed answer costs that plugin its devices, nobody else's
+          self._fail(r, "broken", f"tinycore_devices returned something that is not a list of DeviceInfo: {e}", e)
+          continue
+        for info in infos:
           for n in (info.name, *info.aliases):
             if n.upper() in table:
               warnings.warn(f"tinycore: device {n} from plugin {r.name!r} ignored, already provided by {table[n.upper()][1].name!r}", PluginWarning)
@@ -263,7 +267,11 @@ class _Registry:
     return self.devices().get(name)
 
   def renderers(self, device: str) -> list[RendererInfo]:
-    return [_as(RendererInfo, x) for _, xs in self.call("tinycore_renderers", device=device.upper()) for x in xs]
+    out = []
+    for r, xs in self.call("tinycore_renderers", device=device.upper()):
+      try: out += [_as(RendererInfo, x) for x in xs]
+      except Exception as e: warnings.warn(f"tinycore: plugin {r.name!r} from {r.dist} {r.version}: bad tinycore_renderers answer: {e}", PluginWarning)
+    return out
 
   def interfaces(self, device: str) -> list[Any]:
     from tinycore.interface import HostInterface
