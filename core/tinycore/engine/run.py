@@ -63,6 +63,9 @@ def lower_item(si) -> ExecItem:
   if si.is_copy: return ExecItem(CopyRunner(si.bufs[0].nbytes), si.bufs, si.var_vals)
   return ExecItem(get_runner(si.bufs[0].device, si.ast), si.bufs, si.var_vals)
 
+# TinyJit capture (engine/jit.py): each hook sees every ExecItem run_schedule is about to run
+capture_hooks: list = []
+
 def run_schedule(schedule: list, var_vals: dict | None = None, do_free: bool = True) -> None:
   # memory planning: a buffer allocated here is freed after its last use unless someone outside still holds it
   last_use: dict[int, int] = {}
@@ -71,6 +74,8 @@ def run_schedule(schedule: list, var_vals: dict | None = None, do_free: bool = T
     for b in si.bufs: last_use[id(b)] = i
   st = time.perf_counter()
   for i, si in enumerate(schedule):
-    lower_item(si).run(var_vals)
+    ei = lower_item(si)
+    for h in capture_hooks: h(ei)
+    ei.run(var_vals)
   if DEBUG >= 1 and schedule:
     print(f"realized {len(schedule)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms")
