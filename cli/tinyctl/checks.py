@@ -45,12 +45,13 @@ def targets() -> list[Target]:
 def check(t: Target) -> Target:
   """Run (x*2+1) on [1,2,3] through the full pipeline on this target and compare with numpy."""
   try:
-    import numpy as np
-    from tinycore import Context, Tensor
+    from tinycore import Context
     from tinycore.device import Device
     with Context(DEV=t.dev), warnings.catch_warnings():
       warnings.simplefilter("ignore")
-      Device[Device.DEFAULT]
+      Device[Device.DEFAULT]   # opening first: its reason is the one that matters
+      import numpy as np
+      from tinycore import Tensor
       got = (Tensor([1., 2., 3.], device=t.device) * 2 + 1).numpy()
     want = np.array([3., 5., 7.], dtype=np.float32)
     if got.shape != want.shape or not np.allclose(got, want): t.ok, t.why = False, f"wrong result {got.tolist()}, expected {want.tolist()}"

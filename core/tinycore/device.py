@@ -195,6 +195,11 @@ class _Device:
     if spec.iface is not None and spec.indices is None and self._default_iface.get(spec.device) == spec.iface: spec = spec.replace(iface=None)
     return str(spec)
 
+  def renderer_for(self, name: str):
+    """The RendererInfo that DEV selects for device `name` (None when the device declares no renderers)."""
+    spec, _ = self.spec_for(name)
+    return next((r for r in self._plugins().renderers(spec.device) if r.name.upper() == spec.renderer), None)
+
   def spec_for(self, name: str) -> tuple[DevSpec, int]:
     """The DEV target a device name uses (its entry in DEV, else the plugin defaults) and its index."""
     check_legacy_env()

@@ -32,15 +32,17 @@ def test_plugin_loads_from_entry_point(registry):
   assert [r.name for r in registry.renderers("CPU")] == ["C", "LLVM"]
   spec, _ = Device.spec_for("CPU:CLANG")
   assert spec.renderer == "C" and Device.spec_for("CPU")[0].renderer == "C" and Device.spec_for("CPU:llvm")[0].renderer == "LLVM"
+  assert Device.renderer_for("CPU").name == "C" and Device.renderer_for("CPU:LLVM").load == "tinycore_cpu.renderer_llvm"
   assert [r for _, rows in plugins.call("tinycore_smi", device="CPU") for r in rows][0]["device"] == "CPU"
 
 @pytest.mark.skipif(importlib.util.find_spec("tinycore_cpu.device") is None or importlib.util.find_spec("tinycore.tensor") is None,
                     reason="the CPU runtime or the Tensor frontend is not in this tree yet")
 @pytest.mark.parametrize("dev", ["CPU", "CPU:LLVM"])
 def test_real_computation(registry, dev):
+  if dev.endswith("LLVM") and importlib.util.find_spec("llvmlite") is None: pytest.skip("llvmlite is not installed")
+  if dev.endswith("LLVM") and importlib.util.find_spec("tinycore_cpu.renderer_llvm") is None: pytest.skip("the LLVM renderer is not in this tree yet")
   import numpy as np
   from tinycore import Tensor, Context
-  if dev.endswith("LLVM") and importlib.util.find_spec("llvmlite") is None: pytest.skip("llvmlite is not installed")
   with Context(DEV=dev):
     assert Device.DEFAULT == "CPU"
     np.testing.assert_allclose((Tensor([1., 2., 3.]) * 2 + 1).numpy(), np.array([3., 5., 7.], dtype=np.float32))
