@@ -1,0 +1,212 @@
+"""TinyJit: run a function twice the ordinary way, capture the kernels of the second call, then replay them.
+
+Call 1 runs normally (it realizes whatever was still lazy outside, e.g. weights). Call 2 runs with a hook in
+run_schedule that records every ExecItem. Later calls skip Python graph building and scheduling entirely: the
+captured runners run on the new input buffers (swapped into the slots the capture-time inputs held), with the
+values of bound Variables passed as var_vals. Intermediate buffers belong to the captured items; outputs come
+back as Tensors on the captured output buffers, so each replay overwrites the previous call's outputs (tinygrad's
+semantics: copy an output you want to keep)."""
+from __future__ import annotations
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, TypeVar
+from tinycore.uop import UOp, Ops
+from tinycore.helpers import JIT, DEBUG, all_int
+
+R = TypeVar("R")
+
+class JitError(RuntimeError):
+  """Wrong use of TinyJit: inputs changed shape/dtype/device, non-Tensor outputs, nested capture."""
+
+_capturing: list = []   # the TinyJit currently capturing, if any (nesting is an error)
+
+def _is_buf_view(u: UOp) -> bool:
+  return (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)) and u.base.arg.is_allocated()
+
+def _flatten_args(args, kwargs) -> tuple[list, list]:
+  """Tensors and bound Variables anywhere in args/kwargs (one level into lists/tuples/dicts), in a stable order."""
+  from tinycore.tensor import Tensor
+  tensors, binds = [], []
+  def walk(x):
+    if isinstance(x, Tensor): tensors.append(x)
+    elif isinstance(x, UOp) and x.op is Ops.BIND: binds.append(x)
+    elif isinstance(x, (list, tuple)):
+      for y in x: walk(y)
+    elif isinstance(x, dict):
+      for k in sorted(x, key=str): walk(x[k])
+  walk(args); walk(kwargs)
+  return tensors, binds
+
+def _prepare_inputs(tensors: list) -> list:
+  """Make every input Tensor a realized buffer (or a view of one) and return the buffers; no scheduling when they
+  already are, so a replay with realized inputs never enters the scheduler."""
+  from tinycore.tensor import Tensor
+  pending = [t for t in tensors if not _is_buf_view(t.uop) and not (not all_int(t.shape) and t.uop.base.op is Ops.BUFFER)]
+  for t in pending:
+    # a const, a lazy expression or a permuted view: give it its own contiguous buffer (values unchanged)
+    if all_int(t.shape) and t.uop.op is not Ops.CONTIGUOUS: t.uop = t.contiguous().uop
+  if pending: Tensor.realize(*pending)
+  bufs = []
+  for t in tensors:
+    if t.uop.base.op is not Ops.BUFFER: raise JitError(f"TinyJit input of shape {t.shape} could not be realized into a buffer")
+    bufs.append(t.uop.base.arg)
+  if len({id(b) for b in bufs}) != len(bufs): raise JitError("TinyJit got the same buffer as two inputs; pass it once (or .clone() one)")
+  return bufs
+
+def _unbind_view(u: UOp) -> UOp:
+  """A tensor's view with bound Variables unbound and its buffer anonymized: two calls match when these are equal."""
+  if _is_buf_view(u): return UOp(Ops.NOOP, u.dtype, (), u.shape)
+  m = {n: n.src[0] for n in u.toposort() if n.op is Ops.BIND}
+  m[u.base] = UOp(Ops.NOOP, u.dtype, (), u.base.arg.size)
+  return u.substitute(m)
+
+def _var_vals(tensors: list, binds: list) -> dict[UOp, int]:
+  vv: dict[UOp, int] = {}
+  for t in tensors:
+    if _is_buf_view(t.uop): continue   # plain buffers carry no Variables
+    for n in t.uop.toposort():
+      if n.op is Ops.BIND: vv[n.src[0]] = n.src[1].arg
+  for b in binds: vv[b.src[0]] = b.src[1].arg
+  return vv
+
+@dataclass(frozen=True)
+class InputInfo:
+  view: UOp      # shape (symbolic dims unbound) and view structure
+  dtype: Any
+  device: Any
+  def describe(self) -> str: return f"shape {self.view.arg if self.view.op is Ops.NOOP else 'view'} {self.dtype} on {self.device}"
+
+@dataclass
+class CapturedJit(Generic[R]):
+  """The replayable result of a capture: kernels, which of their buffer slots are inputs, and how to rebuild the return value."""
+  ret_template: Any                                   # the return value with Tensors replaced by _Out(i)
+  jit_cache: list                                     # ExecItems, in run order
+  input_replace: dict[tuple[int, int], int]           # (item index, buffer slot) -> input index
+  out_uops: list                                      # per output: a BUFFER view uop, or ("in", input index, uop)
+  expected_inputs: tuple[InputInfo, ...]
+  expected_vars: frozenset
+
+  def __len__(self): return len(self.jit_cache)
+
+  def free_inputs(self):
+    # replayed items must not keep the caller's last inputs alive
+    for (j, i) in self.input_replace: self.jit_cache[j].bufs[i] = None
+
+  def __call__(self, input_bufs: list, var_vals: dict[UOp, int]) -> None:
+    for (j, i), k in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_bufs[k]
+    for ei in self.jit_cache: ei.run(var_vals)
+    self.free_inputs()
+
+
+@dataclass(frozen=True)
+class _Out:
+  i: int   # a slot in the return template: the i-th output Tensor
+
+def _map_ret(ret, fn):
+  """Rebuild `ret` (Tensors, None, and tuples/lists/dicts of them) with fn applied to each Tensor."""
+  from tinycore.tensor import Tensor
+  if isinstance(ret, Tensor): return fn(ret)
+  if ret is None: return None
+  if isinstance(ret, (tuple, list)): return type(ret)(_map_ret(x, fn) for x in ret)
+  if isinstance(ret, dict): return {k: _map_ret(v, fn) for k, v in ret.items()}
+  raise JitError(f"a TinyJit function must return Tensors (or None, or tuples/lists/dicts of them), not {type(ret).__name__}: "
+                 "a Python value computed during capture would be frozen on replay; return it as a Tensor")
+
+def _out_tensors(ret) -> list:
+  outs: list = []
+  _map_ret(ret, lambda t: outs.append(t))
+  return outs
+
+class TinyJit(Generic[R]):
+  """`@TinyJit` on a function of Tensors: call 1 runs it, call 2 captures its kernels, calls 3+ replay them."""
+  def __init__(self, fxn: Callable[..., R] | None, captured: CapturedJit | None = None, prune: bool = False):
+    if fxn is None and captured is None: raise ValueError("TinyJit needs a function or a CapturedJit")
+    self.fxn, self.prune = fxn, prune
+    self.reset()
+    self.captured: CapturedJit | None = captured
+    if captured is not None: self.cnt = 2
+    if fxn is not None: functools.update_wrapper(self, fxn)
+
+  def reset(self):
+    """Forget the capture: the next call runs normally again and the one after captures."""
+    self.cnt, self.captured = 0, None
+
+  @property
+  def jit_cache(self) -> list: return self.captured.jit_cache if self.captured is not None else []
+
+  # decorating a method: bind the instance like a function would
+  def __get__(self, obj, objtype=None): return self if obj is None else functools.partial(self.__call__, obj)
+
+  def _run_plain(self, args, kwargs):
+    from tinycore.tensor import Tensor
+    ret = self.fxn(*args, **kwargs)
+    if outs := [t for t in _out_tensors(ret) if t.uop.op is not Ops.CONST]: Tensor.realize(*outs)
+    return ret
+
+  def __call__(self, *args, **kwargs) -> R:
+    if _capturing: raise JitError("a TinyJit function was called while another one is capturing; nested TinyJit is not supported")
+    tensors, binds = _flatten_args(args, kwargs)
+    if not JIT: return self._run_plain(args, kwargs)
+    if self.cnt == 0:
+      ret = self._run_plain(args, kwargs)
+      self.cnt = 1
+      return ret
+    bufs = _prepare_inputs(tensors)
+    infos = tuple(InputInfo(_unbind_view(t.uop), t.dtype, t.device) for t in tensors)
+    var_vals = _var_vals(tensors, binds)
+    if self.cnt == 1: return self._capture(args, kwargs, tensors, bufs, infos, var_vals)
+    self._check(infos, var_vals)
+    self.cnt += 1
+    self.captured(bufs, var_vals)
+    return self._rebuild(self.captured.ret_template, tensors)
+
+  def _rebuild(self, tmpl, tensors):
+    from tinycore.tensor import Tensor
+    if isinstance(tmpl, _Out):
+      u = self.captured.out_uops[tmpl.i]
+      return tensors[u[1]] if isinstance(u, tuple) else Tensor(u)
+    if isinstance(tmpl, (tuple, list)): return type(tmpl)(self._rebuild(x, tensors) for x in tmpl)
+    if isinstance(tmpl, dict): return {k: self._rebuild(v, tensors) for k, v in tmpl.items()}
+    return tmpl   # None
+
+  def _check(self, infos, var_vals):
+    exp = self.captured.expected_inputs
+    if len(infos) != len(exp):
+      raise JitError(f"TinyJit was captured with {len(exp)} input Tensors, now called with {len(infos)}")
+    for k, (a, b) in enumerate(zip(infos, exp)):
+      if a != b:
+        what = "dtype" if a.dtype != b.dtype else "device" if a.device != b.device else "shape"
+        raise JitError(f"TinyJit input {k} changed {what}: captured with {b.describe()}, now {a.describe()}; "
+                       "shapes may change only through bound Variables (call .reset() to recapture)")
+    if frozenset(var_vals) != self.captured.expected_vars:
+      names = lambda s: sorted(v.arg[0] for v in s)
+      raise JitError(f"TinyJit was captured with Variables {names(self.captured.expected_vars)}, now called with {names(var_vals)}")
+
+  def _capture(self, args, kwargs, tensors, bufs, infos, var_vals):
+    from tinycore.tensor import Tensor
+    from tinycore.engine import run
+    captured: list = []
+    _capturing.append(self)
+    run.capture_hooks.append(captured.append)
+    try:
+      ret = self.fxn(*args, **kwargs)
+      outs = _out_tensors(ret)   # raises on non-Tensor leaves before anything is kept
+      if lazy := [t for t in outs if t.uop.op is not Ops.CONST]: Tensor.realize(*lazy)
+    finally:
+      run.capture_hooks.remove(captured.append)
+      _capturing.pop()
+    if DEBUG >= 1: print(f"JIT captured {len(captured)} kernels with {len(bufs)} inputs")
+    # where the capture-time input buffers sit in the kernels: those slots get the new inputs on replay
+    pos = {id(b): k for k, b in enumerate(bufs)}
+    input_replace = {(j, i): pos[id(b)] for j, ei in enumerate(captured) for i, b in enumerate(ei.bufs) if id(b) in pos}
+    # outputs: a buffer view uop, unless the output *is* an input (then replay returns that input)
+    out_uops: list = []
+    for t in outs:
+      if t.uop.base.op is Ops.BUFFER and id(t.uop.base.arg) in pos: out_uops.append(("in", pos[id(t.uop.base.arg)], t.uop))
+      else: out_uops.append(t.uop)
+    cnt = iter(range(len(outs)))
+    tmpl = _map_ret(ret, lambda t: _Out(next(cnt)))
+    self.captured = CapturedJit(tmpl, captured, input_replace, out_uops, infos, frozenset(var_vals))
+    self.captured.free_inputs()
+    self.cnt = 2
+    return ret
