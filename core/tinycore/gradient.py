@@ -1,0 +1,107 @@
+"""Autograd as a graph rewrite: walk the forward UOp graph backwards, and let a PatternMatcher of per-op rules turn
+(node, grad of node) into the grads of its sources. The result is more lazy UOps, scheduled like any other graph."""
+from __future__ import annotations
+import math
+from tinycore.uop import UOp, Ops
+from tinycore.rewrite import UPat, PatternMatcher
+from tinycore.dtype import dtypes
+from tinycore.helpers import argsort
+
+def _zero(u: UOp) -> UOp: return u.const_like(0)
+
+def _sum_to(g: UOp, axes: tuple[int, ...]) -> UOp:
+  """Keepdim sum over `axes`, accumulating half types in float32 so expand-heavy graphs don't lose precision."""
+  if not axes: return g
+  if g.dtype in (dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2):
+    return g.cast(dtypes.float32).r(Ops.ADD, axes).cast(g.dtype)
+  return g.r(Ops.ADD, axes)
+
+def _max_split(ctx: UOp, x: UOp, y: UOp) -> UOp:
+  # d max(x,y)/dx: 1 where x wins, 1/2 on ties (what torch does for maximum), 0 where y wins
+  return y.lt(x).where(ctx, x.eq(y).where(ctx * 0.5, _zero(ctx)))
+
+def _reduce_max_grad(ctx: UOp, ret: UOp, x: UOp) -> UOp:
+  # the grad goes to every position that attains the max, split evenly between ties
+  mask = x.eq(ret.expand(x.shape)).cast(ctx.dtype)
+  cnt = mask.r(Ops.ADD, ret.arg[1])
+  return mask * (ctx / cnt).expand(x.shape)
+
+def _reduce_prod_grad(ctx: UOp, ret: UOp, x: UOp) -> UOp:
+  # prod/x is wrong where x == 0: with one zero there, its grad is the product of the others; with two or more, all 0
+  axes = ret.arg[1]
+  is0 = x.eq(0)
+  nz_prod = is0.where(x.const_like(1), x).r(Ops.MUL, axes).expand(x.shape)
+  n0 = is0.cast(dtypes.int32).r(Ops.ADD, axes).expand(x.shape)
+  g = n0.eq(0).where(ret.expand(x.shape) / is0.where(x.const_like(1), x), (n0.eq(1) & is0).where(nz_prod, _zero(x)))
+  return ctx.expand(x.shape) * g
+
+def _expand_grad(ctx: UOp, ret: UOp, x: UOp) -> UOp:
+  return _sum_to(ctx, tuple(i for i, (a, b) in enumerate(zip(x.shape, ret.shape)) if a != b)).reshape(x.shape)
+
+def _cast_grad(ctx: UOp, x: UOp):
+  return (ctx.cast(x.dtype),) if dtypes.is_float(x.dtype) else (None,)
+
+def _pow_grad(ctx: UOp, ret: UOp, x: UOp, y: UOp):
+  # d/dx = y*x^(y-1); d/dy = x^y*ln(x) (0 where x == 0, like torch for the y grad at 0^y)
+  dx = ctx * y * UOp(Ops.POW, x.dtype, (x, y - 1))
+  dy = x.eq(0).where(_zero(ctx), ctx * ret * UOp(Ops.LOG2, x.dtype, (x,)) * math.log(2))
+  return (dx, dy)
+
+_nograd = (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.BITCAST,
+           Ops.THREEFRY, Ops.DETACH)
+
+pm_gradient = PatternMatcher([
+  (UPat(_nograd, name="ret"), lambda ctx, ret: (None,) * len(ret.src)),
+  (UPat(Ops.CAST, src=(UPat.var("x"),)), _cast_grad),
+  (UPat(Ops.RECIP, name="ret"), lambda ctx, ret: (-ctx * ret * ret,)),
+  (UPat(Ops.SIN, src=(UPat.var("x"),)), lambda ctx, x: (ctx * (x.const_like(math.pi / 2) - x).alu(Ops.SIN),)),
+  (UPat(Ops.LOG2, src=(UPat.var("x"),)), lambda ctx, x: (ctx / (x * math.log(2)),)),
+  (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ctx * ret * math.log(2),)),
+  (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (ctx / (ret * 2),)),
+  (UPat(Ops.NEG), lambda ctx: (-ctx,)),
+  (UPat(Ops.TRUNC), lambda ctx: (_zero(ctx),)),
+  (UPat(Ops.ADD), lambda ctx: (ctx, ctx)),
+  (UPat(Ops.SUB), lambda ctx: (ctx, -ctx)),
+  (UPat(Ops.MUL, src=(UPat.var("x"), UPat.var("y"))), lambda ctx, x, y: (y * ctx, x * ctx)),
+  (UPat(Ops.FDIV, src=(UPat.var("x"), UPat.var("y"))), lambda ctx, x, y: (ctx / y, -ctx * x / (y * y))),
+  (UPat(Ops.MAX, src=(UPat.var("x"), UPat.var("y"))), lambda ctx, x, y: (_max_split(ctx, x, y), _max_split(ctx, y, x))),
+  (UPat(Ops.POW, src=(UPat.var("x"), UPat.var("y")), name="ret"), _pow_grad),
+  (UPat(Ops.MULACC, src=(UPat.var("a"), UPat.var("b"), UPat.var("c"))), lambda ctx, a, b, c: (b * ctx, a * ctx, ctx)),
+  (UPat(Ops.WHERE, src=(UPat.var("c"), UPat(), UPat())), lambda ctx, c: (None, c.where(ctx, 0), c.where(0, ctx))),
+  (UPat(Ops.REDUCE_AXIS, src=(UPat.var("x"),), name="ret"), lambda ctx, ret, x:
+    (ctx.expand(x.shape),) if ret.arg[0] is Ops.ADD else (_reduce_max_grad(ctx, ret, x),) if ret.arg[0] is Ops.MAX
+    else (_reduce_prod_grad(ctx, ret, x),) if ret.arg[0] is Ops.MUL else None),
+  (UPat(Ops.RESHAPE, src=(UPat.var("x"),)), lambda ctx, x: (ctx.reshape(x.shape),)),
+  (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(tuple(argsort(ret.arg))),)),
+  (UPat(Ops.EXPAND, src=(UPat.var("x"),), name="ret"), lambda ctx, ret, x: (_expand_grad(ctx, ret, x),)),
+  (UPat(Ops.PAD, src=(UPat.var("x"),), name="ret"), lambda ctx, ret, x: (ctx.shrink(tuple((b, b + s) for (b, _), s in zip(ret.arg, x.shape))),)),
+  (UPat(Ops.SHRINK, src=(UPat.var("x"),), name="ret"), lambda ctx, ret, x: (ctx.pad(tuple((b, s - e) for (b, e), s in zip(ret.arg, x.shape))),)),
+  (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
+  (UPat(Ops.CONTIGUOUS), lambda ctx: (ctx,)),
+  (UPat(Ops.COPY, src=(UPat.var("x"),)), lambda ctx, x: (UOp(Ops.COPY, ctx.dtype, (ctx,), x.device),)),
+  # x.assign(v): the result is v's value, the old contents of x don't reach it
+  (UPat(Ops.ASSIGN), lambda ctx: (None, ctx)),
+])
+
+def _on_path(root: UOp, targets: set[UOp]) -> dict[UOp, bool]:
+  """Which nodes have a target among their ancestors (DETACH cuts the path): only those need a gradient."""
+  path: dict[UOp, bool] = {}
+  for u in root.toposort():
+    path[u] = u in targets or (u.op is not Ops.DETACH and any(path[s] for s in u.src))
+  return path
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  """Gradients of `root` (seeded with `root_grad`) with respect to each target reachable from it."""
+  path = _on_path(root, targets)
+  grads: dict[UOp, UOp] = {root: root_grad}
+  for u in reversed(root.toposort()):
+    if (g := grads.get(u)) is None or not path[u] or not u.src: continue
+    if u in targets and not any(path[s] for s in u.src): continue  # a leaf target: nothing beneath needs a grad
+    lgrads = pm_gradient.rewrite(u, ctx=g)
+    if lgrads is None: raise RuntimeError(f"no gradient rule for {u.op.name} ({u.dtype}, shape {u.shape})")
+    if len(lgrads) != len(u.src): raise RuntimeError(f"gradient rule for {u.op.name} gave {len(lgrads)} grads for {len(u.src)} sources")
+    for s, sg in zip(u.src, lgrads):
+      if sg is None or not path[s]: continue
+      if sg.shape != s.shape: raise RuntimeError(f"gradient rule for {u.op.name} gave shape {sg.shape} for a source of shape {s.shape}")
+      grads[s] = sg if s not in grads else grads[s] + sg
+  return {t: grads[t] for t in targets if t in grads}
