@@ -51,21 +51,36 @@ def linearize(sink: UOp) -> list[UOp]:
 
   out: list[UOp] = []
   acc_n = [0]
+  done: set[UOp] = set()
+  emitted: set[UOp] = set()
   def emit_block(sc: tuple):
-    for u in by_scope.get(sc, []):
-      if u.op is Ops.REDUCE: emit_reduce(u, sc)
-      out.append(u)
-  def emit_reduce(red: UOp, sc: tuple):
-    # the accumulator names its REDUCE as its source, so the renderer can alias the REDUCE to it
-    acc = UOp(Ops.DEFINE_REG, red.dtype, (red,), (acc_n[0], reduce_identity(red.arg, red.dtype)))
-    acc_n[0] += 1
-    out.append(acc)
-    rs = red.src[1:]
+    block = by_scope.get(sc, [])
+    for u in block:
+      if u in emitted: continue
+      if u.op is Ops.REDUCE and u not in done:
+        # REDUCEs over the same ranges that don't feed each other share one loop nest (upcast copies)
+        group = [u] + [x for x in block if x.op is Ops.REDUCE and x is not u and x not in done and x.src[1:] == u.src[1:]
+                       and u not in x.toposort() and x not in u.toposort()]
+        # everything of this scope the group reads must exist before its loops open
+        need = set().union(*[set(x.toposort()) for x in group])
+        for d in block:
+          if d in need and d not in emitted and d.op is not Ops.REDUCE: emitted.add(d); out.append(d)
+        emit_reduce(group, sc)
+      emitted.add(u); out.append(u)
+  def emit_reduce(group: list[UOp], sc: tuple):
+    accs = []
+    for red in group:
+      # the accumulator names its REDUCE as its source, so the renderer can alias the REDUCE to it
+      acc = UOp(Ops.DEFINE_REG, red.dtype, (red,), (acc_n[0], reduce_identity(red.arg, red.dtype)))
+      acc_n[0] += 1
+      out.append(acc); accs.append(acc); done.add(red)
+    rs = group[0].src[1:]
     for j, r in enumerate(rs):
       out.append(r)
       emit_block(sc + rs[:j + 1])
-    upd = UOp(red.arg, red.dtype, (acc, red.src[0]))
-    out.extend([upd, UOp(Ops.ASSIGN, red.dtype, (acc, upd))])
+    for red, acc in zip(group, accs):
+      upd = UOp(red.arg, red.dtype, (acc, red.src[0]))
+      out.extend([upd, UOp(Ops.ASSIGN, red.dtype, (acc, upd))])
     for r in reversed(rs): out.append(UOp(Ops.END, dtypes.void, (r,)))
   # global loops nest in order; each level emits its own nodes before opening the next
   emit_block(())

@@ -1,7 +1,75 @@
-"""Kernel optimizations applied to the lowered graph (hand heuristics; BEAM search explores the same actions)."""
+"""Kernel optimizations on the lowered graph. An *upcast* replaces a loop by U unrolled copies:
+- a global (output) range -> U stores per iteration, sharing every load that doesn't depend on it;
+- a reduce range -> U independent accumulators, combined after the loop (breaks the add/max dependency chain).
+Copies of a REDUCE share their loop (the linearizer groups them), so e.g. a matmul becomes a register tile of
+accumulators that the C compiler turns into vector FMAs."""
 from __future__ import annotations
-from tinycore.uop import UOp
+from tinycore.uop import UOp, Ops
+from tinycore.dtype import dtypes
+from tinycore.helpers import getenv
 from tinycore.renderer import Renderer
 
+def _c(x): return UOp.const(dtypes.index, x)
+def _bound(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
+
+def _terms(idx: UOp) -> list[UOp]:
+  return _terms(idx.src[0]) + _terms(idx.src[1]) if idx.op is Ops.ADD else [idx]
+
+def _loads(k: UOp) -> list[UOp]: return [u.src[0] for u in k.toposort() if u.op is Ops.LOAD]
+def _unit_stride(k: UOp, r: UOp) -> bool:
+  """Some load reads consecutive memory along `r` (it's a bare term of the index)."""
+  return any(r in _terms(ind.src[1]) for ind in _loads(k))
+def _reused(k: UOp, r: UOp) -> bool:
+  """Some load doesn't depend on `r`: unrolling `r` shares it between the copies."""
+  return any(r not in ind.toposort() for ind in _loads(k))
+
+def _simplify(k: UOp) -> UOp:
+  from tinycore.rewrite import graph_rewrite
+  from tinycore.symbolic import symbolic
+  return graph_rewrite(k, symbolic)
+
+def upcast_global(k: UOp, r: UOp, amt: int) -> UOp:
+  nr = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // amt),), r.arg)
+  stores = [st.substitute({r: nr * amt + u}) for st in k.src for u in range(amt)]
+  return _simplify(k.replace(src=tuple(stores)))
+
+def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
+  nr = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // amt),), r.arg + ("u",))
+  repl = {}
+  for red in k.toposort():
+    if red.op is not Ops.REDUCE or r not in red.src[1:]: continue
+    rngs = tuple(nr if x is r else x for x in red.src[1:])
+    parts = [UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({r: nr * amt + u}), *rngs), red.arg) for u in range(amt)]
+    # combine pairwise: a balanced tree keeps the final combine short
+    while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    repl[red] = parts[0]
+  return _simplify(k.substitute(repl)) if repl else k
+
 def optimize(k: UOp, renderer: Renderer) -> UOp:
+  if renderer.device != "CPU" or getenv("NOUPCAST", 0): return k
+  topo = k.toposort()
+  glob = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
+  reds = [u for u in topo if u.op is Ops.RANGE and u.arg[0] == "r"]
+  n_reduce = sum(1 for u in topo if u.op is Ops.REDUCE)
+  if not reds or n_reduce > 1: return k
+  # output tile: a unit-stride output axis by 16 (vector width) and another axis by 4 (reuse of each vector load)
+  done = []
+  for g in reversed(glob):
+    b = _bound(g)
+    if b and _unit_stride(k, g) and _reused(k, g):
+      amt = next((a for a in (16, 8, 4) if b % a == 0 and b // a >= 1), None)
+      if amt: k = upcast_global(k, g, amt); done.append(g.arg); break
+  if done:
+    glob = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
+    for g in reversed(glob):
+      b = _bound(g)
+      if g.arg in done or not b: continue
+      if b % 4 == 0 and b // 4 >= 2 and _reused(k, g): k = upcast_global(k, g, 4); break
+    return k
+  # no output tile: split the innermost unit-stride reduce into independent accumulators
+  for r in reversed(reds):
+    b = _bound(r)
+    if b and b >= 64 and _unit_stride(k, r):
+      amt = next((a for a in (16, 8, 4) if b % a == 0), None)
+      if amt: return upcast_reduce(k, r, amt)
   return k

@@ -57,8 +57,25 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
     if not (new - realize): return realize
     realize |= new
 
+def _split_reduce(r: UOp) -> UOp | None:
+  """A long reduction into few outputs runs on one core: split it in two stages (chunks, then the chunk results) so the
+  first stage has a parallel axis. Results are deterministic: the split doesn't depend on the thread count."""
+  src, (op, axes) = r.src[0], r.arg
+  if not all_int(src.shape): return None
+  rsize, osize = prod(src.shape[a] for a in axes), prod(r.shape)
+  if rsize < 32768 or osize >= 8: return None   # the first stage has >= 8 outputs, so it is never split again
+  chunks = next((p for p in (32, 16, 8) if rsize % p == 0), None)
+  if chunks is None: return None
+  keep = [i for i in range(len(src.shape)) if i not in axes]
+  x = src.permute(tuple(keep) + tuple(axes)).reshape(tuple(src.shape[i] for i in keep) + (chunks, rsize // chunks))
+  part = UOp(Ops.CONTIGUOUS, r.dtype, (x.r(op, (len(keep) + 1,)),))
+  return part.r(op, (len(keep),)).reshape(r.shape)
+
 def create_schedule(targets: list[UOp], return_outputs: bool = False):
+  from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
   sink = UOp(Ops.SINK, dtypes.void, tuple(targets))
+  sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="r"), _split_reduce)]))
+  targets = list(sink.src)
   topo = sink.toposort()
   realize = _find_realizes(targets, topo)
   buf_of: dict[UOp, UOp] = {}          # realized node -> BUFFER uop (reshaped to the node's shape)

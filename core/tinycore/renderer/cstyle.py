@@ -72,7 +72,7 @@ class CStyleRenderer(Renderer):
     if op is Ops.WHERE: return f"({a[0]}?{a[1]}:{a[2]})"
     if op is Ops.MULACC: return f"(({a[0]}*{a[1]})+{a[2]})"
     if op is Ops.POW: return self.math("pow", dt, a[0], a[1])
-    raise NotImplementedError(f"{type(self).__name__} can't render {op}")
+    raise NotImplementedError(f"{type(self).__name__} can't render {op.name}")
   def math(self, fn: str, dt: DType, *a: str) -> str:
     if dt == dtypes.float64: return f"{fn}({', '.join(a)})"
     if dt == dtypes.float32 or dt in self.emulated: return f"{fn}f({', '.join(a)})"
@@ -149,7 +149,7 @@ class CStyleRenderer(Renderer):
       elif op is Ops.CAST: expr = self.cast(r[u.src[0]], u.src[0].dtype, u.dtype)
       elif op is Ops.BITCAST: expr = self.bitcast(r[u.src[0]], u.src[0].dtype, u.dtype)
       elif op in GroupOp.ALU: expr = self.alu(op, u.dtype, [r[s] for s in u.src], u.src)
-      else: raise NotImplementedError(f"{type(self).__name__} can't render {op}")
+      else: raise NotImplementedError(f"{type(self).__name__} can't render {op.name}")
       r[u] = f"v{n}"; n += 1
       line(f"{self.ctype(u.dtype)} {r[u]} = {expr};")
     return self.render_kernel(name, body, self.kernel_params(sorted(bufs), sorted(vars)))

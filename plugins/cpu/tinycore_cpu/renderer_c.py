@@ -22,6 +22,22 @@ static inline unsigned char __tc_fp8_encode(float f, int e, int m, int fn) {
     float d = fabsf(v - f); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
   if (!fn && isinf(f)) return f > 0 ? 0x7c : 0xfc;
   return best; }
+#if defined(__F16C__)
+#include <immintrin.h>
+static inline float __tc_from_half(unsigned short x) { return _cvtsh_ss(x); }
+static inline unsigned short __tc_to_half(float f) { return _cvtss_sh(f, 0); }
+#else
+static inline float __tc_from_half(unsigned short h) { unsigned s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), (int)e - 25); return s ? -v : v; }
+static inline unsigned short __tc_to_half(float f) { unsigned int x; memcpy(&x, &f, 4);
+  unsigned int sign = (x >> 16) & 0x8000, mant = x & 0x7fffff; int exp = (x >> 23) & 0xff, e = exp - 127 + 15;
+  if (exp == 255) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  if (e >= 31) return sign | 0x7c00;
+  if (e <= 0) { if (e < -10) return sign; mant |= 0x800000; int sh = 14 - e; unsigned int hm = mant >> sh, rem = mant & ((1u << sh) - 1), hf = 1u << (sh - 1);
+    if (rem > hf || (rem == hf && (hm & 1))) hm++; return sign | hm; }
+  unsigned short h = sign | (e << 10) | (mant >> 13); unsigned int rem = mant & 0x1fff; if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++; return h; }
+#endif
+static inline float __tc_round_half(float f) { return __tc_from_half(__tc_to_half(f)); }
 static inline float __tc_from_fp8e4m3(unsigned char x) { return __tc_fp8_decode(x, 4, 3, 1); }
 static inline unsigned char __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
 static inline float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
@@ -34,6 +50,8 @@ class CRenderer(CStyleRenderer):
   name = "C"
   device = "CPU"
   prelude = _PRELUDE
+  # half too is held as float: clang on x86 has no _Float16 arithmetic without AVX512-FP16; F16C converts in hardware
+  emulated = {**CStyleRenderer.emulated, dtypes.float16: dtypes.uint16}
   def __init__(self, compiler=None):
     from tinycore_cpu.compiler_c import CCompiler
     self.compiler = compiler or CCompiler()
