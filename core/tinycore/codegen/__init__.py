@@ -10,7 +10,8 @@ from tinycore.codegen.linearize import linearize
 def kernel_name(ast: UOp) -> str:
   root = ast.src[0]
   has_reduce = any(u.op is Ops.REDUCE_AXIS for u in root.toposort())
-  return ("r_" if has_reduce else "E_") + "_".join(str(s) for s in root.shape) if root.shape else ("r" if has_reduce else "E")
+  dims = "_".join(str(s) if isinstance(s, int) else "s" for s in root.shape)   # symbolic dims read as 's'
+  return ("r_" if has_reduce else "E_") + dims if root.shape else ("r" if has_reduce else "E")
 
 def _estimate(uops: list[UOp]) -> tuple[int, int]:
   """FLOPs and bytes of one run, multiplying each op by the trip counts of its enclosing loops."""
@@ -41,7 +42,8 @@ def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
   name = kernel_name(ast)
   src = renderer.render(name, uops)
   glob = next((u for u in uops if u.op is Ops.RANGE and u.arg[0] == "g"), None)
-  gsize = (glob.src[0].arg if glob is not None else 1, 1, 1)
+  # a symbolic bound stays a UOp here; the runner evaluates it with the call's variable values
+  gsize = ((glob.src[0].arg if glob.src[0].op is Ops.CONST else glob.src[0]) if glob is not None else 1, 1, 1)
   vars = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
   n_bufs = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   ops, mem = _estimate(uops)

@@ -25,6 +25,9 @@ def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, .
   """Indices into `old` from indices into `new` (same element count). Non-1 dims are matched in groups of equal
   product, so div/mod only appears where dimensions really split or merge."""
   out = [_c(0)] * len(old)
+  if len([s for s in old if not (isinstance(s, int) and s == 1)]) <= 1:   # a flat source (every buffer): just the linear index
+    return tuple(linear_index(idx, new) if not (isinstance(s, int) and s == 1) else _c(0) for s in old) if any(not (isinstance(s, int) and s == 1) for s in old) else tuple(out)
+  if not all(isinstance(s, int) for s in old + new): raise NotImplementedError(f"reshape of symbolic shape {old} -> {new}")
   ni, oj = [k for k, s in enumerate(new) if s != 1], [k for k, s in enumerate(old) if s != 1]
   a = b = 0
   while a < len(ni) and b < len(oj):
@@ -63,13 +66,13 @@ class Lowerer:
       nidx = [None] * len(idx)
       for out_i, src_i in enumerate(u.arg): nidx[src_i] = idx[out_i]
       return self.emit(s, tuple(nidx), valid)
-    if op is Ops.EXPAND: return self.emit(s, tuple(_c(0) if ss == 1 and ns != 1 else i for i, ss, ns in zip(idx, s.shape, u.shape)), valid)
+    if op is Ops.EXPAND: return self.emit(s, tuple(_c(0) if (isinstance(ss, int) and ss == 1) and ns is not ss else i for i, ss, ns in zip(idx, s.shape, u.shape)), valid)
     if op is Ops.SHRINK: return self.emit(s, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid)
     if op is Ops.FLIP: return self.emit(s, tuple((ss - 1) - i if f else i for i, ss, f in zip(idx, s.shape, u.arg)), valid)
     if op is Ops.PAD:
       conds, nidx = [], []
       for i, (b, e), ss in zip(idx, u.arg, s.shape):
-        if b == 0 and e == 0: nidx.append(i); continue
+        if isinstance(b, int) and isinstance(e, int) and b == 0 and e == 0: nidx.append(i); continue
         ni = i - b if b != 0 else i
         if b > 0: conds.append(_c(b - 1).lt(i))
         if e > 0: conds.append(ni.lt(ss))
@@ -98,7 +101,7 @@ def lower_kernel(ast: UOp) -> UOp:
   """SINK(value) with DEFINE_GLOBAL(0) as the output -> SINK(STORE(INDEX(out, i), value)) over global RANGEs."""
   root = ast.src[0]
   shape = root.shape
-  out = UOp(Ops.DEFINE_GLOBAL, root.dtype.ptr(prod(shape)), (), 0)
-  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("g", i)) if s != 1 else _c(0) for i, s in enumerate(shape))
+  out = UOp(Ops.DEFINE_GLOBAL, root.dtype.ptr(prod(s if isinstance(s, int) else int(s.vmax) for s in shape)), (), 0)
+  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("g", i)) if not (isinstance(s, int) and s == 1) else _c(0) for i, s in enumerate(shape))
   val = Lowerer().emit(root, rngs, None)
   return UOp(Ops.SINK, dtypes.void, (out.index(linear_index(rngs, shape)).store(val),), ast.arg)

@@ -6,6 +6,10 @@ from tinycore.uop import UOp, Ops
 from tinycore.device import Device, Buffer
 from tinycore.helpers import DEBUG, GlobalCounters, colored
 
+def sym_infer(x, var_vals: dict) -> int:
+  if isinstance(x, int): return x
+  return int(x.substitute({v: UOp.const(v.dtype, val) for v, val in var_vals.items()}).ssimplify())
+
 @dataclass
 class CompiledRunner:
   p: "ProgramSpec"
@@ -13,7 +17,8 @@ class CompiledRunner:
   device: str
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait=False) -> float | None:
     vals = tuple(var_vals[v] for v in self.p.vars)
-    return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals, wait=wait,
+    gs = tuple(sym_infer(g, var_vals) for g in self.p.global_size)
+    return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=self.p.local_size, vals=vals, wait=wait,
                     work=self.p.ops + self.p.mem)
 
 class CopyRunner:

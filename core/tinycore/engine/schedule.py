@@ -94,7 +94,7 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       _kernel_item(value, out_buf, buf_of, items, out_node=u)
       buf_of[u] = target
       continue
-    out = Buffer(u.device, u.size if all_int(u.shape) else 0, u.dtype) if u.op is not Ops.ASSIGN else None
+    out = Buffer(u.device, _max_size(u), u.dtype) if u.op is not Ops.ASSIGN else None
     if u.op is Ops.COPY:
       src = buf_of.get(u.src[0], u.src[0])
       sb = src.base.arg
@@ -109,6 +109,19 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
   outs = [buf_of.get(t, t) for t in targets]
   return items, outs
 
+def _max_size(u: UOp) -> int:
+  """Elements a buffer for `u` needs: symbolic dimensions take their largest value."""
+  return prod(s if isinstance(s, int) else int(s.vmax) for s in u.shape)
+
+def _unbind_arg(arg, var_vals: dict):
+  """Movement args may hold bound Variables: kernels see the Variable, the value travels in var_vals."""
+  if isinstance(arg, tuple): return tuple(_unbind_arg(a, var_vals) for a in arg)
+  if isinstance(arg, UOp):
+    binds = {b: b.src[0] for b in arg.toposort() if b.op is Ops.BIND}
+    for b in binds: var_vals[b.src[0]] = b.src[1].arg
+    return arg.substitute(binds) if binds else arg
+  return arg
+
 def _reads_shifted(value: UOp, buf: UOp) -> bool:
   for n in value.toposort():
     for s in n.src:
@@ -119,7 +132,7 @@ def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp |
   """Schedule one kernel computing `u` into `out`; returns the BUFFER view that now holds it."""
   out_uop = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
   if out_node is not None: buf_of[out_node] = out_uop
-  if u.size == 0 or not all_int(u.shape): return out_uop
+  if all_int(u.shape) and u.size == 0: return out_uop
   # the kernel's graph: realized sources become loads, buffers become numbered placeholders
   bufs: list = [out]
   gl: dict[Buffer, UOp] = {}
@@ -139,7 +152,7 @@ def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp |
       var_vals[var] = val
       r = var
     elif n.op is Ops.COPY or n.op is Ops.ASSIGN: raise RuntimeError(f"scheduler bug: unrealized {n.op} inside a kernel")
-    else: r = n.replace(src=tuple(build(s) for s in n.src))
+    else: r = n.replace(src=tuple(build(s) for s in n.src), arg=_unbind_arg(n.arg, var_vals) if n.op in GroupOp.Movement else n.arg)
     memo[n] = r
     return r
   body = build(u.src[0] if u.op is Ops.CONTIGUOUS else u, root=True)
