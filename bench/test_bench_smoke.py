@@ -1,0 +1,24 @@
+"""bench smoke: `bench/run.py --quick` runs every workload end to end on tinycore and numpy (no timing is asserted)."""
+import json, os, subprocess, sys
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+try:
+  from tinycore import Device
+  Device[Device.DEFAULT]
+except Exception as e: pytest.skip(f"no tinycore device: {e}", allow_module_level=True)
+
+def test_quick_suite(tmp_path):
+  out = tmp_path / "bench.json"
+  p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "--quick", "--frameworks", "tinycore,numpy", "--reps", "2",
+                      "--json", str(out)], capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert "tc/numpy" in p.stdout   # the table was printed
+  doc = json.loads(out.read_text())
+  res = {(r["workload"], r["framework"]): r for r in doc["results"]}
+  for (w, fw), r in res.items():
+    assert "worker failed" not in r.get("error", ""), r
+    if fw == "numpy": assert r.get("ok"), r
+  for w in ("matmul_1024", "fused_ew", "softmax", "layernorm", "gemv_decode", "small_ops"):
+    assert res[(w, "tinycore")].get("ok"), res[(w, "tinycore")]
+  assert doc["first_result"]["tinycore"]["warm"].get("wall_ms", 0) > 0, doc["first_result"]
