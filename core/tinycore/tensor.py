@@ -6,6 +6,10 @@ from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, 
 from tinycore.uop import UOp, Ops, GroupOp, Variable, resolve, smax
 from tinycore.helpers import prod, all_int, argsort, make_tuple, flatten, dedup, getenv
 from tinycore.device import Device, Buffer
+from tinycore.tensor_random import RandomMixin
+from tinycore.tensor_indexing import IndexingMixin
+from tinycore.tensor_movement import MovementMixin
+from tinycore.tensor_nn import NNMixin
 
 sint = Union[int, UOp]
 ConstType = Union[float, int, bool]
@@ -27,7 +31,7 @@ def _from_np(x, device: str, dtype: DType | None) -> UOp:
   if x.size: buf.allocate().copyin(memoryview(x.reshape(-1).view(np.uint8)))
   return UOp(Ops.BUFFER, dt, (), buf).reshape(x.shape)
 
-class Tensor:
+class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   """A lazily evaluated multi-dimensional array on a device, with autograd."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   training: bool = False
@@ -177,8 +181,16 @@ class Tensor:
     return (idx.cast(dt) * step + start).cast(dt) if dtypes.is_float(dt) else (idx * step + start).cast(dt)
   @staticmethod
   def _index_range(n: int, device=None) -> Tensor:
-    """[0, 1, ..., n-1] as int32, built from a padded-and-reshaped constant so it costs no buffer."""
-    return Tensor.full((n,), 1, dtype=dtypes.int32, device=device)._cumsum_excl()
+    """[0, 1, ..., n-1] as int32 with no buffer and O(n log n) elementwise work: the sum of bit_j * 2^j, where bit_j is
+    the two-element [0, 1] (a padded constant) broadcast over a (2,)*k reshape. A pooled cumsum would cost O(n^2)."""
+    if n <= 1: return Tensor.full((n,), 0, dtype=dtypes.int32, device=device)
+    k = (n - 1).bit_length()
+    two = Tensor.full((1,), 1, dtype=dtypes.int32, device=device).pad(((1, 0),))
+    out = None
+    for j in range(k):
+      t = (two * (1 << j)).reshape(tuple(2 if i == k - 1 - j else 1 for i in range(k))).expand((2,) * k)
+      out = t if out is None else out + t
+    return out.reshape(1 << k).shrink(((0, n),))
   def _cumsum_excl(self) -> Tensor:
     """Exclusive prefix sum along the last axis: a pooled window over a left-padded copy, summed (one fused kernel)."""
     n = self.shape[-1]
@@ -300,8 +312,9 @@ class Tensor:
     if not -max(1, total) <= dim < max(1, total): raise IndexError(f"dimension {dim} is out of range for a tensor of {self.ndim} dims {self.shape}")
     return dim + total if dim < 0 else dim
 
-  @staticmethod
-  def cat(*tensors: Tensor, dim: int = 0) -> Tensor:
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    """`a.cat(b, c, dim=d)` or `Tensor.cat(a, b)` / `Tensor.cat([a, b])` (tinygrad's cat is a method)."""
+    tensors = tuple(self) + args if isinstance(self, (list, tuple)) else (self, *args)
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
     if not tensors: raise ValueError("cat needs at least one tensor")
     t0 = tensors[0]
@@ -317,16 +330,18 @@ class Tensor:
       off += t.shape[d]
     return out
   def cat_(self, *args, dim=0) -> Tensor: return Tensor.cat(self, *args, dim=dim)
-  @staticmethod
-  def stack(*tensors: Tensor, dim: int = 0) -> Tensor:
+  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    tensors = tuple(self) + args if isinstance(self, (list, tuple)) else (self, *args)
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
     return Tensor.cat(*[t.unsqueeze(dim) for t in tensors], dim=dim)
 
   # ---- indexing (basic: ints, slices with steps, None, Ellipsis; tensor indices in _getitem_tensor)
   def __getitem__(self, idx) -> Tensor:
     idx = idx if isinstance(idx, tuple) else (idx,)
-    if any(isinstance(i, (Tensor, list)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0) for i in idx):
-      return self._getitem_tensor(idx)
+    if any(_is_tensor_index(i) for i in idx): return self._getitem_tensor(idx)
+    return self._apply_basic(self._basic_plan(idx))
+  def _basic_plan(self, idx: tuple) -> list:
+    """Per index entry: ("new",) for None, ("keep", b, e, flip, stride) for a slice, ("drop", i) for an int; Ellipsis expanded."""
     n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
     if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
     if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (shape {self.shape})")
@@ -334,20 +349,16 @@ class Tensor:
       e = idx.index(Ellipsis)
       idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
     else: idx = idx + (slice(None),) * (self.ndim - n_real)
-    x, dim, new_shape_ops = self, 0, []
-    shrinks, flips, strides, final_shape = [], [], [], []
+    plan, dim = [], 0
     for i in idx:
-      if i is None: final_shape.append(("new",)); continue
+      if i is None: plan.append(("new",)); continue
       s = self.shape[dim]
-      if isinstance(i, UOp):   # symbolic index / bound variable slice handled as int-like
-        raise TypeError("symbolic integer indices are not supported; use a slice with a bound Variable")
+      if isinstance(i, UOp): raise TypeError("symbolic integer indices are not supported; use a slice with a bound Variable")
       if isinstance(i, bool) or not isinstance(i, (int, slice)) and not hasattr(i, "__index__"): raise TypeError(f"invalid index type {type(i).__name__}")
       if isinstance(i, slice):
         if isinstance(i.stop, UOp) or isinstance(i.start, UOp):
-          start = 0 if i.start is None else i.start
-          stop = s if i.stop is None else i.stop
           if i.step not in (None, 1): raise ValueError("symbolic slices need step 1")
-          shrinks.append((start, stop)); flips.append(False); strides.append(1); final_shape.append(("keep",))
+          plan.append(("keep", 0 if i.start is None else i.start, s if i.stop is None else i.stop, False, 1))
         else:
           start, stop, step = i.indices(s) if all_int((s,)) else (i.start or 0, i.stop if i.stop is not None else s, i.step or 1)
           if step == 0: raise ValueError("slice step cannot be zero")
@@ -355,33 +366,47 @@ class Tensor:
           else: b, e = stop + 1, max(stop + 1, start + 1)
           cnt = max(0, math.ceil((e - b) / abs(step)))
           if step < 0: b = max(b, start - (cnt - 1) * abs(step)) if cnt else b
-          shrinks.append((b, e) if cnt else (b, b)); flips.append(step < 0); strides.append(abs(step)); final_shape.append(("keep",))
+          plan.append(("keep", b, e if cnt else b, step < 0, abs(step)))
       else:
         i = int(i)
         if not -s <= i < s: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {s}")
         i = i + s if i < 0 else i
-        shrinks.append((i, i + 1)); flips.append(False); strides.append(1); final_shape.append(("drop",))
+        plan.append(("drop", i))
       dim += 1
-    x = x.shrink(tuple(shrinks)) if shrinks else x
+    return plan
+  def _apply_basic(self, plan: list) -> Tensor:
+    x, real = self, [p for p in plan if p[0] != "new"]
+    if real: x = x.shrink(tuple((p[1], p[2]) if p[0] == "keep" else (p[1], p[1] + 1) for p in real))
+    flips = [p[0] == "keep" and p[3] for p in real]
     if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
+    strides = [p[4] if p[0] == "keep" else 1 for p in real]
     if any(st != 1 for st in strides):
       # stride by padding to a multiple, reshaping (n, st) and taking the first of each group
       shp = x.shape
-      pads = tuple((0, (-s) % st) for s, st in zip(shp, strides))
-      x = x.pad(pads)
+      x = x.pad(tuple((0, (-s) % st) for s, st in zip(shp, strides)))
       x = x.reshape(flatten([(math.ceil(s / st), st) for s, st in zip(shp, strides)]))
       x = x.shrink(flatten([((0, math.ceil(s / st)), (0, 1)) for s, st in zip(shp, strides)]))
       x = x.reshape(tuple(math.ceil(s / st) for s, st in zip(shp, strides)))
     out_shape, it = [], iter(x.shape)
-    for f in final_shape:
-      if f[0] == "new": out_shape.append(1)
-      elif f[0] == "keep": out_shape.append(next(it))
+    for p in plan:
+      if p[0] == "new": out_shape.append(1)
+      elif p[0] == "keep": out_shape.append(next(it))
       else: next(it)
     return x.reshape(tuple(out_shape))
-  def _getitem_tensor(self, idx) -> Tensor:
-    raise NotImplementedError("tensor (advanced) indexing is provided by the indexing mixin")
-  def __setitem__(self, idx, v):
-    raise NotImplementedError("__setitem__ is provided by the indexing mixin")
+  def _unapply_basic(self, plan: list, v: Tensor, fill=0) -> Tensor:
+    """The inverse of _apply_basic: put `v` (shaped like self[plan]) back where it came from in self's shape, `fill` elsewhere."""
+    real = [p for p in plan if p[0] != "new"]
+    mid = tuple(math.ceil((p[2] - p[1]) / p[4]) if p[0] == "keep" else 1 for p in real)
+    x = v.reshape(mid)
+    strides = [p[4] if p[0] == "keep" else 1 for p in real]
+    if any(st != 1 for st in strides):
+      full = tuple(p[2] - p[1] if p[0] == "keep" else 1 for p in real)
+      x = x.reshape(flatten([(m, 1) for m in mid])).pad(flatten([((0, 0), (0, st - 1)) for st in strides]), value=fill)
+      x = x.reshape(tuple(m * st for m, st in zip(mid, strides))).shrink(tuple((0, f) for f in full))
+    flips = [p[0] == "keep" and p[3] for p in real]
+    if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
+    bounds = [(p[1], p[2]) if p[0] == "keep" else (p[1], p[1] + 1) for p in real]
+    return x.pad(tuple((b, s - e) for (b, e), s in zip(bounds, self.shape)), value=fill)
 
   # ---- elementwise
   def _broadcasted(self, y, reverse=False, match_dtype=True) -> tuple[Tensor, Tensor]:
@@ -619,16 +644,19 @@ class Tensor:
 
   # ---- linear algebra
   def dot(self, w: Tensor, dtype=None) -> Tensor:
+    """Matrix product with numpy's rules: 1-d operands gain and then lose a dim, batch dims broadcast."""
+    if not isinstance(w, Tensor): raise TypeError(f"matmul needs a Tensor, got {type(w).__name__}")
     if self.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
-    k = self.shape[-1]
-    kw = w.shape[-2] if w.ndim > 1 else w.shape[0]
+    k, kw = self.shape[-1], (w.shape[-2] if w.ndim > 1 else w.shape[0])
     if k != kw: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
-    x = self.reshape(*self.shape[:-1], *[1] * min(max(w.ndim - 1, 0), max(self.ndim - 1, 0) + 1) , k) if w.ndim > 1 else self
-    if w.ndim == 1: return (self * w).sum(-1, dtype=dtype).cast(least_upper_dtype(self.dtype, w.dtype) if dtype is None else dtype)
-    wt = w.reshape(*w.shape[:-2], *[1] * min(max(self.ndim - 1, 0), max(w.ndim - 2, 0) + 1), *w.shape[-2:]).transpose(-1, -2)
-    out = (x * wt).sum(-1, dtype=dtype)
-    out = out.cast(least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype))
-    return out.squeeze(-2) if self.ndim == 1 else out
+    out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
+    if self.ndim == 1: return self.unsqueeze(0).dot(w, dtype).squeeze(-2 if w.ndim > 1 else -1)
+    if w.ndim == 1: return (self * w).sum(-1, dtype=dtype).cast(out_dt)
+    try: _broadcast_shape(self.shape[:-2], w.shape[:-2])
+    except ValueError: raise ValueError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
+    x = self.unsqueeze(-2)                        # (..., n, 1, k)
+    wt = w.transpose(-1, -2).unsqueeze(-3)        # (..., 1, m, k)
+    return (x * wt).sum(-1, dtype=dtype).cast(out_dt)
   def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device)
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
@@ -708,6 +736,9 @@ def _grad_targets(t: Tensor) -> list[Tensor]:
 
 def _empty(device, shape: tuple, dtype: DType) -> UOp:
   return UOp(Ops.BUFFER, dtype, (), Buffer(device, prod(shape) if all_int(shape) else 0, dtype)).reshape(shape)
+
+def _is_tensor_index(i) -> bool:
+  return isinstance(i, (Tensor, list)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
 
 def _shape_arg(shape) -> tuple:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])

@@ -1,0 +1,303 @@
+"""Data-dependent selection, written as one-hot comparisons against an arange plus a reduce so that it stays lazy and fuses:
+advanced indexing, __setitem__, gather/scatter, one_hot, masked ops, cumulative scans, argmax, sort/topk."""
+from __future__ import annotations
+import math
+from tinycore.dtype import dtypes, to_dtype, least_upper_dtype, sum_acc_dtype
+from tinycore.helpers import prod, all_int
+from tinycore.uop import Ops
+
+def _as_index_tensor(i, device):
+  """A list / numpy array / Tensor index as an int Tensor (bool masks become the positions of their True entries)."""
+  from tinycore.tensor import Tensor
+  import numpy as np
+  if isinstance(i, Tensor):
+    if i.dtype == dtypes.bool: return Tensor(np.nonzero(i.numpy().reshape(-1))[0].astype(np.int32), device=device), i.shape
+    if not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must be integer or bool, got {i.dtype}")
+    return i, None
+  arr = np.asarray(i)
+  if arr.dtype == bool: return Tensor(np.nonzero(arr.reshape(-1))[0].astype(np.int32), device=device), arr.shape
+  if arr.size and arr.dtype.kind not in "iu": raise IndexError(f"arrays used as indices must be integer or bool, got {arr.dtype}")
+  return Tensor(arr.astype(np.int32), device=device), None
+
+def _check_bounds(t, size: int, dim: int):
+  """Bounds-check an index tensor whose values are known without running a kernel (built from a list/numpy array)."""
+  if t.uop.base.op is Ops.BUFFER and t.numel() and all_int(t.shape):
+    v = t.numpy()
+    if v.min() < -size or v.max() >= size:
+      bad = v[(v < -size) | (v >= size)].reshape(-1)[0]
+      raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+class IndexingMixin:
+  __slots__ = ()
+
+  # ---- advanced indexing
+  def _getitem_tensor(self, idx: tuple):
+    """numpy semantics: the tensor indices broadcast together to B; B replaces the indexed dims in place when the advanced
+    indices (ints included) are adjacent in the index, else goes first."""
+    from tinycore.tensor import Tensor, _broadcast_shape, _is_tensor_index
+    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
+    # bool masks span as many dims as they have; expand them to one position index per dim
+    norm, n_real = [], sum(1 for i in idx if i is not None and i is not Ellipsis)
+    for i in idx:
+      if _is_tensor_index(i):
+        t, mask_shape = _as_index_tensor(i, self.device)
+        if mask_shape is not None and len(mask_shape) > 1:
+          flat = t.numpy()
+          import numpy as np
+          for c in np.unravel_index(flat, mask_shape): norm.append(Tensor(c.astype(np.int32), device=self.device))
+          n_real += len(mask_shape) - 1
+          continue
+        norm.append(t)
+      else: norm.append(i)
+    idx = tuple(norm)
+    if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (shape {self.shape})")
+    ell = [k for k, i in enumerate(idx) if i is Ellipsis]   # `in`/.index would call Tensor.__eq__
+    if ell:
+      e = ell[0]
+      idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
+    else: idx = idx + (slice(None),) * (self.ndim - n_real)
+    # basic part: tensors become full slices; remember where their dims land in the result of the basic indexing
+    basic, tpos, tens, adv_pos, out_dim, in_dim = [], [], [], [], 0, 0
+    for k, i in enumerate(idx):
+      if isinstance(i, Tensor):
+        _check_bounds(i, self.shape[in_dim], in_dim)
+        basic.append(slice(None)); tpos.append(out_dim); tens.append((i, self.shape[in_dim])); adv_pos.append(k)
+        out_dim += 1; in_dim += 1
+      elif i is None: basic.append(None); out_dim += 1
+      else:
+        basic.append(i)
+        if isinstance(i, slice): out_dim += 1
+        else: adv_pos.append(k)
+        in_dim += 1
+    x = self._apply_basic(self._basic_plan(tuple(basic)))
+    B = _broadcast_shape(*[t.shape for t, _ in tens])
+    # one-hot per indexed dim, combined into a mask over (*B, s_1..s_k)
+    mask = None
+    for j, (t, s) in enumerate(tens):
+      t = (t < 0).where(t + s, t)._expand_to(B)
+      oh = t.reshape(*B, *[1] * j, 1, *[1] * (len(tens) - j - 1)) == Tensor._index_range(s, self.device).reshape(*[1] * (len(B) + j), s, *[1] * (len(tens) - j - 1))
+      mask = oh if mask is None else mask & oh
+    rest = [d for d in range(x.ndim) if d not in tpos]
+    xt = x.permute(rest + tpos)                                      # (*rest, s_1..s_k)
+    xt = xt.reshape(*[1] * len(B), *xt.shape)                        # (*1s, *rest, s..)
+    mask = mask.reshape(*B, *[1] * len(rest), *mask.shape[len(B):])  # (*B, *1s, s..)
+    red = tuple(range(len(B) + len(rest), len(B) + len(rest) + len(tens)))
+    out = mask.where(xt, 0).sum(red, dtype=sum_acc_dtype(x.dtype) if x.dtype != dtypes.bool else dtypes.int32).cast(x.dtype)  # (*B, *rest)
+    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
+    if adjacent and tpos[0] != 0:
+      nb, first = len(B), tpos[0]
+      order = list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, out.ndim))
+      out = out.permute(order)
+    return out
+
+  def __setitem__(self, idx, v):
+    """Lazy: the whole new value is built with where() and assigned in place."""
+    from tinycore.tensor import Tensor, _is_tensor_index, _broadcast_shape
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if not isinstance(v, Tensor):
+      if not isinstance(v, (bool, int, float)): v = Tensor(v, device=self.device, dtype=self.dtype)
+      else: v = Tensor(v, device=self.device, dtype=self.dtype)
+    if v.device != self.device: v = v.to(self.device)
+    if any(_is_tensor_index(i) for i in idx):
+      pos = Tensor._index_range(self.numel(), self.device).reshape(self.shape)
+      sel = pos[idx]
+      try: _broadcast_shape(v.shape, sel.shape)
+      except ValueError: raise ValueError(f"can't assign a value of shape {v.shape} to an indexed region of shape {sel.shape}") from None
+      if len(_broadcast_shape(v.shape, sel.shape)) != len(sel.shape) or _broadcast_shape(v.shape, sel.shape) != sel.shape:
+        raise ValueError(f"can't assign a value of shape {v.shape} to an indexed region of shape {sel.shape}")
+      m = sel.numel()
+      vb, sf = v.cast(self.dtype)._expand_to(sel.shape).reshape(m, 1), sel.reshape(m, 1)
+      oh = sf == Tensor._index_range(self.numel(), self.device).reshape(1, -1)                 # (m, numel)
+      # last write wins for repeated indices, like numpy: keep only the last hit per target
+      later = (oh.cast(dtypes.int32).flip(0).cumsum(0).flip(0) - oh.cast(dtypes.int32)) > 0 if m > 1 else None
+      if later is not None: oh = oh & later.logical_not()
+      hit = oh.any(0).reshape(self.shape)
+      val = oh.where(vb, 0).sum(0, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32).cast(self.dtype).reshape(self.shape)
+      new = hit.where(val, self)
+    else:
+      plan = self._basic_plan(idx)
+      region = self._apply_basic(plan)
+      try: out = _broadcast_shape(v.shape, region.shape)
+      except ValueError: out = None
+      if out != tuple(region.shape): raise ValueError(f"can't assign a value of shape {v.shape} to a region of shape {region.shape}")
+      vr = v.cast(self.dtype)._expand_to(region.shape)
+      hit = self._unapply_basic(plan, Tensor.ones(*region.shape, dtype=dtypes.bool, device=self.device), fill=False)
+      val = self._unapply_basic(plan, vr)
+      new = hit.where(val, self)
+    self.assign(new.cast(self.dtype))
+
+  # ---- gather / scatter
+  def _onehot_dim(self, index, dim: int, what: str):
+    """For gather/scatter: checks, and mask[..., s] = (index == s) shaped (*index.shape, size of `dim` in self)."""
+    from tinycore.tensor import Tensor
+    if not dtypes.is_int(index.dtype): raise TypeError(f"{what} index must be an integer tensor, got {index.dtype}")
+    if index.ndim != self.ndim: raise ValueError(f"{what} index must have the same number of dims as the input: {index.shape} vs {self.shape}")
+    d = self._resolve_dim(dim)
+    for i, (a, b) in enumerate(zip(index.shape, self.shape)):
+      if i != d and a > b: raise ValueError(f"{what} index shape {index.shape} exceeds input shape {self.shape} at dim {i}")
+    _check_bounds(index, self.shape[d], d)
+    s = self.shape[d]
+    return d, index.unsqueeze(-1) == Tensor._index_range(s, self.device).reshape(*[1] * index.ndim, s)
+  def gather(self, dim: int, index):
+    """out[i][j] = self[index[i][j]][j] (for dim 0)."""
+    d, oh = self._onehot_dim(index, dim, "gather")
+    x = self.shrink(tuple((0, s) if i == d else (0, index.shape[i]) for i, s in enumerate(self.shape)))
+    x = x.unsqueeze(-1).transpose(d, -1)   # (..., 1 at d, ..., s at the end)
+    return oh.where(x, 0).sum(-1, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32).cast(self.dtype)
+  def _scatter_parts(self, dim, index, src, what):
+    from tinycore.tensor import Tensor
+    d, oh = self._onehot_dim(index, dim, what)
+    if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    for i, (a, b) in enumerate(zip(index.shape, src.shape)):
+      if a > b: raise ValueError(f"{what} index shape {index.shape} exceeds src shape {src.shape} at dim {i}")
+    src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
+    # oh: (*index.shape, S); move the index's dim d out and S into d, padding the other dims up to self's shape
+    pad = tuple((0, 0) if i == d else (0, s - index.shape[i]) for i, s in enumerate(self.shape)) + ((0, 0),)
+    oh = oh.pad(pad, value=False) if any(p != (0, 0) for p in pad) else oh
+    src = src.unsqueeze(-1).pad(pad)
+    return d, oh, src
+  def _scatter_move(self, r, d):
+    """(*shape with index-dim at d, S last) reduced over d with keepdim -> self's shape."""
+    return r.transpose(d, -1).squeeze(-1)
+  def scatter(self, dim: int, index, src, reduce: str | None = None):
+    """out[index[i][j]][j] = src[i][j] (for dim 0); reduce 'add' or 'multiply' combines with the existing values instead."""
+    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    if reduce == "add": return self.scatter_reduce(dim, index, src, "sum")
+    if reduce == "multiply": return self.scatter_reduce(dim, index, src, "prod")
+    d, oh, src = self._scatter_parts(dim, index, src, "scatter")
+    hit = self._scatter_move(oh.any(d, keepdim=True), d)
+    val = self._scatter_move(oh.where(src, 0).sum(d, keepdim=True, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32), d)
+    return hit.where(val.cast(self.dtype), self)
+  def scatter_reduce(self, dim: int, index, src, reduce: str, include_self: bool = True):
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"): raise ValueError(f"scatter_reduce reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
+    d, oh, src = self._scatter_parts(dim, index, src, "scatter_reduce")
+    mv = lambda r: self._scatter_move(r, d)
+    hit = mv(oh.any(d, keepdim=True))
+    cnt = mv(oh.cast(dtypes.int32).sum(d, keepdim=True))
+    base = self if include_self else hit.where(self.zeros_like(), self)
+    if reduce in ("sum", "mean"):
+      s = mv(oh.where(src, 0).sum(d, keepdim=True, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32))
+      if reduce == "sum": return (base.cast(s.dtype) + s).cast(self.dtype)
+      n = cnt + (1 if include_self else 0)
+      tot = base.cast(s.dtype) + s
+      r = (tot / n.maximum(1)) if dtypes.is_float(self.dtype) else tot.div(n.maximum(1), rounding_mode="floor")
+      return hit.where(r.cast(self.dtype), self)
+    if reduce == "prod":
+      p = mv(oh.where(src, 1).prod(d, keepdim=True, dtype=self.dtype if self.dtype != dtypes.bool else dtypes.int32)).cast(self.dtype)
+      return hit.where(base * p if include_self else p, self)
+    lo, hi = dtypes.min(self.dtype), dtypes.max(self.dtype)
+    if reduce == "amax":
+      m = mv(oh.where(src, lo).max(d, keepdim=True))
+      return hit.where(self.maximum(m) if include_self else m, self)
+    m = mv(oh.where(src, hi).min(d, keepdim=True))
+    return hit.where(self.minimum(m) if include_self else m, self)
+
+  def one_hot(self, num_classes: int = -1):
+    from tinycore.tensor import Tensor
+    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot needs an integer tensor, got {self.dtype}")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    return (self.unsqueeze(-1) == Tensor._index_range(num_classes, self.device).reshape(*[1] * self.ndim, num_classes)).where(1, 0)
+
+  def masked_fill(self, mask, value):
+    from tinycore.tensor import Tensor
+    if isinstance(mask, Tensor) and mask.dtype != dtypes.bool: raise TypeError(f"masked_fill mask must be bool, got {mask.dtype}")
+    return mask.where(value, self).cast(self.dtype) if isinstance(value, Tensor) else mask.where(value, self)
+  def masked_select(self, mask):
+    """The elements where mask is True, as a 1-d tensor (its length depends on the data, so the mask is realized)."""
+    from tinycore.tensor import Tensor, _broadcast_shape
+    import numpy as np
+    if mask.dtype != dtypes.bool: raise TypeError(f"masked_select mask must be bool, got {mask.dtype}")
+    shape = _broadcast_shape(self.shape, mask.shape)
+    pos = np.nonzero(mask._expand_to(shape).numpy().reshape(-1))[0].astype(np.int32)
+    return self._expand_to(shape).flatten()[Tensor(pos, device=self.device)] if len(pos) else Tensor.empty(0, dtype=self.dtype, device=self.device)
+  def nonzero(self):
+    from tinycore.tensor import Tensor
+    import numpy as np
+    return Tensor(np.argwhere(self.numpy()).astype(np.int32), device=self.device)
+
+  # ---- cumulative scans: windows over a padded copy, blocked so the work is O(n * 256), not O(n^2)
+  def _cum(self, axis: int, op: str):
+    d = self._resolve_dim(axis)
+    if self.ndim == 0: return self
+    x = self.transpose(d, -1) if d != self.ndim - 1 else self
+    r = x._scan_last(op)
+    return r.transpose(d, -1) if d != self.ndim - 1 else r
+  def _scan_ident(self, op: str): return 0 if op == "sum" else 1 if op == "prod" else dtypes.min(self.dtype)
+  def _scan_last(self, op: str, block: int = 256):
+    n = self.shape[-1]
+    if n == 0: return self
+    ident = self._scan_ident(op)
+    red = {"sum": lambda t: t.sum(-1, dtype=t.dtype), "prod": lambda t: t.prod(-1, dtype=t.dtype), "max": lambda t: t.max(-1)}[op]
+    pre = ((0, 0),) * (self.ndim - 1)
+    if n <= block:
+      return red(self.pad(pre + ((n - 1, 1),), value=ident)._pool_last(n))   # window i covers x[i-n+1 .. i]
+    nb = math.ceil(n / block)
+    x = self.pad(pre + ((0, nb * block - n),), value=ident).reshape(*self.shape[:-1], nb, block)
+    inner = x._scan_last(op, block)                                        # (..., nb, block)
+    tot = inner[..., -1]                                                   # (..., nb)
+    excl = tot._scan_last(op, block).pad(pre + ((1, 0),), value=ident)[..., :nb]   # exclusive scan of block totals
+    comb = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b, "max": lambda a, b: a.maximum(b)}[op]
+    out = comb(inner, excl.unsqueeze(-1)).cast(self.dtype)
+    return out.reshape(*self.shape[:-1], nb * block)[..., :n]
+  def cumsum(self, axis: int = 0): return self.cast(sum_acc_dtype(self.dtype))._cum(axis, "sum")
+  def cumprod(self, axis: int = 0): return self.cast(sum_acc_dtype(self.dtype))._cum(axis, "prod")
+  def cummax(self, axis: int = 0):
+    return self._cum(axis, "max") if self.dtype != dtypes.bool else self.cast(dtypes.uint8)._cum(axis, "max").cast(dtypes.bool)
+
+  # ---- arg reductions
+  def argmax(self, axis=None, keepdim=False):
+    """Index of the first maximum: mark the maxima, weight them by n - i, and take the max of that."""
+    from tinycore.tensor import Tensor
+    if axis is None:
+      if self.numel() == 0: raise ValueError(f"argmax of an empty tensor (shape {self.shape})")
+      r = self.flatten().argmax(0)
+      return r.reshape((1,) * self.ndim) if keepdim else r
+    d = self._resolve_dim(axis)
+    n = self.shape[d]
+    if n == 0: raise ValueError(f"argmax over an empty dimension {d} of shape {self.shape}")
+    x = self if self.dtype != dtypes.bool else self.cast(dtypes.uint8)
+    m = x == x.max(d, keepdim=True)
+    w = Tensor.arange(n, 0, -1, device=self.device).reshape(n, *[1] * (self.ndim - d - 1))
+    return (n - m.where(w, 0).max(d, keepdim=keepdim)).cast(dtypes.int32)
+  def argmin(self, axis=None, keepdim=False):
+    from tinycore.tensor import Tensor
+    if axis is None:
+      if self.numel() == 0: raise ValueError(f"argmin of an empty tensor (shape {self.shape})")
+      r = self.flatten().argmin(0)
+      return r.reshape((1,) * self.ndim) if keepdim else r
+    d = self._resolve_dim(axis)
+    n = self.shape[d]
+    if n == 0: raise ValueError(f"argmin over an empty dimension {d} of shape {self.shape}")
+    m = self == self.min(d, keepdim=True)
+    w = Tensor.arange(n, 0, -1, device=self.device).reshape(n, *[1] * (self.ndim - d - 1))
+    return (n - m.where(w, 0).max(d, keepdim=keepdim)).cast(dtypes.int32)
+
+  # ---- sorting: the rank of each element (stable: ties by position) by pairwise comparison, then a one-hot permutation
+  def _ranks_last(self, descending: bool):
+    from tinycore.tensor import Tensor
+    n = self.shape[-1]
+    a, b = self.unsqueeze(-1), self.unsqueeze(-2)           # a[i] vs b[j]
+    before = (b > a) if descending else (b < a)
+    i = Tensor._index_range(n, self.device)
+    tie = (b == a) & (i.reshape(1, n) < i.reshape(n, 1))   # j < i
+    return (before | tie).cast(dtypes.int32).sum(-1)      # (..., n): position of element i in the sorted order
+  def sort(self, dim: int = -1, descending: bool = False):
+    """(values, indices) sorted along dim; stable. O(n^2) compares per row, all in fused kernels."""
+    from tinycore.tensor import Tensor
+    d = self._resolve_dim(dim) if self.ndim else 0
+    if self.ndim == 0: return self, Tensor(0, device=self.device)
+    x = self.transpose(d, -1) if d != self.ndim - 1 else self
+    n = x.shape[-1]
+    if n == 0: return self, Tensor.zeros(*self.shape, dtype=dtypes.int32, device=self.device)
+    rank = x._ranks_last(descending)
+    oh = rank.unsqueeze(-2) == Tensor._index_range(n, self.device).reshape(n, 1)   # oh[k, i]: element i goes to slot k
+    vals = oh.where(x.unsqueeze(-2), 0).sum(-1, dtype=sum_acc_dtype(x.dtype) if x.dtype != dtypes.bool else dtypes.int32).cast(x.dtype)
+    idx = oh.where(Tensor._index_range(n, self.device), 0).sum(-1)
+    if d != self.ndim - 1: vals, idx = vals.transpose(d, -1), idx.transpose(d, -1)
+    return vals, idx
+  def argsort(self, dim: int = -1, descending: bool = False): return self.sort(dim, descending)[1]
+  def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True):
+    d = self._resolve_dim(dim)
+    if not 0 <= k <= self.shape[d]: raise ValueError(f"topk k={k} is out of range for dimension {d} of size {self.shape[d]}")
+    v, i = self.sort(d, descending=largest)
+    return v._slice_dim(d, 0, k), i._slice_dim(d, 0, k)

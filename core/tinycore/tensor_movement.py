@@ -1,0 +1,186 @@
+"""Movement built from the six primitive movement ops: repeat, roll, split, unfold, diag, triangles, sliding windows (_pool), einsum."""
+from __future__ import annotations
+import math, itertools
+from tinycore.dtype import dtypes, to_dtype, least_upper_dtype
+from tinycore.helpers import prod, make_tuple, flatten
+
+class MovementMixin:
+  __slots__ = ()
+
+  @staticmethod
+  def linspace(start, stop, steps: int, dtype=None, **kw):
+    from tinycore.tensor import Tensor
+    if not isinstance(steps, int) or steps < 0: raise ValueError(f"linspace steps must be a non-negative int, got {steps!r}")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if steps == 0: return Tensor.empty(0, dtype=dt, **kw)
+    if steps == 1: return Tensor.full((1,), start, dtype=dt, **kw)
+    idx = Tensor._index_range(steps, kw.get("device")).cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
+    out = idx * ((stop - start) / (steps - 1)) + start
+    return Tensor(out.cast(dt).uop, requires_grad=kw.get("requires_grad"))
+
+  def repeat(self, repeats, *args):
+    """Tile the whole tensor: shape (s0, s1) with repeats (a, b) -> (a*s0, b*s1); extra leading repeats add dims."""
+    reps = tuple(repeats) if isinstance(repeats, (tuple, list)) else (repeats,) + args
+    if len(reps) < self.ndim: raise ValueError(f"repeat needs at least {self.ndim} repeats for shape {self.shape}, got {reps}")
+    if any(not isinstance(r, int) or r < 0 for r in reps): raise ValueError(f"repeats must be non-negative ints, got {reps}")
+    base = (1,) * (len(reps) - self.ndim) + tuple(self.shape)
+    x = self.reshape(flatten([(1, s) for s in base])).expand(flatten([(r, s) for r, s in zip(reps, base)]))
+    return x.reshape(tuple(r * s for r, s in zip(reps, base)))
+  def repeat_interleave(self, repeats: int, dim: int | None = None):
+    if not isinstance(repeats, int) or repeats < 0: raise ValueError(f"repeat_interleave needs a non-negative int repeats, got {repeats!r}")
+    x = self.flatten() if dim is None else self
+    d = 0 if dim is None else x._resolve_dim(dim)
+    x = x.unsqueeze(d + 1)
+    return x.expand(*x.shape[:d + 1], repeats, *x.shape[d + 2:]).flatten(d, d + 1)
+
+  def roll(self, shifts, dims=None):
+    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
+    shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
+    if len(shifts) != len(dims): raise ValueError(f"roll needs as many shifts as dims, got {shifts} and {dims}")
+    x = self
+    for s, d in zip(shifts, dims):
+      d = x._resolve_dim(d)
+      n = x.shape[d]
+      if n == 0 or (s := s % n) == 0: continue
+      x = x._slice_dim(d, n - s, n).cat(x._slice_dim(d, 0, n - s), dim=d)
+    return x
+
+  def split(self, sizes, dim: int = 0):
+    d = self._resolve_dim(dim)
+    n = self.shape[d]
+    if isinstance(sizes, int):
+      if sizes <= 0: raise ValueError(f"split size must be positive, got {sizes}")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    elif sum(sizes) != n: raise ValueError(f"split sizes {list(sizes)} don't sum to {n}, the size of dim {d} of {self.shape}")
+    offs = list(itertools.accumulate(sizes, initial=0))
+    return tuple(self._slice_dim(d, offs[i], offs[i + 1]) for i in range(len(sizes)))
+  def chunk(self, chunks: int, dim: int = 0):
+    if not isinstance(chunks, int) or chunks <= 0: raise ValueError(f"chunk needs a positive number of chunks, got {chunks!r}")
+    n = self.shape[self._resolve_dim(dim)]
+    return self.split(max(1, math.ceil(n / chunks)), dim) if n else (self,) * 1
+  def unbind(self, dim: int = 0):
+    d = self._resolve_dim(dim)
+    return tuple(self._slice_dim(d, i, i + 1).squeeze(d) for i in range(self.shape[d]))
+
+  @staticmethod
+  def meshgrid(*tensors, indexing: str = "ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', not {indexing!r}")
+    for t in tensors:
+      if t.ndim != 1: raise ValueError(f"meshgrid takes 1-d tensors, got shape {t.shape}")
+    ts = list(tensors)
+    if indexing == "xy" and len(ts) >= 2: ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.shape[0] for t in ts)
+    out = [t.reshape(tuple(-1 if i == j else 1 for j in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
+    if indexing == "xy" and len(ts) >= 2: out = [o.transpose(0, 1) for o in out]; out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+  def _tri_mask(self, diagonal: int, upper: bool):
+    from tinycore.tensor import Tensor
+    if self.ndim < 2: raise ValueError(f"triu/tril need at least 2 dims, got shape {self.shape}")
+    r, c = self.shape[-2:]
+    ri = Tensor._index_range(r, self.device).reshape(r, 1)
+    ci = Tensor._index_range(c, self.device).reshape(1, c)
+    return (ci - ri >= diagonal) if upper else (ci - ri <= diagonal)
+  def triu(self, diagonal: int = 0): return self._tri_mask(diagonal, True).where(self, 0).cast(self.dtype)
+  def tril(self, diagonal: int = 0): return self._tri_mask(diagonal, False).where(self, 0).cast(self.dtype)
+
+  def diag(self):
+    """1-d -> square matrix with it on the diagonal; 2-d -> its main diagonal."""
+    from tinycore.tensor import Tensor
+    if self.ndim == 1:
+      n = self.shape[0]
+      return Tensor.eye(n, dtype=dtypes.bool, device=self.device).where(self.reshape(1, n), 0).cast(self.dtype)
+    if self.ndim == 2:
+      m = min(self.shape)
+      if m == 0: return self.reshape(-1)[:0]
+      # the diagonal of a square block is every (n+1)-th element of its flattening
+      sq = self.shrink(((0, m), (0, m))).flatten().pad(((0, m),))
+      return sq.reshape(m, m + 1)[:, 0]
+    raise ValueError(f"diag needs a 1-d or 2-d tensor, got shape {self.shape}")
+
+  # ---- sliding windows
+  def _pool(self, k_: tuple, stride=1, dilation=1):
+    """Sliding windows over the last len(k_) dims: (*pre, *i_) -> (*pre, *o_, *k_) with o = (i - d*(k-1) - 1)//s + 1."""
+    d_ = len(k_)
+    if self.ndim < d_: raise ValueError(f"can't pool {d_} dims of a tensor with shape {self.shape}")
+    s_, dl_ = make_tuple(stride, d_), make_tuple(dilation, d_)
+    pre, i_ = self.shape[:-d_], self.shape[-d_:]
+    o_ = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, dl_))
+    for i, k, o in zip(i_, k_, o_):
+      if k <= 0 or o <= 0: raise ValueError(f"window {k_} (dilation {dl_}) doesn't fit in input of spatial size {i_}")
+    x = self
+    for j in range(d_):   # each window step turns one axis into an (o, k) pair
+      x = x._window_axis(len(pre) + 2 * j, k_[j], s_[j], dl_[j], o_[j])
+    # x is (*pre, o0, k0, o1, k1, ...) -> (*pre, *o_, *k_)
+    n = len(pre)
+    return x.permute(tuple(range(n)) + tuple(n + 2 * j for j in range(d_)) + tuple(n + 2 * j + 1 for j in range(d_)))
+  def _window_axis(self, ax: int, k: int, s: int, d: int, o: int):
+    """Replace axis `ax` (size i) by two axes (o, k) with out[a, b] = x[a*s + b*d]."""
+    A, i, B = self.shape[:ax], self.shape[ax], self.shape[ax + 1:]
+    keep = tuple((0, v) for v in A), tuple((0, v) for v in B)
+    if d == 1 and k <= s:
+      # non-overlapping windows: pad/shrink to o*s, split into (o, s), keep the first k
+      x = self._slice_dim(ax, 0, min(i, o * s)).pad(tuple((0, 0) for _ in A) + ((0, max(0, o * s - i)),) + tuple((0, 0) for _ in B))
+      x = x.reshape(*A, o, s, *B)
+      return x.shrink(keep[0] + ((0, o), (0, k)) + keep[1])
+    # overlapping: repeat the axis e times, view rows of length L with L = d (mod i), so row r starts at x[r*d]
+    L = i + d + i * max(0, math.ceil((o * s - i - d) / i))
+    e = math.ceil(k * L / i)
+    x = self.unsqueeze(ax).expand(*A, e, i, *B).reshape(*A, e * i, *B)
+    x = x.shrink(keep[0] + ((0, k * L),) + keep[1]).reshape(*A, k, L, *B)
+    x = x.shrink(keep[0] + ((0, k), (0, o * s)) + keep[1]).reshape(*A, k, o, s, *B)
+    x = x.shrink(keep[0] + ((0, k), (0, o), (0, 1)) + keep[1]).reshape(*A, k, o, *B)
+    return x.transpose(len(A), len(A) + 1)
+
+  def unfold(self, dimension: int, size: int, step: int):
+    """torch.Tensor.unfold: windows of `size` every `step` along `dimension`; windows replace it, the window is the new last dim."""
+    d = self._resolve_dim(dimension)
+    if size <= 0 or step <= 0: raise ValueError(f"unfold needs positive size and step, got {size} and {step}")
+    if size > self.shape[d]: raise ValueError(f"unfold size {size} exceeds dimension {d} of size {self.shape[d]} (shape {self.shape})")
+    x = self.transpose(d, -1) if d != self.ndim - 1 else self
+    w = x._pool((size,), step)                      # (..., o, size) with dim d at the end
+    return w.transpose(d, -2) if d != self.ndim - 1 else w
+
+  # ---- einsum
+  @staticmethod
+  def einsum(formula: str, *operands):
+    """Einstein summation: broadcast every operand onto the union of its letters, multiply, and sum the letters not in the output."""
+    from tinycore.tensor import Tensor
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    f = formula.replace(" ", "")
+    lhs, arrow, rhs = f.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(operands): raise ValueError(f"einsum {formula!r} names {len(ins)} operands, got {len(operands)}")
+    # '...' becomes fresh capital letters, aligned from the right
+    n_ell = max((t.ndim - (len(s) - 3) for s, t in zip(ins, operands) if "..." in s), default=0)
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in f][:n_ell]
+    subs = []
+    for s, t in zip(ins, operands):
+      if "..." in s: s = s.replace("...", "".join(free[n_ell - (t.ndim - (len(s) - 3)):]))
+      if len(s) != t.ndim: raise ValueError(f"einsum operand {s!r} has {len(s)} letters but its tensor has shape {t.shape}")
+      subs.append(s)
+    if arrow: out = rhs.replace("...", "".join(free))
+    else: out = "".join(free) + "".join(sorted(c for c in set("".join(subs)) if "".join(subs).count(c) == 1 and c not in free))
+    letters = sorted(set("".join(subs)) | set(out))
+    sizes: dict[str, int] = {}
+    xs = []
+    for s, t in zip(subs, operands):
+      if len(set(s)) != len(s): raise NotImplementedError(f"einsum with a letter repeated inside one operand ({s!r}) is not supported yet")
+      for c, n in zip(s, t.shape):
+        if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1: raise ValueError(f"einsum letter {c!r} has sizes {sizes[c]} and {n}")
+        if sizes[c] == 1: sizes[c] = n
+      order = sorted(range(len(s)), key=lambda k: letters.index(s[k]))
+      t = t.permute(order) if order else t
+      srt = [s[k] for k in order]
+      xs.append(t.reshape(tuple(t.shape[srt.index(c)] if c in srt else 1 for c in letters)))
+    for c in out:
+      if c not in sizes: raise ValueError(f"einsum output letter {c!r} is not in any input of {formula!r}")
+    prod_t = xs[0]
+    for x in xs[1:]: prod_t = prod_t * x
+    if len(xs) == 1: prod_t = prod_t.expand(tuple(sizes[c] for c in letters)) if letters else prod_t
+    red = tuple(i for i, c in enumerate(letters) if c not in out)
+    r = prod_t.sum(red, dtype=None).cast(least_upper_dtype(*[t.dtype for t in operands])) if red else prod_t
+    kept = [c for c in letters if c in out]
+    return r.permute(tuple(kept.index(c) for c in out)) if out else r
+

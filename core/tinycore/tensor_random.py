@@ -1,0 +1,148 @@
+"""Random numbers: a counter-based RNG (threefry2x32) built only from uint32 elementwise ops, so every device draws the same stream.
+
+Each call takes a fresh key (seed, call counter); the counter is baked into the graph as a constant, so the random bits are a
+pure function of (seed, call number, element index) and fuse into whatever consumes them."""
+from __future__ import annotations
+import math, time
+from tinycore.dtype import dtypes, to_dtype, least_upper_float
+from tinycore.helpers import prod, getenv
+
+_rng = {"seed": getenv("SEED", int(time.time()) & 0xFFFFFFFF), "counter": 0}
+_M32 = 0xFFFFFFFF
+
+def _rotl(x, r: int): return (x << r) | (x >> (32 - r))
+
+def threefry2x32(x0, x1, k0: int, k1: int):
+  """Threefry-2x32 with 20 rounds (Salmon et al. 2011) on uint32 tensors x0, x1 and a python-int key; returns two uint32 tensors."""
+  ks = (k0 & _M32, k1 & _M32, (k0 ^ k1 ^ 0x1BD11BDA) & _M32)
+  rot = ((13, 15, 26, 6), (17, 29, 16, 24))
+  x0, x1 = x0 + ks[0], x1 + ks[1]
+  for i in range(5):
+    for r in rot[i % 2]:
+      x0 = x0 + x1
+      x1 = _rotl(x1, r) ^ x0
+    x0, x1 = x0 + ks[(i + 1) % 3], x1 + ((ks[(i + 2) % 3] + i + 1) & _M32)
+  return x0, x1
+
+class RandomMixin:
+  __slots__ = ()
+
+  @staticmethod
+  def manual_seed(seed: int = 0):
+    """Reset the generator: the same seed gives the same numbers, on every device."""
+    _rng["seed"], _rng["counter"] = int(seed) & _M32, 0
+
+  @staticmethod
+  def _threefry_bits(n: int, device=None):
+    """n uint32 random words for the next call of the stream."""
+    from tinycore.tensor import Tensor
+    _rng["counter"] += 1
+    half = (n + 1) // 2
+    ctr = Tensor._index_range(half, device).cast(dtypes.uint32)
+    a, b = threefry2x32(ctr, ctr.zeros_like(), _rng["seed"], _rng["counter"])
+    return a.cat(b).shrink(((0, n),))
+
+  @staticmethod
+  def rand(*shape, device=None, dtype=None, contiguous=False, **kw):
+    """Uniform in [0, 1): 23 random mantissa bits under exponent 0 give a float in [1, 2), minus 1."""
+    from tinycore.tensor import Tensor, _shape_arg
+    shape, dt = _shape_arg(shape), to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dtypes.is_float(dt): raise TypeError(f"rand needs a float dtype, got {dt}")
+    n = prod(shape)
+    if n == 0: return Tensor.zeros(*shape, device=device, dtype=dt, **kw)
+    bits = Tensor._threefry_bits(n, device)
+    f = ((bits >> 9) | 0x3F800000).bitcast(dtypes.float32) - 1.0
+    if dt != dtypes.float32: f = f.cast(dt)
+    if dt.itemsize < 4: f = (f >= 1.0).where(0.0, f)   # rounding to a narrow float can hit 1.0
+    out = Tensor(f.reshape(shape).uop, requires_grad=kw.get("requires_grad"))
+    return out.contiguous() if contiguous else out
+  def rand_like(self, **kw):
+    return type(self).rand(*self.shape, **{"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None, **kw})
+
+  @staticmethod
+  def randn(*shape, dtype=None, requires_grad=None, **kw):
+    """Standard normal by Box-Muller from two uniform draws."""
+    from tinycore.tensor import Tensor, _shape_arg
+    shape = _shape_arg(shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    u = Tensor.rand(2, *shape, dtype=dtypes.float32, **kw)
+    u1, u2 = u[0], u[1]
+    z = ((1.0 - u1).log() * -2.0).sqrt() * (u2 * (2 * math.pi)).cos()
+    return Tensor(z.cast(dt).uop, requires_grad=requires_grad)
+  def randn_like(self, **kw):
+    return type(self).randn(*self.shape, **{"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None, **kw})
+
+  @staticmethod
+  def randint(*shape, low=0, high=10, dtype=dtypes.int32, **kw):
+    from tinycore.tensor import Tensor, _shape_arg
+    if not isinstance(low, int) or not isinstance(high, int): raise TypeError(f"randint bounds must be ints, got {low!r} and {high!r}")
+    if low >= high: raise ValueError(f"randint needs low < high, got low={low} high={high}")
+    dt = to_dtype(dtype)
+    if not dtypes.is_int(dt): raise TypeError(f"randint needs an integer dtype, got {dt}")
+    u = Tensor.rand(*_shape_arg(shape), dtype=dtypes.float64 if high - low > 1 << 23 else dtypes.float32, **kw)
+    return (u * (high - low)).floor().cast(dt).minimum(high - low - 1) + low
+
+  @staticmethod
+  def normal(*shape, mean=0.0, std=1.0, requires_grad=None, **kw):
+    from tinycore.tensor import Tensor
+    return Tensor(((std * Tensor.randn(*shape, **kw)) + mean).uop, requires_grad=requires_grad)
+  @staticmethod
+  def uniform(*shape, low=0.0, high=1.0, dtype=None, requires_grad=None, **kw):
+    from tinycore.tensor import Tensor
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    return Tensor(((high - low) * Tensor.rand(*shape, dtype=dt, **kw) + low).cast(dt).uop, requires_grad=requires_grad)
+  @staticmethod
+  def scaled_uniform(*shape, **kw):
+    from tinycore.tensor import Tensor, _shape_arg
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw).mul(prod(_shape_arg(shape)) ** -0.5)
+  @staticmethod
+  def glorot_uniform(*shape, **kw):
+    """Xavier uniform: bound sqrt(6 / (fan_in + fan_out)) with fan_out = shape[0], fan_in = prod(shape[1:])."""
+    from tinycore.tensor import Tensor, _shape_arg
+    s = _shape_arg(shape)
+    return Tensor.uniform(*s, low=-1.0, high=1.0, **kw).mul((6 / (s[0] + prod(s[1:]))) ** 0.5)
+  @staticmethod
+  def kaiming_uniform(*shape, a: float = 0.01, **kw):
+    from tinycore.tensor import Tensor, _shape_arg
+    s = _shape_arg(shape)
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
+    return Tensor.uniform(*s, low=-bound, high=bound, **kw)
+  @staticmethod
+  def kaiming_normal(*shape, a: float = 0.01, **kw):
+    from tinycore.tensor import Tensor, _shape_arg
+    s = _shape_arg(shape)
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
+    return Tensor.normal(*s, mean=0.0, std=std, **kw)
+
+  @staticmethod
+  def randperm(n: int, device=None, dtype=dtypes.int32, **kw):
+    from tinycore.tensor import Tensor
+    if n < 0: raise ValueError(f"randperm needs n >= 0, got {n}")
+    return Tensor.rand(n, device=device).argsort().cast(to_dtype(dtype))
+
+  def multinomial(self, num_samples: int = 1, replacement: bool = False):
+    """Draw class indices from (unnormalized) probabilities in the last dim: inverse CDF with replacement, Gumbel top-k without."""
+    from tinycore.tensor import Tensor
+    if self.ndim not in (1, 2): raise ValueError(f"multinomial needs 1-d or 2-d probabilities, got shape {self.shape}")
+    if num_samples < 1: raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    if not replacement and num_samples > self.shape[-1]: raise ValueError(f"can't draw {num_samples} samples without replacement from {self.shape[-1]} classes")
+    x = self.unsqueeze(0) if self.ndim == 1 else self
+    p = x._float()
+    if replacement or num_samples == 1:
+      cdf = p.cumsum(1)
+      cdf = cdf / cdf[:, -1:]
+      u = Tensor.rand(x.shape[0], num_samples, 1, device=self.device)
+      out = (cdf.unsqueeze(1) <= u).sum(2).minimum(x.shape[-1] - 1).cast(dtypes.int32)
+    else:
+      g = -(-(Tensor.rand(*x.shape, device=self.device).clamp(1e-12, 1.0)).log()).log()   # Gumbel noise
+      out = ((p.log() + g)).topk(num_samples, dim=-1)[1].cast(dtypes.int32)
+    return out.squeeze(0) if self.ndim == 1 else out
+
+  def dropout(self, p: float = 0.5):
+    """Zero each element with probability p and scale the rest by 1/(1-p), only while Tensor.training."""
+    from tinycore.tensor import Tensor
+    if not 0 <= p <= 1: raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not Tensor.training or p == 0: return self
+    if p == 1: return self * 0
+    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    return keep.where(self, 0) * (1 / (1 - p))
