@@ -53,28 +53,40 @@ def _prepare_inputs(tensors: list) -> list:
   if len({id(b) for b in bufs}) != len(bufs): raise JitError("TinyJit got the same buffer as two inputs; pass it once (or .clone() one)")
   return bufs
 
+def _walk_view(u: UOp, fn) -> UOp:
+  """Rebuild `u` with fn(node) -> replacement or None, reaching into movement args (symbolic shapes live there)."""
+  memo: dict[UOp, UOp] = {}
+  def arg(a): return go(a) if isinstance(a, UOp) else tuple(arg(x) for x in a) if isinstance(a, tuple) else a
+  def go(n: UOp) -> UOp:
+    if (r := memo.get(n)) is None:
+      if (r := fn(n)) is None: r = n.replace(src=tuple(go(s) for s in n.src), arg=arg(n.arg))
+      memo[n] = r
+    return r
+  return go(u)
+
 def _unbind_view(u: UOp) -> UOp:
   """A tensor's view with bound Variables unbound and its buffer anonymized: two calls match when these are equal."""
-  if _is_buf_view(u): return UOp(Ops.NOOP, u.dtype, (), u.shape)
-  m = {n: n.src[0] for n in u.toposort() if n.op is Ops.BIND}
-  m[u.base] = UOp(Ops.NOOP, u.dtype, (), u.base.arg.size)
-  return u.substitute(m)
+  base = u.base
+  return _walk_view(u, lambda n: n.src[0] if n.op is Ops.BIND else UOp(Ops.NOOP, n.dtype, (), n.arg.size) if n is base else None)
 
 def _var_vals(tensors: list, binds: list) -> dict[UOp, int]:
   vv: dict[UOp, int] = {}
+  def see(n: UOp):
+    if n.op is Ops.BIND: vv[n.src[0]] = n.src[1].arg
+    return None
   for t in tensors:
-    if _is_buf_view(t.uop): continue   # plain buffers carry no Variables
-    for n in t.uop.toposort():
-      if n.op is Ops.BIND: vv[n.src[0]] = n.src[1].arg
+    if not _is_buf_view(t.uop): _walk_view(t.uop, see)   # plain buffers carry no Variables
   for b in binds: vv[b.src[0]] = b.src[1].arg
   return vv
 
-@dataclass(frozen=True)
-class InputInfo:
-  view: UOp      # shape (symbolic dims unbound) and view structure
-  dtype: Any
-  device: Any
-  def describe(self) -> str: return f"shape {self.view.arg if self.view.op is Ops.NOOP else 'view'} {self.dtype} on {self.device}"
+class InputInfo(tuple):
+  """(view signature, dtype, device) of one input; a plain tuple so building and comparing it per call is cheap."""
+  __slots__ = ()
+  def __new__(cls, t): return tuple.__new__(cls, (t.uop.shape if _is_buf_view(t.uop) else _unbind_view(t.uop), t.dtype, t.device))
+  def describe(self) -> str:
+    v = self[0]
+    shape = v if isinstance(v, tuple) else v.shape
+    return f"shape {shape} {self[1]} on {self[2]}"
 
 @dataclass
 class CapturedJit(Generic[R]):
@@ -152,7 +164,7 @@ class TinyJit(Generic[R]):
       self.cnt = 1
       return ret
     bufs = _prepare_inputs(tensors)
-    infos = tuple(InputInfo(_unbind_view(t.uop), t.dtype, t.device) for t in tensors)
+    infos = tuple(InputInfo(t) for t in tensors)
     var_vals = _var_vals(tensors, binds)
     if self.cnt == 1: return self._capture(args, kwargs, tensors, bufs, infos, var_vals)
     self._check(infos, var_vals)
@@ -164,7 +176,11 @@ class TinyJit(Generic[R]):
     from tinycore.tensor import Tensor
     if isinstance(tmpl, _Out):
       u = self.captured.out_uops[tmpl.i]
-      return tensors[u[1]] if isinstance(u, tuple) else Tensor(u)
+      if isinstance(u, tuple): return tensors[u[1]]
+      # Tensor(u) would resolve Device.DEFAULT (env parsing) per call; the uop already knows everything
+      t = Tensor.__new__(Tensor)
+      t.uop, t.requires_grad, t.grad = u, None, None
+      return t
     if isinstance(tmpl, (tuple, list)): return type(tmpl)(self._rebuild(x, tensors) for x in tmpl)
     if isinstance(tmpl, dict): return {k: self._rebuild(v, tensors) for k, v in tmpl.items()}
     return tmpl   # None
@@ -175,7 +191,7 @@ class TinyJit(Generic[R]):
       raise JitError(f"TinyJit was captured with {len(exp)} input Tensors, now called with {len(infos)}")
     for k, (a, b) in enumerate(zip(infos, exp)):
       if a != b:
-        what = "dtype" if a.dtype != b.dtype else "device" if a.device != b.device else "shape"
+        what = "dtype" if a[1] != b[1] else "device" if a[2] != b[2] else "shape"
         raise JitError(f"TinyJit input {k} changed {what}: captured with {b.describe()}, now {a.describe()}; "
                        "shapes may change only through bound Variables (call .reset() to recapture)")
     if frozenset(var_vals) != self.captured.expected_vars:
