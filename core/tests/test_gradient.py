@@ -16,6 +16,7 @@ def _check(f, *arrs, tf=None, atol=1e-4, rtol=1e-3):
   ts = [Tensor(a, requires_grad=True) for a in arrs]
   out = f(*ts)
   grads = out.sum().gradient(*ts) if out.shape != () else out.gradient(*ts)
+  Tensor.realize(out, *grads)  # one schedule for forward and backward
   tts = [torch.tensor(a, requires_grad=True) for a in arrs]
   tout = (tf or f)(*tts)
   tout.sum().backward()
