@@ -26,4 +26,5 @@ def open_device(device_name: str, spec) -> Compiled:
   global _allocator
   # every CPU:n shares host memory, so they share one allocator too
   if _allocator is None: _allocator = CPUBufferView()
-  return Compiled(device_name, _allocator, _renderer(getattr(spec, "renderer", None), getattr(spec, "arch", None)), CPUProgram)
+  r = _renderer(getattr(spec, "renderer", None), getattr(spec, "arch", None))
+  return Compiled(device_name, _allocator, r, getattr(r, "runtime", CPUProgram))   # LLVM loads objects with its own JIT
