@@ -169,3 +169,12 @@ def test_symbolic_shape_input_and_slice():
     np.testing.assert_allclose(g(data, v.bind(i)).numpy(), (np.arange(i) + 1).sum())
   assert f.cnt == 7 and g.cnt == 7 and len(f.captured.jit_cache) >= 1
   with pytest.raises(jitmod.JitError, match="shape"): f(data)   # a concrete shape where a Variable was
+
+def test_output_is_view_of_input():
+  @TinyJit
+  def f(a, b): return a.reshape(2, 2), (a + b).contiguous()
+  for i in range(4):
+    x, y = _rand(4, seed=i), _rand(4, seed=20 + i)
+    r, s = f(Tensor(x), Tensor(y))
+    np.testing.assert_allclose(r.numpy(), x.reshape(2, 2))
+    np.testing.assert_allclose(s.numpy(), x + y, rtol=1e-6)

@@ -8,7 +8,7 @@ back as Tensors on the captured output buffers, so each replay overwrites the pr
 semantics: copy an output you want to keep)."""
 from __future__ import annotations
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import JIT, DEBUG, all_int
@@ -97,6 +97,7 @@ class CapturedJit(Generic[R]):
   out_uops: list                                      # per output: a BUFFER view uop, or ("in", input index, uop)
   expected_inputs: tuple[InputInfo, ...]
   expected_vars: frozenset
+  expected_inputs_uops: tuple = ()                    # the capture-time input uops (to spot an output that is an input)
 
   def __len__(self): return len(self.jit_cache)
 
@@ -133,7 +134,7 @@ class TinyJit(Generic[R]):
   """`@TinyJit` on a function of Tensors: call 1 runs it, call 2 captures its kernels, calls 3+ replay them."""
   def __init__(self, fxn: Callable[..., R] | None, captured: CapturedJit | None = None, prune: bool = False):
     if fxn is None and captured is None: raise ValueError("TinyJit needs a function or a CapturedJit")
-    self.fxn, self.prune = fxn, prune
+    self.fxn, self.prune = fxn, prune   # prune: accepted for tinygrad compatibility, every captured kernel is kept
     self.reset()
     self.captured: CapturedJit | None = captured
     if captured is not None: self.cnt = 2
@@ -176,7 +177,9 @@ class TinyJit(Generic[R]):
     from tinycore.tensor import Tensor
     if isinstance(tmpl, _Out):
       u = self.captured.out_uops[tmpl.i]
-      if isinstance(u, tuple): return tensors[u[1]]
+      if isinstance(u, tuple):   # an output on an input's buffer: the same view of this call's input
+        t_in = tensors[u[1]]
+        return t_in if u[2] is self.captured.expected_inputs_uops[u[1]] else Tensor(u[2].substitute({u[2].base: t_in.uop.base}))
       # Tensor(u) would resolve Device.DEFAULT (env parsing) per call; the uop already knows everything
       t = Tensor.__new__(Tensor)
       t.uop, t.requires_grad, t.grad = u, None, None
@@ -222,7 +225,7 @@ class TinyJit(Generic[R]):
       else: out_uops.append(t.uop)
     cnt = iter(range(len(outs)))
     tmpl = _map_ret(ret, lambda t: _Out(next(cnt)))
-    self.captured = CapturedJit(tmpl, captured, input_replace, out_uops, infos, frozenset(var_vals))
+    self.captured = CapturedJit(tmpl, captured, input_replace, out_uops, infos, frozenset(var_vals), tuple(t.uop for t in tensors))
     self.captured.free_inputs()
     self.cnt = 2
     return ret
