@@ -227,11 +227,28 @@ def test_movement():
   check(lambda x, y: x + y, np.add, f32(5, 1, 4), f32(1, 3, 1))   # broadcast
   check(lambda x: x.pad(((2, 2), (2, 2), (0, 0))).sum((0, 1)), lambda x: np.pad(x, ((2, 2), (2, 2), (0, 0))).sum((0, 1)), a, rtol=1e-5)
 
+def test_gated_loads_and_reduce_identities_per_dtype():
+  b, i8, u64 = rng.random((5, 6)) > 0.5, ints(np.int8)[:30].reshape(5, 6), ints(np.uint64)[:30].reshape(5, 6)
+  check(lambda x: x.pad(((1, 1), (2, 0))), lambda x: np.pad(x, ((1, 1), (2, 0))), b)      # bool: i8 in memory, i1 in registers
+  check(lambda x: x.pad(((1, 1), (2, 0))).max(1), lambda x: np.pad(x, ((1, 1), (2, 0))).max(1), i8)
+  check(lambda x: x.max(0), lambda x: x.max(0), u64); check(lambda x: x.min(1), lambda x: x.min(1), u64)
+  check(lambda x: x.float(), lambda x: x.astype(np.float32), u64); check(lambda x: x.double(), lambda x: x.astype(np.float64), u64)
+  h = f32(5, 6).astype(np.float16)
+  check(lambda x: x.max(1), lambda x: x.max(1), h); check(lambda x: x.pad(((0, 0), (1, 1))).min(1), lambda x: np.pad(x, ((0, 0), (1, 1))).min(1), h)
+
 def test_large_parallel():
   # big enough for the runtime to split the outer loop across threads (core_start/core_end)
   a, b = f32(1 << 20), f32(1 << 20)
   check(lambda x, y: (x * y + 1).relu(), lambda x, y: np.maximum(x * y + 1, 0), a, b)
   check(lambda x, y: x.reshape(1024, 1024).sum(1) + y.reshape(1024, 1024).max(1), lambda x, y: x.reshape(1024, 1024).sum(1) + y.reshape(1024, 1024).max(1), a, b, atol=1e-4, rtol=1e-4)
+
+def test_symbolic_variable():
+  # a bound Variable becomes an i32 kernel parameter (DEFINE_VAR) used as a loop bound
+  from tinycore import Variable
+  v, data = Variable("n", 1, 10), np.arange(10, dtype=np.float32)
+  for i in (2, 5, 9):
+    check(lambda x: x.shrink(((0, v.bind(i)),)).sum(), lambda x: x[:i].sum(), data)
+    check(lambda x: (x.shrink(((0, v.bind(i)),)) * 2).sum(), lambda x: (x[:i] * 2).sum(), data)
 
 # ---- the compiler
 def test_compile_error_shows_ir_and_llvm_message():
