@@ -14,6 +14,9 @@ def _load_runtime_libs() -> None:
     try: llvm.load_library_permanently(p)
     except RuntimeError: pass
 
+@functools.cache
+def _funcptr_type(): return ctypes.CDLL(None)._FuncPtr   # cdecl, GIL released during the call, no fixed argtypes
+
 def undefined_symbols(obj: bytes) -> list[str]:
   """Global symbols an ELF64 little-endian relocatable object needs from outside ([] for other formats)."""
   if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1: return []
@@ -41,5 +44,5 @@ class LLVMProgram(CPUProgram):
     self.engine.finalize_object()
     if not (addr := self.engine.get_function_address(name)): raise RuntimeError(f"LLVM: kernel {name!r} not found in its object file")
     # a CDLL function pointer with no argtypes takes the ctypes args CPUProgram passes, and releases the GIL
-    self.fxn = ctypes.CDLL(None)._FuncPtr(addr)
+    self.fxn = _funcptr_type()(addr)
     self.fxn.restype = None
