@@ -81,7 +81,14 @@ class CStyleRenderer(Renderer):
     if dt == dtypes.bool: return f"({x}!=0)"
     if dt in self.emulated: return f"__tc_round_{dt.name}((float)({x}))"
     return f"(({self.ctype(dt)})({x}))"
-  def bitcast(self, x: str, src: DType, dt: DType) -> str: return f"__builtin_bit_cast({self.ctype(dt)}, ({self.ctype(src)})({x}))"
+  def bitcast(self, x: str, src: DType, dt: DType) -> str:
+    # emulated formats live as float in registers: go through their bit patterns
+    if src in self.emulated: x, src = f"__tc_to_{src.name}({x})", self.emulated[src]
+    if dt in self.emulated: return f"__tc_from_{dt.name}({self._bits(x, src, self.emulated[dt])})"
+    return self._bits(x, src, dt)
+  def _bits(self, x: str, src: DType, dt: DType) -> str:
+    # a GNU statement expression with memcpy: gcc and clang both accept it in C (gcc's __builtin_bit_cast is C++ only)
+    return f"({{{self.ctype(dt)} __d; {self.ctype(src)} __s = ({x}); memcpy(&__d, &__s, sizeof(__d)); __d;}})"
   def load(self, buf: str, idx: str, dt: DType) -> str:
     v = f"{buf}[{idx}]"
     return f"__tc_from_{dt.name}({v})" if dt in self.emulated else v
