@@ -1,0 +1,125 @@
+"""gguf_load: GGUF (llama.cpp) files: metadata key/values and tensors, with the block-quantized types dequantized to float32.
+Layouts follow ggml's reference dequantizers (ggml-quants.c); a block is decoded for all blocks at once with numpy."""
+from __future__ import annotations
+import struct
+from typing import Any
+import numpy as np
+from tinycore.tensor import Tensor
+from tinycore.dtype import dtypes
+from tinycore.helpers import prod
+
+QK, QK_K = 32, 256
+# ggml type id -> (name, elements per block, bytes per block)
+GGML_TYPES: dict[int, tuple[str, int, int]] = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", QK, 18), 3: ("Q4_1", QK, 20), 8: ("Q8_0", QK, 34),
+  12: ("Q4_K", QK_K, 144), 14: ("Q6_K", QK_K, 210), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
+  28: ("F64", 1, 8), 30: ("BF16", 1, 2)}
+_PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32, 27: dtypes.int64, 28: dtypes.float64,
+          30: dtypes.bfloat16}
+
+def _f16(b: np.ndarray) -> np.ndarray: return np.ascontiguousarray(b).view(np.float16).astype(np.float32)
+
+def dequant_q4_0(blk: np.ndarray) -> np.ndarray:
+  d, qs = _f16(blk[:, :2]), blk[:, 2:18]
+  q = np.concatenate([qs & 0xF, qs >> 4], axis=1).astype(np.int8) - 8  # low nibbles are elements 0..15, high 16..31
+  return d * q
+
+def dequant_q4_1(blk: np.ndarray) -> np.ndarray:
+  d, m, qs = _f16(blk[:, :2]), _f16(blk[:, 2:4]), blk[:, 4:20]
+  return d * np.concatenate([qs & 0xF, qs >> 4], axis=1) + m
+
+def dequant_q8_0(blk: np.ndarray) -> np.ndarray: return _f16(blk[:, :2]) * blk[:, 2:].view(np.int8)
+
+def _scale_min_k4(sc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """The 8 six-bit (scale, min) pairs packed in 12 bytes of a Q4_K/Q5_K block."""
+  s, m = np.empty((sc.shape[0], 8), np.uint8), np.empty((sc.shape[0], 8), np.uint8)
+  s[:, :4], m[:, :4] = sc[:, 0:4] & 63, sc[:, 4:8] & 63
+  s[:, 4:] = (sc[:, 8:12] & 0xF) | ((sc[:, 0:4] >> 6) << 4)
+  m[:, 4:] = (sc[:, 8:12] >> 4) | ((sc[:, 4:8] >> 6) << 4)
+  return s.astype(np.float32), m.astype(np.float32)
+
+def dequant_q4_k(blk: np.ndarray) -> np.ndarray:
+  d, dmin = _f16(blk[:, 0:2]), _f16(blk[:, 2:4])
+  sc, mn = _scale_min_k4(blk[:, 4:16])
+  qs = blk[:, 16:144].reshape(-1, 4, 32)  # 4 chunks of 32 bytes; each gives 2 sub-blocks: low nibbles then high
+  q = np.stack([qs & 0xF, qs >> 4], axis=2).reshape(-1, 8, 32).astype(np.float32)
+  return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(-1, QK_K)
+
+def dequant_q6_k(blk: np.ndarray) -> np.ndarray:
+  ql, qh, sc, d = blk[:, 0:128], blk[:, 128:192], blk[:, 192:208].view(np.int8).astype(np.float32), _f16(blk[:, 208:210])
+  out = np.empty((blk.shape[0], QK_K), np.float32)
+  for h in range(2):  # two halves of 128 elements: 64 bytes of ql, 32 of qh, 8 scales each
+    l, hh, s = ql[:, 64 * h:64 * h + 64], qh[:, 32 * h:32 * h + 32], sc[:, 8 * h:8 * h + 8]
+    q = [(l[:, :32] & 0xF) | (((hh >> 0) & 3) << 4), (l[:, 32:] & 0xF) | (((hh >> 2) & 3) << 4),
+         (l[:, :32] >> 4) | (((hh >> 4) & 3) << 4), (l[:, 32:] >> 4) | (((hh >> 6) & 3) << 4)]
+    for k in range(4):
+      # element j of quarter k uses scale index j // 16 + 2k
+      qq = q[k].astype(np.int8).astype(np.float32) - 32
+      out[:, 128 * h + 32 * k:128 * h + 32 * (k + 1)] = d * np.repeat(s[:, 2 * k:2 * k + 2], 16, axis=1) * qq
+  return out
+
+DEQUANT = {2: dequant_q4_0, 3: dequant_q4_1, 8: dequant_q8_0, 12: dequant_q4_k, 14: dequant_q6_k}
+
+class _Reader:
+  def __init__(self, mv: memoryview, name: str): self.mv, self.name, self.off = mv, name, 0
+  def take(self, n: int, what: str) -> memoryview:
+    if self.off + n > len(self.mv):
+      from tinycore.nn.state import CorruptFileError
+      raise CorruptFileError(f"{self.name}: truncated GGUF file: reading {what} needs {n} bytes at offset {self.off}, file has {len(self.mv)}")
+    r = self.mv[self.off:self.off + n]; self.off += n
+    return r
+  def unpack(self, fmt: str, what: str): return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt), what))[0]
+  def string(self, what: str) -> str:
+    n = self.unpack("Q", what + " length")
+    try: return bytes(self.take(n, what)).decode("utf-8")
+    except UnicodeDecodeError as e:
+      from tinycore.nn.state import CorruptFileError
+      raise CorruptFileError(f"{self.name}: {what} at offset {self.off - n} is not UTF-8: {e}") from None
+
+_KV_FMT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+def _read_value(r: _Reader, vtype: int, what: str) -> Any:
+  if vtype in _KV_FMT: return r.unpack(_KV_FMT[vtype], what)
+  if vtype == 8: return r.string(what)
+  if vtype == 9:
+    itype, n = r.unpack("I", what + " item type"), r.unpack("Q", what + " length")
+    if itype in _KV_FMT:  # numeric arrays in one read
+      return list(struct.unpack(f"<{n}{_KV_FMT[itype]}", r.take(n * struct.calcsize(_KV_FMT[itype]), what)))
+    return [_read_value(r, itype, what) for _ in range(n)]
+  from tinycore.nn.state import CorruptFileError
+  raise CorruptFileError(f"{r.name}: unknown GGUF value type {vtype} for {what} at offset {r.off - 4}")
+
+def gguf_load(fn) -> tuple[dict[str, Any], dict[str, Tensor]]:
+  """(metadata, tensors) of a GGUF file (a path, bytes, or a uint8 Tensor of the file). Shapes are torch order (ggml's reversed);
+  quantized tensors come back as float32."""
+  from tinycore.nn.state import _open_bytes, CorruptFileError, tensor_from_bytes
+  mv, name, _keep = _open_bytes(fn)
+  r = _Reader(mv, name)
+  if bytes(r.take(4, "magic")) != b"GGUF": raise CorruptFileError(f"{name}: not a GGUF file (bad magic at offset 0)")
+  version = r.unpack("I", "version")
+  if version not in (2, 3): raise CorruptFileError(f"{name}: unsupported GGUF version {version} at offset 4")
+  n_tensors, n_kv = r.unpack("Q", "tensor count"), r.unpack("Q", "metadata count")
+  kv: dict[str, Any] = {}
+  for _ in range(n_kv):
+    key = r.string("metadata key")
+    kv[key] = _read_value(r, r.unpack("I", f"type of {key!r}"), f"value of {key!r}")
+  infos = []
+  for _ in range(n_tensors):
+    tname = r.string("tensor name")
+    nd = r.unpack("I", f"ndim of {tname!r}")
+    dims = [r.unpack("Q", f"dims of {tname!r}") for _ in range(nd)]
+    infos.append((tname, dims, r.unpack("I", f"type of {tname!r}"), r.unpack("Q", f"offset of {tname!r}")))
+  align = int(kv.get("general.alignment", 32))
+  start = -(-r.off // align) * align
+  out: dict[str, Tensor] = {}
+  for tname, dims, ttype, off in infos:
+    if ttype not in GGML_TYPES: raise NotImplementedError(f"{name}: tensor {tname!r} has ggml type {ttype}, which gguf_load can't decode")
+    tn, bs, bb = GGML_TYPES[ttype]
+    n, shape = prod(dims), tuple(reversed(dims))
+    if n % bs: raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has {n} elements, not a multiple of its block size {bs}")
+    nbytes, b = n // bs * bb, start + off
+    if b + nbytes > len(mv): raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}, {nbytes} bytes at offset {b}) runs past the end of the file ({len(mv)} bytes)")
+    raw = mv[b:b + nbytes]
+    if ttype in _PLAIN: out[tname] = tensor_from_bytes(raw, _PLAIN[ttype], shape)
+    else:
+      vals = DEQUANT[ttype](np.frombuffer(raw, np.uint8).reshape(-1, bb)).astype(np.float32).reshape(shape)
+      out[tname] = Tensor(vals)
+  return kv, out

@@ -1,0 +1,135 @@
+"""Model state: walking objects for their Tensors, loading a state dict into a model, and the checkpoint formats
+(safetensors here; torch zip checkpoints and GGUF in their own modules, re-exported)."""
+from __future__ import annotations
+import json, mmap, os, struct, warnings
+from collections import OrderedDict
+from typing import Any
+from tinycore.tensor import Tensor
+from tinycore.dtype import DType, dtypes
+from tinycore.helpers import prod
+
+# ---- state dicts
+def get_state_dict(obj: Any, prefix: str = "", tensor_type=Tensor) -> dict[str, Tensor]:
+  """Every Tensor reachable from obj through attributes, dicts, lists and tuples, named by its path ('layers.0.weight')."""
+  if isinstance(obj, tensor_type): return {prefix.strip("."): obj}
+  if hasattr(obj, "_asdict"): return get_state_dict(obj._asdict(), prefix, tensor_type)  # namedtuple
+  if isinstance(obj, dict): items = obj.items()
+  elif isinstance(obj, (list, tuple)): items = enumerate(obj)
+  elif hasattr(obj, "__dict__"): items = vars(obj).items()
+  else: return {}
+  out: dict[str, Tensor] = {}
+  for k, v in items: out.update(get_state_dict(v, f"{prefix}{k}.", tensor_type))
+  return out
+
+def get_parameters(obj: Any) -> list[Tensor]:
+  """The Tensors of obj, each once (an optimizer's parameter list)."""
+  return list({id(t): t for t in get_state_dict(obj).values()}.values())
+
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False, consume: bool = False,
+                    realize: bool = True) -> None:
+  """Copy state_dict's tensors into model's. strict: every model tensor must be present. Shapes must match exactly; dtypes are
+  cast to the model's."""
+  model_sd = get_state_dict(model)
+  if strict and (missing := [k for k in model_sd if k not in state_dict]):
+    raise KeyError(f"load_state_dict: {len(missing)} model tensor(s) missing from the state dict: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+  if (unused := [k for k in state_dict if k not in model_sd]):
+    warnings.warn(f"load_state_dict: {len(unused)} state dict tensor(s) not in the model: {', '.join(unused[:10])}{' ...' if len(unused) > 10 else ''}")
+  loaded = []
+  for k, v in model_sd.items():
+    if k not in state_dict:
+      if verbose: print(f"load_state_dict: {k} not in state dict, left as is")
+      continue
+    src = state_dict[k]
+    if not isinstance(src, Tensor): src = Tensor(src, device=v.device)
+    if tuple(src.shape) != tuple(v.shape):
+      raise ValueError(f"load_state_dict: shape mismatch for {k!r}: model has {tuple(v.shape)}, state dict has {tuple(src.shape)}")
+    src = src.to(v.device).cast(v.dtype)
+    v.assign(src)  # writes into v's buffer when it has one, else just takes src's graph
+    loaded.append(v)
+    if consume: del state_dict[k]
+  if realize and loaded: Tensor.realize(*loaded)
+
+# ---- raw bytes -> Tensor (every dtype, including those numpy lacks: bfloat16 and fp8 are copied as bits)
+def tensor_from_bytes(data, dtype: DType, shape: tuple, device: str | None = None) -> Tensor:
+  from tinycore.device import Buffer
+  from tinycore.uop import UOp, Ops
+  from tinycore.tensor import _canon_device
+  n = prod(shape)
+  buf = Buffer(_canon_device(device), n, dtype)
+  if n: buf.allocate().copyin(memoryview(data).cast("B"))
+  return Tensor(UOp(Ops.BUFFER, dtype, (), buf).reshape(tuple(shape)))
+
+def tensor_bytes(t: Tensor) -> bytes:
+  if t.numel() == 0: return b""
+  # through numpy: Tensor.data() can't cast a memoryview to every format (half). bfloat16/fp8 (no numpy type) are read as the
+  # realized buffer's raw bytes: a BITCAST to uint16 of a computed bfloat16 doesn't compile yet
+  if t.dtype.fmt is not None: return t.numpy().tobytes()
+  rt = t.contiguous().realize()
+  return bytes(rt.uop.base.buffer.as_buffer())
+
+# ---- safetensors: u64 header length, JSON header {name: {dtype, shape, data_offsets}}, then the data
+SAFE_DTYPES: dict[str, DType] = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
+  "U32": dtypes.uint32, "I32": dtypes.int32, "U64": dtypes.uint64, "I64": dtypes.int64, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
+  "F32": dtypes.float32, "F64": dtypes.float64, "F8_E4M3": dtypes.fp8e4m3, "F8_E5M2": dtypes.fp8e5m2}
+_SAFE_NAMES = {v: k for k, v in SAFE_DTYPES.items()}
+
+class CorruptFileError(ValueError):
+  """A checkpoint that can't be what it claims: the message names the file and the byte offset."""
+
+def _open_bytes(fn) -> tuple[memoryview, str, Any]:
+  """The file's bytes as a read-only memoryview (memory-mapped for paths), a name for errors, and what keeps it alive."""
+  if isinstance(fn, Tensor): return memoryview(tensor_bytes(fn)).cast("B"), "<tensor>", None
+  if isinstance(fn, (bytes, bytearray, memoryview)): return memoryview(fn).cast("B"), "<bytes>", None
+  path = os.fspath(fn)
+  with open(path, "rb") as f:
+    if os.fstat(f.fileno()).st_size == 0: return memoryview(b""), path, None
+    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+  return memoryview(mm), path, mm
+
+def safe_load_metadata(fn) -> tuple[dict, int, memoryview]:
+  """(header dict, data start offset, file bytes) of a safetensors file, with every entry checked against the file size."""
+  mv, name, _keep = _open_bytes(fn)
+  if len(mv) < 8: raise CorruptFileError(f"{name}: truncated safetensors file: {len(mv)} bytes, need at least 8 for the header length (offset 0)")
+  n = struct.unpack_from("<Q", mv, 0)[0]
+  if n > len(mv) - 8: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 runs past the end of the file ({len(mv)} bytes)")
+  try: header = json.loads(bytes(mv[8:8 + n]))
+  except (UnicodeDecodeError, json.JSONDecodeError) as e: raise CorruptFileError(f"{name}: safetensors header at offset 8 is not valid JSON: {e}") from None
+  if not isinstance(header, dict): raise CorruptFileError(f"{name}: safetensors header at offset 8 is not a JSON object")
+  start, size = 8 + n, len(mv) - 8 - n
+  for k, info in header.items():
+    if k == "__metadata__": continue
+    try: dt, shape, (b, e) = SAFE_DTYPES[info["dtype"]], tuple(int(s) for s in info["shape"]), info["data_offsets"]
+    except (KeyError, TypeError, ValueError) as ex: raise CorruptFileError(f"{name}: bad header entry for tensor {k!r} (offset 8): {ex!r}") from None
+    if not (0 <= b <= e <= size): raise CorruptFileError(f"{name}: tensor {k!r} data_offsets [{b}, {e}] run past the data (offset {start + e} > file size {len(mv)})")
+    if e - b != prod(shape) * dt.itemsize:
+      raise CorruptFileError(f"{name}: tensor {k!r} at offset {start + b} has {e - b} bytes, but {info['dtype']}{list(shape)} needs {prod(shape) * dt.itemsize}")
+  return header, start, mv
+
+def safe_load(fn, device: str | None = None) -> dict[str, Tensor]:
+  """Load a safetensors file (memory-mapped: each tensor is copied straight from the mapping to its device buffer)."""
+  header, start, mv = safe_load_metadata(fn)
+  out: dict[str, Tensor] = {}
+  for k, info in header.items():
+    if k == "__metadata__": continue
+    b, e = info["data_offsets"]
+    out[k] = tensor_from_bytes(mv[start + b:start + e], SAFE_DTYPES[info["dtype"]], tuple(info["shape"]), device)
+  return out
+
+def safe_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | None = None) -> None:
+  header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+  blobs, off = [], 0
+  for k, t in tensors.items():
+    if t.dtype not in _SAFE_NAMES: raise TypeError(f"safe_save: tensor {k!r} has dtype {t.dtype}, which safetensors can't store")
+    data = tensor_bytes(t)
+    header[k] = {"dtype": _SAFE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
+    blobs.append(data); off += len(data)
+  hj = json.dumps(header, separators=(",", ":")).encode()
+  hj += b" " * (-len(hj) % 8)  # the data starts 8-byte aligned
+  with open(os.fspath(fn), "wb") as f:
+    f.write(struct.pack("<Q", len(hj))); f.write(hj)
+    for d in blobs: f.write(d)
+
+from tinycore.nn.torch_load import torch_load  # noqa: E402
+from tinycore.nn.gguf import gguf_load  # noqa: E402
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_load", "safe_save", "safe_load_metadata", "torch_load", "gguf_load",
+           "tensor_from_bytes", "CorruptFileError"]
