@@ -37,6 +37,9 @@ def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
   k = graph_rewrite(k, symbolic)
   if not NOOPT: k = optimize(k, renderer)
   uops = linearize(k)
+  # a buffer the simplified kernel no longer reads is still a parameter: the runtime passes every buffer
+  have = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}
+  uops = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL and u.arg not in have] + uops
   if DEBUG >= 6:
     for i, u in enumerate(uops): print(f"{i:4d} {u.op.name:<14} {str(u.dtype):<20} {u.arg if u.op is not Ops.CONST else u.arg!r}")
   name = kernel_name(ast)

@@ -55,9 +55,10 @@ class CStyleRenderer(Renderer):
     if op in (Ops.IDIV, Ops.MOD):
       sym = "/" if op is Ops.IDIV else "%"
       d = srcs[1]
-      if d.op is Ops.CONST and d.arg != 0 and not (d.arg == -1): return f"({a[0]}{sym}{a[1]})"
-      # division by zero is undefined in C (and traps on x86): define it as 0, like the reference
-      return f"({a[1]}==0?0:{a[0]}{sym}{a[1]})"
+      if d.op is Ops.CONST and d.arg not in (0, -1): return f"({a[0]}{sym}{a[1]})"
+      # division by zero and MIN/-1 are undefined in C (and trap on x86): x/0 is 0 like the reference, x/-1 is -x (wraps)
+      neg1 = f"(-{a[0]})" if op is Ops.IDIV else "0"
+      return f"({a[1]}==0?0:{a[1]}==-1?{neg1}:{a[0]}{sym}{a[1]})" if not dtypes.is_unsigned(dt) else f"({a[1]}==0?0:{a[0]}{sym}{a[1]})"
     if op is Ops.MAX:
       if fl: return f"(({a[0]}>{a[1]}||{a[0]}!={a[0]})?{a[0]}:{a[1]})"
       return f"(({a[0]}>{a[1]})?{a[0]}:{a[1]})"
@@ -114,7 +115,7 @@ class CStyleRenderer(Renderer):
       op = u.op
       if op is Ops.DEFINE_GLOBAL:
         r[u] = f"data{u.arg}"
-        bufs.append((r[u], u.dtype, False))
+        bufs.append((u.arg, r[u], u.dtype))
         continue
       if op is Ops.DEFINE_VAR:
         r[u] = u.arg[0]
@@ -159,4 +160,5 @@ class CStyleRenderer(Renderer):
       else: raise NotImplementedError(f"{type(self).__name__} can't render {op.name}")
       r[u] = f"v{n}"; n += 1
       line(f"{self.ctype(u.dtype)} {r[u]} = {expr};")
-    return self.render_kernel(name, body, self.kernel_params(sorted(bufs), sorted(vars)))
+    # parameters in buffer-number order (data2 before data10), every buffer declared even if unread
+    return self.render_kernel(name, body, self.kernel_params([(n, dt, False) for _, n, dt in sorted(bufs)], sorted(vars)))

@@ -17,6 +17,7 @@ static inline float __tc_fp8_decode(unsigned char x, int e, int m, int fn) {
   return s * ldexpf(1.0f + (float)mant / (1 << m), ex - bias); }
 static inline unsigned char __tc_fp8_encode(float f, int e, int m, int fn) {
   if (f != f) return 0x7f;
+  if (fn && isinf(f)) return f > 0 ? 0x7e : 0xfe;   /* e4m3fn has no inf: saturate to +-448 like the reference */
   unsigned char best = 0; float bd = INFINITY;
   for (int c = 0; c < 256; c++) { float v = __tc_fp8_decode((unsigned char)c, e, m, fn); if (v != v || isinf(v)) continue;
     float d = fabsf(v - f); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
