@@ -30,8 +30,7 @@ class Tensorish:
   def prepare(self, w: Workload, arrs: list):
     T = self.T
     if w.stateful:
-      x, oh = T.Tensor(arrs[0]), T.Tensor(arrs[1])
-      ps = [T.Tensor(a, requires_grad=True) for a in arrs[2:]]
+      x, oh, *ps = [T.Tensor(a) for a in arrs]
       T.Tensor.realize(x, oh, *ps)
       jf = T.TinyJit(mlp_tensor_step(T, ps))
       return lambda: jf(x, oh), ps
