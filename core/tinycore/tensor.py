@@ -665,7 +665,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     return x.add(bias) if bias is not None else x
 
   # ---- activations used everywhere (the full set lives in the activation mixin)
-  def relu(self) -> Tensor: return (self > 0).where(self, 0)
+  def relu(self) -> Tensor: return (self < 0).where(0, self)   # keeps nan, like torch
   def sigmoid(self) -> Tensor: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
   def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
   def softmax(self, axis=-1, dtype=None) -> Tensor:

@@ -72,7 +72,7 @@ class MovementMixin:
     if indexing == "xy" and len(ts) >= 2: ts[0], ts[1] = ts[1], ts[0]
     shape = tuple(t.shape[0] for t in ts)
     out = [t.reshape(tuple(-1 if i == j else 1 for j in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
-    if indexing == "xy" and len(ts) >= 2: out = [o.transpose(0, 1) for o in out]; out[0], out[1] = out[1], out[0]
+    if indexing == "xy" and len(ts) >= 2: out[0], out[1] = out[1], out[0]   # ij of (y, x), outputs swapped back
     return tuple(out)
 
   def _tri_mask(self, diagonal: int, upper: bool):
