@@ -151,3 +151,5 @@ class LSTMCell:
     new_c = f.sigmoid() * c + i.sigmoid() * g.tanh()
     new_h = o.sigmoid() * new_c.tanh()
     return new_h.contiguous(), new_c.contiguous()
+
+from tinycore.nn import optim, state  # noqa: E402  (tinygrad exposes nn.optim and nn.state as attributes)

@@ -20,7 +20,7 @@ class Optimizer:
     if not self.params: raise ValueError("optimizer got no parameters that require grad")
     self.buffers: list[Tensor] = dedup([x for x in params if not x.requires_grad])
     self.device = self.params[0].device
-    self.lr = Tensor([lr], device=self.device, dtype=dtypes.float32, requires_grad=False).contiguous().realize()
+    self.lr = Tensor([lr], device=self.device, dtype=dtypes.float32, requires_grad=False)  # already a buffer: assignable
   def zero_grad(self):
     for p in self.params: p.grad = None
   def step(self):
@@ -74,7 +74,7 @@ class LAMB(Optimizer):
                adam: bool = False):
     super().__init__(params, lr)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
-    self.b1_t, self.b2_t = (Tensor([1.0], dtype=dtypes.float32, device=self.device, requires_grad=False).contiguous().realize() for _ in range(2))
+    self.b1_t, self.b2_t = (Tensor([1.0], dtype=dtypes.float32, device=self.device, requires_grad=False) for _ in range(2))
     self.m = [Tensor.zeros(*p.shape, dtype=dtypes.float32, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
     self.v = [Tensor.zeros(*p.shape, dtype=dtypes.float32, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
   def _step(self) -> list[Tensor]:
@@ -110,7 +110,8 @@ class LR_Scheduler:
     self.epoch_counter += 1
     lr = self.get_lr()
     for o in (self.optimizer.optimizers if isinstance(self.optimizer, OptimizerGroup) else (self.optimizer,)):
-      o.lr.assign(Tensor([lr], device=o.lr.device, dtype=o.lr.dtype)).realize()
+      # TODO: plain assign(Tensor([lr])) once a buffer-to-buffer copy kernel lowers (it fails in lower_kernel today)
+      o.lr.assign(o.lr * 0 + Tensor([lr], device=o.lr.device, dtype=o.lr.dtype)).realize()
 
 class StepLR(LR_Scheduler):
   def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1):
