@@ -204,3 +204,14 @@ def test_realized_leaf():
   y = (x * 2).realize()  # an intermediate realized before backward keeps its graph for autograd
   g, = (x.sin() * 3).sum().gradient(x)
   np.testing.assert_allclose(g.numpy(), 3 * np.cos([0.5, 1.5]), rtol=1e-5)
+
+@needs_torch
+@pytest.mark.parametrize("name,f,tf", [
+  ("max_pool2d", lambda x: x.max_pool2d(2), lambda x: torch.nn.functional.max_pool2d(x, 2)),
+  ("avg_pool2d", lambda x: x.avg_pool2d(2), lambda x: torch.nn.functional.avg_pool2d(x, 2)),
+  ("cumsum", lambda x: x.cumsum(-1) * Tensor(np.arange(4, dtype=np.float32)), lambda x: x.cumsum(-1) * torch.arange(4.)),
+  ("gather", lambda x: x.gather(-1, Tensor(np.array([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))), lambda x: x.gather(-1, torch.tensor([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))),
+])
+def test_composite_ops(name, f, tf):
+  if not hasattr(Tensor, name): pytest.skip(f"Tensor.{name} not available yet")
+  _check(f, _rand((1, 1, 4, 4)), tf=tf)
