@@ -67,7 +67,8 @@ def test_batchnorm_train_and_eval():
   bn.weight, bn.bias = Tensor(np.array([1.0, 2.0, 0.5], np.float32)), Tensor(np.array([0.0, 1.0, -1.0], np.float32))
   with Tensor.train():
     _compare(bn, tbn, x, ["weight", "bias"])
-  # running stats were updated exactly once, like torch's
+  # running stats were updated exactly once, like torch's (realized first: an optimizer step does this via its buffers)
+  Tensor.realize(bn.running_mean, bn.running_var, bn.num_batches_tracked)
   np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), atol=1e-5)
   np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), atol=1e-5)
   assert bn.num_batches_tracked.numpy()[0] == 1
@@ -122,3 +123,11 @@ def test_lstmcell():
 def test_state_dict_names_match_torch():
   assert set(get_state_dict(nn.BatchNorm2d(2))) == set(torch.nn.BatchNorm2d(2).state_dict())
   assert set(get_state_dict(nn.LSTMCell(2, 3))) == set(torch.nn.LSTMCell(2, 3).state_dict())
+
+def test_same_shaped_layers_have_distinct_params():
+  a, b = nn.LayerNorm(3), nn.LayerNorm(3)
+  assert a.weight.uop is not b.weight.uop  # otherwise their gradients would be summed into one
+  x = Tensor(rng.standard_normal((2, 3)).astype(np.float32))
+  a.weight.requires_grad = b.weight.requires_grad = True
+  ga, gb = (a(x) * 2 + b(x)).sum().gradient(a.weight, b.weight)
+  np.testing.assert_allclose(ga.numpy(), 2 * gb.numpy(), atol=1e-5)

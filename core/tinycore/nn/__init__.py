@@ -6,6 +6,11 @@ from tinycore.tensor import Tensor
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, make_tuple
 
+def _filled(shape, v: float, dtype=dtypes.float32, requires_grad=None) -> Tensor:
+  # a buffer of its own: Tensor.ones/zeros are hash-consed constants, so two layers' weights would be one UOp and share grads
+  import numpy as np
+  return Tensor(np.full(make_tuple(shape, 1), v, dtype=dtype.np), dtype=dtype, requires_grad=requires_grad)
+
 class Linear:
   def __init__(self, in_features: int, out_features: int, bias: bool = True):
     # torch's default: kaiming_uniform(a=sqrt(5)) for the weight, U(-1/sqrt(in), 1/sqrt(in)) for the bias
@@ -52,10 +57,10 @@ class BatchNorm:
   """Normalizes over every axis but 1. Training uses batch statistics and updates the running ones in place."""
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1):
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
-    self.weight: Tensor | None = Tensor.ones(sz) if affine else None
-    self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
-    self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.int32, requires_grad=False)
-    if track_running_stats: self.running_mean, self.running_var = Tensor.zeros(sz, requires_grad=False), Tensor.ones(sz, requires_grad=False)
+    self.weight: Tensor | None = _filled(sz, 1) if affine else None
+    self.bias: Tensor | None = _filled(sz, 0) if affine else None
+    self.num_batches_tracked = _filled(1, 0, dtypes.int32, requires_grad=False)
+    if track_running_stats: self.running_mean, self.running_var = _filled(sz, 0, requires_grad=False), _filled(sz, 1, requires_grad=False)
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     axes = tuple(i for i in range(x.ndim) if i != 1)
     if Tensor.training or not self.track_running_stats:
@@ -85,7 +90,7 @@ class LayerNorm:
   def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
     self.normalized_shape = make_tuple(normalized_shape, 1)
     self.axis, self.eps, self.elementwise_affine = tuple(-1 - i for i in range(len(self.normalized_shape))), eps, elementwise_affine
-    self.weight, self.bias = (Tensor.ones(*self.normalized_shape), Tensor.zeros(*self.normalized_shape)) if elementwise_affine else (None, None)
+    self.weight, self.bias = (_filled(self.normalized_shape, 1), _filled(self.normalized_shape, 0)) if elementwise_affine else (None, None)
   def __call__(self, x: Tensor) -> Tensor:
     if tuple(x.shape[-len(self.normalized_shape):]) != self.normalized_shape:
       raise ValueError(f"LayerNorm over {self.normalized_shape} got an input of shape {x.shape}")
@@ -99,7 +104,7 @@ class LayerNorm2d(LayerNorm):
 class RMSNorm:
   def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
     self.eps = eps
-    self.weight = Tensor.ones(dim) if elementwise_affine else None
+    self.weight = _filled(dim, 1) if elementwise_affine else None
   def _norm(self, x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
   def __call__(self, x: Tensor) -> Tensor:
     x = self._norm(x.float()).cast(x.dtype)
@@ -109,7 +114,7 @@ class GroupNorm:
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
     if num_channels % num_groups: raise ValueError(f"num_channels={num_channels} must divide by num_groups={num_groups}")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-    self.weight, self.bias = (Tensor.ones(num_channels), Tensor.zeros(num_channels)) if affine else (None, None)
+    self.weight, self.bias = (_filled(num_channels, 1), _filled(num_channels, 0)) if affine else (None, None)
   def __call__(self, x: Tensor) -> Tensor:
     y = _normalize(x.reshape(x.shape[0], self.num_groups, -1), -1, self.eps).reshape(x.shape)
     if self.weight is None or self.bias is None: return y
@@ -118,7 +123,7 @@ class GroupNorm:
 class InstanceNorm:
   def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
     self.num_features, self.eps = num_features, eps
-    self.weight, self.bias = (Tensor.ones(num_features), Tensor.zeros(num_features)) if affine else (None, None)
+    self.weight, self.bias = (_filled(num_features, 1), _filled(num_features, 0)) if affine else (None, None)
   def __call__(self, x: Tensor) -> Tensor:
     y = _normalize(x.reshape(x.shape[0], x.shape[1], -1), -1, self.eps).reshape(x.shape)
     if self.weight is None or self.bias is None: return y

@@ -44,7 +44,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     if tuple(src.shape) != tuple(v.shape):
       raise ValueError(f"load_state_dict: shape mismatch for {k!r}: model has {tuple(v.shape)}, state dict has {tuple(src.shape)}")
     src = src.to(v.device).cast(v.dtype)
-    v.assign(src)  # writes into v's buffer when it has one, else just takes src's graph
+    # TODO: v.assign(src) (copy into v's own buffer, like torch) once a buffer-to-buffer copy kernel lowers; until then v takes src's data
+    v.replace(src)
     loaded.append(v)
     if consume: del state_dict[k]
   if realize and loaded: Tensor.realize(*loaded)
