@@ -45,6 +45,36 @@ def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
     repl[red] = parts[0]
   return _simplify(k.substitute(repl)) if repl else k
 
+class CantVectorize(Exception): pass
+_VEC_ALU = {Ops.ADD, Ops.MUL, Ops.SUB, Ops.NEG}
+
+def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
+  """Turn output range `r` into n-wide vector lanes: loads/stores along it become vector loads/stores and the math on
+  them vector math (renderers with vector types). Only where every index is base + r (contiguous lanes) and the math
+  is +,-,*; anything else raises CantVectorize and the caller keeps the scalar plan."""
+  rn = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg)
+  memo: dict[UOp, UOp] = {}
+  def f(u: UOp) -> UOp:
+    if (res := memo.get(u)) is not None: return res
+    if r not in u.toposort(): res = u
+    elif u.op is Ops.INDEX:
+      terms = _terms(u.src[1])
+      if r not in terms or any(r in t.toposort() for t in terms if t is not r) or terms.count(r) != 1: raise CantVectorize
+      if len(u.src) > 2: raise CantVectorize   # a validity mask per lane would need masked vector loads
+      base = u.src[1].substitute({r: rn * n})
+      res = UOp(Ops.INDEX, u.dtype, (u.src[0], base), ("vec", n))
+    elif u.op is Ops.LOAD:
+      if u.dtype != dtypes.float32: raise CantVectorize
+      res = UOp(Ops.LOAD, u.dtype.vec(n), (f(u.src[0]),))
+    elif u.op is Ops.STORE: res = UOp(Ops.STORE, dtypes.void, (f(u.src[0]), f(u.src[1])))
+    elif u.op in _VEC_ALU and u.dtype == dtypes.float32: res = UOp(u.op, u.dtype.vec(n), tuple(f(x) for x in u.src))
+    elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32:
+      res = UOp(Ops.REDUCE, u.dtype.vec(n), (f(u.src[0]), *u.src[1:]), u.arg)
+    else: raise CantVectorize
+    memo[u] = res
+    return res
+  return _simplify(k.replace(src=tuple(f(st) for st in k.src)))
+
 def optimize(k: UOp, renderer: Renderer) -> UOp:
   if renderer.device != "CPU" or getenv("NOUPCAST", 0): return k
   topo = k.toposort()
@@ -58,6 +88,9 @@ def optimize(k: UOp, renderer: Renderer) -> UOp:
     b = _bound(g)
     if b and _unit_stride(k, g) and _reused(k, g):
       amt = next((a for a in (16, 8, 4) if b % a == 0 and b // a >= 1), None)
+      if amt and getattr(renderer, "vector_types", False) and amt == 16 and getenv("VEC", 1):
+        try: k = vectorize_global(k, g, amt); done.append(g.arg); break
+        except CantVectorize: pass
       if amt: k = upcast_global(k, g, amt); done.append(g.arg); break
   if done:
     glob = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)

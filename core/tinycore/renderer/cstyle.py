@@ -20,7 +20,7 @@ class CStyleRenderer(Renderer):
   # ---- types and literals
   def ctype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return self.ctype(self.emulated.get(dt.base, dt.base)) + "*"
-    if dt.count > 1: return self.ctype(dt.scalar()) + str(dt.count)
+    if dt.count > 1: return f"tc_{self.ctype(dt.scalar()).replace(' ', '_')}_{dt.count}"
     if dt in self.emulated: return "float"
     return self.type_map[dt]
   def literal(self, v, dt: DType) -> str:
@@ -99,8 +99,10 @@ class CStyleRenderer(Renderer):
   def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str: return f"for (int {name} = 0; {name} < {bound}; {name}++) {{"
   def kernel_params(self, bufs: list[tuple[str, DType, bool]], vars: list[tuple[str, DType]]) -> list[str]:
     return [f"{self.buffer_prefix}{self.ctype(dt)} restrict {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
+  def splat(self, x: str, dt: DType) -> str: return f"(({self.ctype(dt)}){{{', '.join([x] * dt.count)}}})"
+  typedefs = ""
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
-    return self.prelude + f"{self.kernel_prefix}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+    return self.prelude + self.typedefs + f"{self.kernel_prefix}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
 
   def render(self, name: str, uops: list[UOp]) -> str:
     r: dict[UOp, str] = {}
@@ -136,12 +138,17 @@ class CStyleRenderer(Renderer):
         continue
       if op is Ops.DEFINE_REG:
         r[u] = r[u.src[0]] = f"acc{u.arg[0]}"
-        line(f"{self.ctype(u.dtype)} {r[u]} = {self.literal(u.arg[1], u.dtype)};")
+        init = self.literal(u.arg[1], u.dtype.scalar())
+        line(f"{self.ctype(u.dtype)} {r[u]} = {init if u.dtype.count == 1 else self.splat(init, u.dtype)};")
         continue
       if op is Ops.ASSIGN:
         line(f"{r[u.src[0]]} = {r[u.src[1]]};")
         continue
       if op is Ops.REDUCE: continue   # aliased to its accumulator
+      if op is Ops.STORE and u.src[0].arg is not None:   # a vector store of contiguous lanes
+        ind = u.src[0]
+        line(f"*({self.ctype(u.src[1].dtype)}*)({r[ind.src[0]]}+{r[ind.src[1]]}) = {r[u.src[1]]};")
+        continue
       if op is Ops.STORE:
         ind = u.src[0]
         buf, idx = r[ind.src[0]], r[ind.src[1]]
@@ -149,7 +156,8 @@ class CStyleRenderer(Renderer):
         if len(ind.src) > 2: line(f"if ({r[ind.src[2]]}) {buf}[{idx}] = {val};")
         else: line(f"{buf}[{idx}] = {val};")
         continue
-      if op is Ops.LOAD:
+      if op is Ops.LOAD and u.src[0].arg is not None: expr = f"*({self.ctype(u.dtype)}*)({r[u.src[0].src[0]]}+{r[u.src[0].src[1]]})"
+      elif op is Ops.LOAD:
         ind = u.src[0]
         v = self.load(r[ind.src[0]], r[ind.src[1]], ind.src[0].dtype.base)
         if len(ind.src) > 2: v = f"({r[ind.src[2]]}?{v}:{self.literal(0, u.dtype)})"
@@ -161,4 +169,7 @@ class CStyleRenderer(Renderer):
       r[u] = f"v{n}"; n += 1
       line(f"{self.ctype(u.dtype)} {r[u]} = {expr};")
     # parameters in buffer-number order (data2 before data10), every buffer declared even if unread
+    vtypes = sorted({x.dtype for x in uops if x.dtype.count > 1 and not isinstance(x.dtype, PtrDType)}, key=lambda d: (d.name, d.count))
+    # vector types with element alignment: lanes start anywhere in a buffer
+    self.typedefs = "".join(f"typedef {self.ctype(d.scalar())} {self.ctype(d)} __attribute__((vector_size({d.itemsize * d.count}), aligned({d.itemsize})));\n" for d in vtypes)
     return self.render_kernel(name, body, self.kernel_params([(n, dt, False) for _, n, dt in sorted(bufs)], sorted(vars)))

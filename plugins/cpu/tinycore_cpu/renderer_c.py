@@ -51,6 +51,7 @@ class CRenderer(CStyleRenderer):
   name = "C"
   device = "CPU"
   prelude = _PRELUDE
+  vector_types = True   # GCC/clang vector extensions: codegen may emit float.vec(n) loads, math and stores
   # half too is held as float: clang on x86 has no _Float16 arithmetic without AVX512-FP16; F16C converts in hardware
   emulated = {**CStyleRenderer.emulated, dtypes.float16: dtypes.uint16}
   def __init__(self, compiler=None):
