@@ -101,7 +101,7 @@ def lower_kernel(ast: UOp) -> UOp:
   """SINK(value) with DEFINE_GLOBAL(0) as the output -> SINK(STORE(INDEX(out, i), value)) over global RANGEs."""
   root = ast.src[0]
   shape = root.shape
-  out = UOp(Ops.DEFINE_GLOBAL, root.dtype.ptr(prod(s if isinstance(s, int) else int(s.vmax) for s in shape)), (), 0)
+  out = UOp(Ops.DEFINE_GLOBAL, root.dtype.base.ptr(prod(s if isinstance(s, int) else int(s.vmax) for s in shape)), (), 0)
   rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("g", i)) if not (isinstance(s, int) and s == 1) else _c(0) for i, s in enumerate(shape))
   val = Lowerer().emit(root, rngs, None)
   return UOp(Ops.SINK, dtypes.void, (out.index(linear_index(rngs, shape)).store(val),), ast.arg)

@@ -123,10 +123,8 @@ def _unbind_arg(arg, var_vals: dict):
   return arg
 
 def _reads_shifted(value: UOp, buf: UOp) -> bool:
-  for n in value.toposort():
-    for s in n.src:
-      if s is buf and n.op in GroupOp.Movement and n.op is not Ops.RESHAPE: return True
-  return False
+  """`value` reads `buf` through a view that moves elements (anything but a reshape), so element i may read j != i."""
+  return any(n.op in GroupOp.Movement and n.op is not Ops.RESHAPE and buf in n.toposort() for n in value.toposort())
 
 def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp | None = None) -> UOp:
   """Schedule one kernel computing `u` into `out`; returns the BUFFER view that now holds it."""
@@ -155,7 +153,8 @@ def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp |
     else: r = n.replace(src=tuple(build(s) for s in n.src), arg=_unbind_arg(n.arg, var_vals) if n.op in GroupOp.Movement else n.arg)
     memo[n] = r
     return r
-  body = build(u.src[0] if u.op is Ops.CONTIGUOUS else u, root=True)
+  # contiguous(x) copies x, which may itself be realized (an assign, another contiguous): then it's a load of it
+  body = build(u.src[0]) if u.op is Ops.CONTIGUOUS else build(u, root=True)
   if body.op is Ops.CONTIGUOUS: body = body.src[0]
   ast = UOp(Ops.SINK, dtypes.void, (body,))
   items.append(ScheduleItem(ast, bufs, var_vals))
