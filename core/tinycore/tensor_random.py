@@ -1,7 +1,7 @@
 """Random numbers: a counter-based RNG (threefry2x32) built only from uint32 elementwise ops, so every device draws the same stream.
 
-Each call takes a fresh key (seed, call counter); the counter is baked into the graph as a constant, so the random bits are a
-pure function of (seed, call number, element index) and fuse into whatever consumes them."""
+Each call takes a fresh key (seed, call counter), passed in a two-word buffer, so the random bits are a pure function of
+(seed, call number, element index), fuse into whatever consumes them, and repeated calls hit the same compiled kernel."""
 from __future__ import annotations
 import math, time
 from tinycore.dtype import dtypes, to_dtype, least_upper_float
@@ -12,16 +12,17 @@ _M32 = 0xFFFFFFFF
 
 def _rotl(x, r: int): return (x << r) | (x >> (32 - r))
 
-def threefry2x32(x0, x1, k0: int, k1: int):
-  """Threefry-2x32 with 20 rounds (Salmon et al. 2011) on uint32 tensors x0, x1 and a python-int key; returns two uint32 tensors."""
-  ks = (k0 & _M32, k1 & _M32, (k0 ^ k1 ^ 0x1BD11BDA) & _M32)
+def threefry2x32(x0, x1, k0, k1):
+  """Threefry-2x32 with 20 rounds (Salmon et al. 2011) on uint32 tensors x0, x1 with key words k0, k1 (python ints or
+  uint32 tensors that broadcast); returns two uint32 tensors."""
+  ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
   rot = ((13, 15, 26, 6), (17, 29, 16, 24))
   x0, x1 = x0 + ks[0], x1 + ks[1]
   for i in range(5):
     for r in rot[i % 2]:
       x0 = x0 + x1
       x1 = _rotl(x1, r) ^ x0
-    x0, x1 = x0 + ks[(i + 1) % 3], x1 + ((ks[(i + 2) % 3] + i + 1) & _M32)
+    x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + (i + 1)
   return x0, x1
 
 class RandomMixin:
@@ -39,7 +40,9 @@ class RandomMixin:
     _rng["counter"] += 1
     half = (n + 1) // 2
     ctr = Tensor._index_range(half, device).cast(dtypes.uint32)
-    a, b = threefry2x32(ctr, ctr.zeros_like(), _rng["seed"], _rng["counter"])
+    # the key lives in a tiny buffer, not in the graph as constants: every call reuses the same compiled kernel
+    key = Tensor([_rng["seed"], _rng["counter"] & _M32], dtype=dtypes.uint32, device=device)
+    a, b = threefry2x32(ctr, ctr.zeros_like(), key[0], key[1])
     return a.cat(b).shrink(((0, n),))
 
   @staticmethod
