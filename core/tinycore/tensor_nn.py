@@ -51,6 +51,43 @@ class NNMixin:
   def asin(self): return _asin(self._float())
   def acos(self): return math.pi / 2 - self.asin()
   def lerp(self, end, weight): return self + (end - self) * weight
+  def copysign(self, other):
+    from tinycore.tensor import Tensor
+    o = other if isinstance(other, Tensor) else Tensor(float(other), device=self.device)
+    neg = (o < 0) | ((o == 0) & ((1 / o._float()) < 0))   # -0.0 counts as negative
+    return neg.where(-self.abs(), self.abs())
+  def fmod(self, x): return self - self.div(x, rounding_mode="trunc") * x   # C's fmod: sign of the dividend
+  def logaddexp(self, x):
+    m = self.maximum(x)
+    return m + ((self - m).exp() + (x - m).exp()).log()
+  def polyN(self, coeffs):
+    """Horner evaluation of coeffs[0]*x^(n-1) + ... + coeffs[-1]."""
+    r = self.zeros_like() + coeffs[0]
+    for c in coeffs[1:]: r = r * self + c
+    return r
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
+    ok = (self - other).abs() <= atol + rtol * (other.abs() if hasattr(other, "abs") else abs(other))
+    ok = ok | (self == other)
+    return ok | (self.isnan() & (other != other)) if equal_nan else ok
+  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+  def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def cummin(self, axis: int = 0): return -((-self).cummax(axis)) if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).cummax(axis)
+  def logcumsumexp(self, axis: int = 0):
+    m = self.max(axis, keepdim=True).detach() if self.numel() else 0
+    return (self - m).exp().cumsum(axis).log() + m
+  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
+  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._resolve_dim(dim)]
+  def requires_grad_(self, requires_grad: bool = True):
+    self.requires_grad = requires_grad
+    if requires_grad:
+      from tinycore.tensor import _requires_grad_leaves
+      _requires_grad_leaves.add(self)
+    return self
+  def diagonal(self):
+    if self.ndim != 2: raise ValueError(f"diagonal needs a 2-d tensor, got shape {self.shape}")
+    return self.diag()
 
   # ---- activations
   def relu6(self): return self.relu() - (self - 6).relu()

@@ -186,3 +186,13 @@ def test_einsum():
   for f, ops in [("ij,jk->ik", (a, b)), ("ij->ji", (a,)), ("ij->", (a,)), ("ij,ij->i", (a, a)), ("bij,jk->bik", (c.transpose(0, 2, 1) if False else c[:, :, :3], b)),
                  ("i,j->ij", (a[0], b[0])), ("...j,jk->...k", (c[..., :3], b)), ("ijk", (c,)), ("bij,bjk", (c, c.transpose(0, 2, 1)))]:
     check(Tensor.einsum(f, *[Tensor(o) for o in ops]), np.einsum(f, *ops), atol=1e-5)
+
+def test_misc_math():
+  a, b = np.array([1.5, -2.0, 3.0, 0.5], np.float32), np.array([-1.0, 0.0, -0.0, 2.0], np.float32)
+  check(Tensor(a).copysign(Tensor(b)), np.copysign(a, b)); check(Tensor(a).fmod(1.25), np.fmod(a, np.float32(1.25)))
+  check(Tensor(np.array([7, -7], np.int32)).fmod(3), np.fmod(np.array([7, -7], np.int32), 3))
+  check(Tensor(a).logaddexp(Tensor(b)), np.logaddexp(a, b)); check(Tensor(a).logcumsumexp(0), np.logaddexp.accumulate(a))
+  check(Tensor(a).cummin(0), np.minimum.accumulate(a)); check(Tensor(a).polyN([1.0, 2.0, 3.0]), (a * a + 2 * a + 3).astype(np.float32))
+  check(Tensor(a).isclose(Tensor(a + 1e-7)), np.isclose(a, a + 1e-7)); assert Tensor(a).allclose(Tensor(a)) and not Tensor(a).allclose(Tensor(b))
+  v, m = Tensor(a).var_mean(); check(v, np.var(a, ddof=1)); check(m, np.mean(a))
+  assert Tensor(a).size() == (4,) and Tensor(a).size(-1) == 4 and Tensor(a).is_floating_point() and not Tensor([1]).is_floating_point()
