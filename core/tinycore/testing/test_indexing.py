@@ -88,3 +88,15 @@ def test_sort_topk(dim):
   check(v, np.take(-np.sort(-x, dim), [0, 1], axis=dim)); check(i, np.take(np.argsort(-x, dim, kind="stable"), [0, 1], axis=dim).astype(np.int32))
   ties = np.array([2, 1, 2, 1, 0], np.int32)
   check(Tensor(ties).argsort(), np.argsort(ties, kind="stable").astype(np.int32))
+
+def test_setitem_realized_in_place():
+  # setitem on a realized buffer assigns in place: other references to the same tensor object see it
+  t = Tensor.zeros(3, 4).contiguous().realize()
+  e = np.zeros((3, 4), np.float32)
+  t[1] = 9; e[1] = 9
+  t[:, [0, 3]] = -1.0; e[:, [0, 3]] = -1.0
+  t[2, 1:3] = Tensor([5.0, 6.0]); e[2, 1:3] = [5.0, 6.0]
+  check(t, e)
+  ti = Tensor(np.arange(6, dtype=np.int32)).contiguous().realize()
+  ti[::2] = 0
+  check(ti, np.array([0, 1, 0, 3, 0, 5], np.int32))
