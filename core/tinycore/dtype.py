@@ -20,6 +20,12 @@ class DType:
   def __hash__(self):
     try: return self.__dict__["_h"]
     except KeyError: object.__setattr__(self, "_h", h := hash((self.priority, self.itemsize, self.name, self.count, self._scalar))); return h
+  # the generated dataclass __eq__ builds two field tuples per call; dtype comparisons are on every rewrite's hot path
+  def __eq__(self, o):
+    if self is o: return True
+    return type(o) is type(self) and (self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar) == \
+      (o.priority, o.itemsize, o.name, o.fmt, o.count, o._scalar)
+  def __ne__(self, o): return not self.__eq__(o)
   def __lt__(self, o: DType): return (self.priority, self.itemsize, self.name) < (o.priority, o.itemsize, o.name)
   @property
   def base(self) -> DType: return self
@@ -127,9 +133,10 @@ class dtypes:
   @staticmethod
   def fields() -> dict[str, DType]: return _BY_NAME
 
-_FLOATS = (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
-_UINTS = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
-_INTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.index) + _UINTS
+# sets, not tuples: membership is a hash lookup instead of a scan of dataclass comparisons
+_FLOATS = frozenset((dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64))
+_UINTS = frozenset((dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64))
+_INTS = frozenset((dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.index)) | _UINTS
 _BY_NAME = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("_") and k not in ("default_float", "default_int", "index")}
 _FROM_NP = {"bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "int16": dtypes.int16, "uint16": dtypes.uint16, "int32": dtypes.int32,
             "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64, "float16": dtypes.float16, "float32": dtypes.float32,

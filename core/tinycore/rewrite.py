@@ -14,6 +14,9 @@ class UPat:
                name: str | None = None, allow_any_len: bool = False):
     self.op = None if op is None else (frozenset([op]) if isinstance(op, Ops) else frozenset(op))
     self.dtype = None if dtype is None else (frozenset([dtype]) if isinstance(dtype, DType) else frozenset(dtype))
+    if self.op is not None and (bad := [o for o in self.op if not isinstance(o, Ops)]): raise TypeError(f"UPat op must be Ops, got {bad[0]!r}")
+    if self.dtype is not None and (bad := [d for d in self.dtype if not isinstance(d, DType)]): raise TypeError(f"UPat dtype must be a DType, got {bad[0]!r}")
+    if name is not None and not isinstance(name, str): raise TypeError(f"UPat name must be a str, got {name!r}")
     if src is not None and not isinstance(src, (tuple, list, UPat)):
       raise TypeError(f"UPat src must be a tuple, a list (permutations) or a UPat, not {type(src).__name__}")
     for s in (src if isinstance(src, (tuple, list)) else [src] if src is not None else []):
@@ -44,58 +47,62 @@ class UPat:
     return f"UPat({ops}{', name=' + repr(self.name) if self.name else ''}{', arg=' + repr(self.arg) if self.arg is not None else ''})"
   def match(self, u: UOp) -> list[dict[str, UOp]]:
     """Every way `u` matches, each as a dict of captures."""
-    return list(self._match(u, {}))
+    return self._match(u, {})
 
 def _compile(p: UPat) -> Callable:
-  """Build a matcher closure for one pattern: it yields capture dicts. Checks are ordered cheap-first and only the ones
-  the pattern uses are emitted, so matching costs what the pattern asks for, not a generic tree walk."""
-  checks: list[Callable[[UOp], bool]] = []
-  if p.op is not None: ops = p.op; checks.append(lambda u: u.op in ops)
-  if p.dtype is not None:
-    dts = p.dtype; checks.append(lambda u: u.dtype in dts or u.dtype.scalar() in dts)
-  if p.arg is not None: arg = p.arg; checks.append(lambda u: u.arg == arg)
-  name, src = p.name, p.src
-  if isinstance(src, tuple):
-    n, any_len = len(src), p.allow_any_len
-    checks.append((lambda u: len(u.src) >= n) if any_len else (lambda u: len(u.src) == n))
-    orders = [src]
-  elif isinstance(src, list):
-    n = len(src); checks.append(lambda u: len(u.src) == n)
-    orders = list(dict.fromkeys(itertools.permutations(src)))  # dedup identical orderings
-  else: orders = None
+  """Build a matcher closure for one pattern: it returns the list of capture dicts (empty: no match). The node checks are
+  inline and only the ones the pattern uses run; lists instead of generators keep a failed match to a few comparisons."""
+  ops, dts, arg, name, src = p.op, p.dtype, p.arg, p.name, p.src
+  has_arg, any_len = arg is not None, p.allow_any_len
+  if isinstance(src, tuple): n, orders = len(src), [src]
+  elif isinstance(src, list): n, orders = len(src), list(dict.fromkeys(itertools.permutations(src)))  # dedup identical orderings
+  else: n, orders = -1, None
 
-  def bind(u: UOp, store: dict) -> dict | None:
+  def head(u: UOp, store: dict) -> dict | None:
+    """The checks on `u` itself and its capture: the store to continue with, or None."""
+    if ops is not None and u.op not in ops: return None
+    if dts is not None and u.dtype not in dts and u.dtype.scalar() not in dts: return None
+    if has_arg and u.arg != arg: return None
+    if n >= 0 and (len(u.src) < n if any_len else len(u.src) != n): return None
     if name is None: return store
     if (prev := store.get(name)) is not None: return store if prev is u else None
-    return {**store, name: u}
+    s = store.copy(); s[name] = u
+    return s
 
-  if orders is None and src is None:
+  if src is None:
     def match(u, store):
-      for c in checks:
-        if not c(u): return
-      if (s := bind(u, store)) is not None: yield s
+      s = head(u, store)
+      return [] if s is None else [s]
     return match
   if orders is None:  # one UPat for every source
     sub = src._match
     def match_all(u, store):
-      for c in checks:
-        if not c(u): return
-      if (s := bind(u, store)) is None: return
+      if (s := head(u, store)) is None: return []
       stores = [s]
-      for x in u.src: stores = [s2 for s1 in stores for s2 in sub(x, s1)]
-      yield from stores
+      for x in u.src:
+        stores = [s2 for s1 in stores for s2 in sub(x, s1)]
+        if not stores: break
+      return stores
     return match_all
   subs = [tuple(q._match for q in order) for order in orders]
+  if len(subs) == 1 and n == 2:  # the common case, unrolled
+    m0, m1 = subs[0]
+    def match2(u, store):
+      if (s := head(u, store)) is None: return []
+      out = []
+      for s1 in m0(u.src[0], s): out.extend(m1(u.src[1], s1))
+      return out
+    return match2
   def match_src(u, store):
-    for c in checks:
-      if not c(u): return
-    if (s := bind(u, store)) is None: return
+    if (s := head(u, store)) is None: return []
+    out = []
     for order in subs:
       stores = [s]
       for m, x in zip(order, u.src):
         stores = [s2 for s1 in stores for s2 in m(x, s1)]
         if not stores: break
-      yield from stores
+      out.extend(stores)
+    return out
   return match_src
 
 class RewriteError(RuntimeError): pass
@@ -112,23 +119,39 @@ class PatternMatcher:
       if not callable(fn): raise TypeError(f"the rule for {p!r} is not callable")
       try: params = inspect.signature(fn).parameters
       except (TypeError, ValueError): params = {}
-      entry = (p, fn, "ctx" in params, _where(fn))
+      # rules whose pattern checks nothing but the op skip matching; one-argument rules are called positionally
+      direct = p.name if p.src is None and p.dtype is None and p.arg is None and p.op is not None and p.name is not None else None
+      positional = direct is not None and list(params) == [direct]
+      entry = (p, fn, "ctx" in params, _where(fn), direct, positional)
       if p.op is None: self.wildcard.append(entry)
       for o in (p.op or ()): self.pdict.setdefault(o, []).append(entry)
     # wildcard rules apply to every op, after the op-specific ones registered before them keep their order
     for o in list(self.pdict): self.pdict[o] = self.pdict[o] + [w for w in self.wildcard if w not in self.pdict[o]]
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.patterns + other.patterns)
   def rewrite(self, u: UOp, ctx=None) -> UOp | None:
-    for p, fn, wants_ctx, where in self.pdict.get(u.op, self.wildcard):
-      for captures in p._match(u, {}):
+    for p, fn, wants_ctx, where, direct, positional in self.pdict.get(u.op, self.wildcard):
+      if positional:
+        try: ret = fn(u)
+        except Exception as e: _rule_failed(e, where, p, u)
+        if ret is not None and ret is not u: return self._applied(where, u, ret)
+        continue
+      for captures in ([{direct: u}] if direct is not None else p._match(u, {})):
         try: ret = fn(ctx=ctx, **captures) if wants_ctx else fn(**captures)
-        except RewriteError: raise
-        except TypeError as e:
-          raise RewriteError(f"rule {where} for {p!r} failed on {u.op.name}: {e}") from e
-        if ret is not None and ret is not u:
-          if TRACK_REWRITES: tracked_rewrites.append((where, u, ret))
-          return ret
+        except Exception as e: _rule_failed(e, where, p, u)
+        if ret is not None and ret is not u: return self._applied(where, u, ret)
     return None
+  def _applied(self, where: str, u: UOp, ret) -> UOp:
+    if not isinstance(ret, UOp): raise RewriteError(f"rule {where} returned {type(ret).__name__}, not a UOp or None, on {u.op.name}")
+    if TRACK_REWRITES: tracked_rewrites.append((where, u, ret))
+    return ret
+
+def _rule_failed(e: Exception, where: str, p: UPat, u: UOp):
+  """A TypeError in a rule is a broken rule: RewriteError naming it. Anything else keeps its type (callers may catch it)
+  and gains a note naming the rule and the node."""
+  if isinstance(e, RewriteError): raise e
+  if isinstance(e, TypeError): raise RewriteError(f"rule {where} for {p!r} failed on {u.op.name}: {e}") from e
+  e.add_note(f"while applying rule {where} for {p!r} on {u.op.name} {u.dtype}")
+  raise e
 
 tracked_rewrites: list[tuple[str, UOp, UOp]] = []
 def _where(fn) -> str:

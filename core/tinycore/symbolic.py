@@ -8,7 +8,9 @@ from tinycore.dtype import dtypes, DType, PtrDType, truncate
 from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite
 
 # ---- small builders (index math is built a lot: skip the generic const_like/shape machinery)
-def _isint(d: DType) -> bool: return d.count == 1 and dtypes.is_int(d)
+_INT_SCALARS = frozenset((dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.index, dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64))
+_BOOL = frozenset((dtypes.bool,))
+def _isint(d: DType) -> bool: return d in _INT_SCALARS  # scalar ints only: vectors and pointers hash differently
 def _c(dtype: DType, v) -> UOp: return UOp(Ops.CONST, dtype, (), dtypes.as_const(v, dtype))
 def _const_like(x: UOp, v) -> UOp:
   # tensor-level constants carry a DEVICE source: keep it when folding one
@@ -111,14 +113,14 @@ symbolic_simple = PatternMatcher([
 
 # ---- integer sums and products: a canonical form in which like terms meet
 # sums are left chains `((t0 + t1) + t2) + k` with the constant outermost; products keep their constant on the right.
-def _combine(t: UOp, b: UOp) -> UOp | None:
-  """t + b as one term, when they are like terms or (y//c)*c*k + (y%c)*k."""
-  bt, ct = _term(t)
-  bb, cb = _term(b)
+def _combine(t: UOp, bb: UOp, cb: int) -> UOp | None:
+  """t + bb*cb as one term, when they are like terms or (y//c)*c*k + (y%c)*k."""
+  bt, ct = (t.src[0], t.src[1].arg) if t.op is Ops.MUL and t.src[1].op is Ops.CONST else (t, 1)
   if bt is bb: return _mul(bb, ct + cb)
-  for (p, fp), (q, fq) in (((bt, ct), (bb, cb)), ((bb, cb), (bt, ct))):
-    if p.op is Ops.IDIV and q.op is Ops.MOD and p.src[0] is q.src[0] and p.src[1] is q.src[1] and p.src[1].op is Ops.CONST \
-       and fp == fq * p.src[1].arg: return _mul(p.src[0], fq)
+  if bt.op is Ops.IDIV and bb.op is Ops.MOD: p, fp, q, fq = bt, ct, bb, cb
+  elif bt.op is Ops.MOD and bb.op is Ops.IDIV: p, fp, q, fq = bb, cb, bt, ct
+  else: return None
+  if p.src[0] is q.src[0] and p.src[1] is q.src[1] and p.src[1].op is Ops.CONST and fp == fq * p.src[1].arg: return _mul(p.src[0], fq)
   return None
 
 _CHAIN_LOOKBACK = 16  # how far down a sum to look for a like term: bounds the cost of long sums
@@ -132,10 +134,11 @@ def sym_add(x: UOp) -> UOp | None:
     return None
   if b.op is Ops.ADD: return _add(_add(a, b.src[0]), b.src[1])
   if a.op is Ops.ADD and a.src[1].op is Ops.CONST: return _add(_add(a.src[0], b), a.src[1])
+  bb, cb = (b.src[0], b.src[1].arg) if b.op is Ops.MUL and b.src[1].op is Ops.CONST else (b, 1)
   cur, skipped = a, []
   for _ in range(_CHAIN_LOOKBACK):
     head, t = cur.src if cur.op is Ops.ADD else (None, cur)
-    if (m := _combine(t, b)) is not None:
+    if (m := _combine(t, bb, cb)) is not None:
       acc = head
       for s in reversed(skipped): acc = s if acc is None else _add(acc, s)
       return m if acc is None else _add(acc, m)
@@ -227,7 +230,7 @@ def sym_cmp(x: UOp) -> UOp | None:
 
 # any integer/bool expression whose range is a single value is that value
 def fold_range(x: UOp) -> UOp | None:
-  if x.dtype.count != 1 or not (dtypes.is_int(x.dtype) or x.dtype == dtypes.bool): return None
+  if x.dtype not in _INT_SCALARS and x.dtype not in _BOOL: return None
   lo, hi = x._min_max
   return _const_like(x, lo) if lo == hi else None
 
