@@ -2,6 +2,7 @@
 import math
 import numpy as np
 import pytest
+pytestmark = pytest.mark.needs_device
 from tinycore import Tensor, dtypes, nn
 from tinycore.nn.state import get_state_dict
 

@@ -1,6 +1,7 @@
 """Ops where PyTorch is the reference (conv, pooling, resize, losses, attention, activations, scatter_reduce), skipped without torch."""
 import numpy as np
 import pytest
+pytestmark = pytest.mark.needs_device
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 from tinycore import Tensor

@@ -1,6 +1,7 @@
 """Optimizers: a few steps on a small problem against torch.optim with identical settings, plus the API around step()."""
 import numpy as np
 import pytest
+pytestmark = pytest.mark.needs_device
 from tinycore import Tensor, nn
 from tinycore.nn import optim
 

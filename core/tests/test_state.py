@@ -3,6 +3,7 @@ and corrupt/truncated files."""
 import json, struct
 import numpy as np
 import pytest
+pytestmark = pytest.mark.needs_device
 from tinycore import Tensor, dtypes, nn
 from tinycore.nn.state import (get_state_dict, get_parameters, load_state_dict, safe_load, safe_save, torch_load, gguf_load,
                                CorruptFileError)

@@ -97,10 +97,10 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     return self
   def is_realized(self) -> bool: return self.uop.base.op is Ops.BUFFER
   def _buffer(self) -> Buffer:
-    t = self.cast(self.dtype.base).contiguous() if not (self.uop.op is Ops.RESHAPE and self.uop.src[0].op is Ops.BUFFER) and self.uop.op is not Ops.BUFFER else self
-    t.realize()
-    u = t.uop if t.uop.op is Ops.BUFFER else t.uop.src[0]
-    if u.op is not Ops.BUFFER: t = t.contiguous().realize(); u = t.uop.base
+    # realize self first: a pending assign runs once, here, and afterwards self reads its result
+    self.realize()
+    u = self.uop.src[0] if self.uop.op is Ops.RESHAPE else self.uop
+    if u.op is not Ops.BUFFER or u.arg.size != self.numel(): u = self.contiguous().realize().uop.base
     return u.arg
   def data(self) -> memoryview:
     if not all_int(self.shape): raise ValueError(f"can't read a tensor of symbolic shape {self.shape}")
