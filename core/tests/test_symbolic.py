@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from tinycore.uop import UOp, Ops, Variable, exec_alu
 from tinycore.dtype import dtypes
 from tinycore.rewrite import graph_rewrite
-from tinycore.symbolic import symbolic, symbolic_simple, sym_simplify, uop_given_valid, simplify_valid
+from tinycore.symbolic import symbolic, symbolic_simple, sym_simplify, uop_given_valid, simplify_valid, sym_index_valid
 
 def ev(u: UOp, env: dict):
   """Evaluate an expression with C semantics (exec_alu) for one variable assignment."""
@@ -123,6 +123,8 @@ class TestCompare:
   def test_rewrite(self):
     assert S((i + 2).lt(4)) is S(i.lt(2)) and S((i * 3).lt(7)) is S(i.lt(3)) and S((i // 2).lt(2)) is S(i.lt(4))
     assert S((i * 4 + j * 4).lt(9)) is S((i + j).lt(3))
+  def test_const_on_left(self):
+    assert S(c(0).lt(i + -1)) is S(c(1).lt(i)) and S(c(5).lt(i * 3)) is S(c(1).lt(i))
   def test_max(self):
     assert S(i.maximum(0)) is i and S(i.maximum(7)).arg == 7 and S(i.maximum(i)) is i and S(n.maximum(0)).op is Ops.MAX
 
@@ -146,6 +148,17 @@ class TestValid:
     assert simplify_valid(i.lt(0).ne(True) & i.lt(3)) is i.lt(3)
     assert simplify_valid(i.lt(9)).arg is True
     assert simplify_valid(x.lt(0) & x.lt(10).ne(True)).arg is False
+
+def test_index_valid_rule():
+  """INDEX(buf, idx, valid) as the lowerer makes it for a pad by 1: the mask simplifies the address."""
+  r = Variable("r", 0, 11)
+  p = r + -1
+  buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(40), (), 0)
+  idx = buf.index((p.maximum(0) % 10) * 4 + p // 10, c(0).lt(r) & p.lt(10))
+  out = graph_rewrite(idx, symbolic + sym_index_valid)
+  assert out.src[1] is S(r * 4 + -4) and out.src[2] is S(c(0).lt(r) & r.lt(11))
+  full = buf.index(r, r.lt(12))
+  assert graph_rewrite(full, symbolic + sym_index_valid).src == (buf, r)
 
 # ---- property tests: random expressions over bounded variables
 VARS = ["a", "b", "c"]
@@ -221,3 +234,14 @@ def test_property_nightly(tree, bnds): check(tree, bnds)
 @settings(max_examples=20000)
 @given(expr_tree(True), st.tuples(nn_bounds, nn_bounds, nn_bounds))
 def test_property_nightly_nonneg(tree, bnds): check(tree, bnds)
+
+@given(expr_tree(False), st.tuples(bounds, bounds, bounds), st.sampled_from(VARS), st.integers(-6, 10), st.integers(0, 8))
+def test_property_given_valid(tree, bnds, var, lo, width):
+  """Wherever the mask holds, the index simplified under the mask equals the original."""
+  vs = {v: Variable(v, a, b) for v, (a, b) in zip(VARS, bnds)}
+  u, x = build(tree, vs), vs[var]
+  valid = x.lt(lo).ne(True) & x.lt(lo + width + 1)
+  s = uop_given_valid(valid, u)
+  for e in itertools.product(*[range(a, b + 1) for a, b in bnds]):
+    env = dict(zip(VARS, e))
+    if ev(valid, env): assert ev(s, env) == ev(u, env), f"{u.render()} -> {s.render()} given {valid.render()} at {env}"

@@ -215,7 +215,13 @@ def sym_divmod(x: UOp) -> UOp | None:
 def _ceildiv(a: int, b: int) -> int: return -(-a // b)
 def sym_cmp(x: UOp) -> UOp | None:
   a, b = x.src
-  if not _isint(a.dtype) or b.op is not Ops.CONST: return None
+  if not _isint(a.dtype): return None
+  if a.op is Ops.CONST and x.op is Ops.CMPLT and b.op is not Ops.CONST:
+    # k < y + m  ->  k - m < y;   k < y*m (m > 0)  ->  floor(k/m) < y   (the form padding masks take)
+    if b.op is Ops.ADD and b.src[1].op is Ops.CONST: return _bin(Ops.CMPLT, _c(a.dtype, a.arg - b.src[1].arg), b.src[0])
+    if b.op is Ops.MUL and b.src[1].op is Ops.CONST and (m := b.src[1].arg) > 0: return _bin(Ops.CMPLT, _c(a.dtype, a.arg // m), b.src[0])
+    return None
+  if b.op is not Ops.CONST: return None
   c = b.arg
   if a.op is Ops.ADD and a.src[1].op is Ops.CONST: return _bin(x.op, a.src[0], c - a.src[1].arg)
   if x.op is not Ops.CMPLT: return None
@@ -314,3 +320,13 @@ def _and(xs: list[UOp]) -> UOp:
   acc = xs[0]
   for x in xs[1:]: acc = UOp(Ops.AND, dtypes.bool, (acc, x))
   return acc
+
+# an INDEX carries its mask: simplify the address knowing the mask holds, and drop the mask's implied clauses
+def _index_valid(idx: UOp) -> UOp | None:
+  if len(idx.src) != 3: return None
+  buf, i, valid = idx.src
+  nv = simplify_valid(valid)
+  if nv.op is Ops.CONST and nv.arg is True: return UOp(Ops.INDEX, idx.dtype, (buf, i))
+  ni = uop_given_valid(nv, i)
+  return None if ni is i and nv is valid else UOp(Ops.INDEX, idx.dtype, (buf, ni, nv))
+sym_index_valid = PatternMatcher([(UPat(Ops.INDEX, name="idx"), _index_valid)])
