@@ -141,7 +141,7 @@ class PatternMatcher:
         if ret is not None and ret is not u: return self._applied(where, u, ret)
     return None
   def _applied(self, where: str, u: UOp, ret) -> UOp:
-    if not isinstance(ret, UOp): raise RewriteError(f"rule {where} returned {type(ret).__name__}, not a UOp or None, on {u.op.name}")
+    # rules may return other values (the gradient rules return a tuple per source); graph_rewrite insists on UOps
     if TRACK_REWRITES: tracked_rewrites.append((where, u, ret))
     return ret
 
@@ -158,6 +158,12 @@ def _where(fn) -> str:
   code = getattr(fn, "__code__", None)
   return f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else repr(fn)
 
+def _checked(ret, u: UOp):
+  if ret is not None and not isinstance(ret, UOp):
+    where = tracked_rewrites[-1][0] if TRACK_REWRITES and tracked_rewrites else "a rule"
+    raise RewriteError(f"{where} returned {type(ret).__name__}, not a UOp or None, on {u.op.name}")
+  return ret
+
 def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx=None, top_down: bool = False, max_steps: int = 10_000_000) -> UOp:
   """Rewrite to a fixed point. Bottom-up (default): a node is rewritten after its sources. Top-down: rules are applied to
   a node before its sources are visited (what expansion-style passes want). Iterative, memoized on node identity."""
@@ -171,7 +177,7 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx=None, top_down: bool = Fals
       if top_down:
         # rules on the node itself first, to a fixed point
         cur = n
-        while (r := pm.rewrite(cur, ctx)) is not None:
+        while (r := _checked(pm.rewrite(cur, ctx), cur)) is not None:
           steps += 1
           if steps > max_steps: raise RewriteError(f"graph_rewrite did not converge after {max_steps} rewrites")
           cur = r
@@ -184,7 +190,7 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx=None, top_down: bool = Fals
       new_src = tuple(replace[s] for s in n.src)
       nn = n if new_src == n.src else n.replace(src=new_src)
       if nn is not n and nn in replace: replace[n] = replace[nn]; continue
-      r = pm.rewrite(nn, ctx) if not top_down or nn is not n else None
+      r = _checked(pm.rewrite(nn, ctx), nn) if not top_down or nn is not n else None
       if r is None:
         replace[n] = nn
         if nn is not n: replace[nn] = nn

@@ -97,8 +97,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     return self
   def is_realized(self) -> bool: return self.uop.base.op is Ops.BUFFER
   def _buffer(self) -> Buffer:
-    # realize self first: a pending assign runs once, here, and afterwards self reads its result
-    self.realize()
+    # a pending assign runs once, here, and afterwards self reads its result; any other lazy graph stays (gradients use it)
+    if self.uop.op is Ops.ASSIGN: self.realize()
     u = self.uop.src[0] if self.uop.op is Ops.RESHAPE else self.uop
     if u.op is not Ops.BUFFER or u.arg.size != self.numel(): u = self.contiguous().realize().uop.base
     return u.arg

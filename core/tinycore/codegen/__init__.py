@@ -36,6 +36,9 @@ def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
   k = lower_kernel(ast)
   k = graph_rewrite(k, symbolic)
   if not NOOPT: k = optimize(k, renderer)
+  if renderer.has_local:
+    from tinycore.codegen.gpudims import to_gpu_dims
+    k = graph_rewrite(to_gpu_dims(k, (renderer.local_max or (256,))[0]), symbolic)
   uops = linearize(k)
   # a buffer the simplified kernel no longer reads is still a parameter: the runtime passes every buffer
   have = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}
@@ -47,7 +50,11 @@ def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
   glob = next((u for u in uops if u.op is Ops.RANGE and u.arg[0] == "g"), None)
   # a symbolic bound stays a UOp here; the runner evaluates it with the call's variable values
   gsize = ((glob.src[0].arg if glob.src[0].op is Ops.CONST else glob.src[0]) if glob is not None else 1, 1, 1)
+  lsize = (1, 1, 1)
+  if renderer.has_local:
+    from tinycore.codegen.gpudims import launch_dims
+    gsize, lsize = launch_dims(uops)
   vars = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
   n_bufs = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   ops, mem = _estimate(uops)
-  return ProgramSpec(name, src, renderer.device, gsize, (1, 1, 1), vars, n_bufs, uops=uops, ops=ops, mem=mem)
+  return ProgramSpec(name, src, renderer.device, gsize, lsize, vars, n_bufs, uops=uops, ops=ops, mem=mem)

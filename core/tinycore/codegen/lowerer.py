@@ -61,7 +61,9 @@ class Lowerer:
       var = u.src[0] if op is Ops.BIND else u
       return var if u.dtype == dtypes.index else var.cast(u.dtype)
     s = u.src[0] if u.src else None
-    if op is Ops.RESHAPE: return self.emit(s, _reshape_index(idx, s.shape, u.shape), valid)
+    if op is Ops.RESHAPE:
+      while s.op is Ops.RESHAPE: s = s.src[0]   # reshapes compose: go straight to the first one's source
+      return self.emit(s, _reshape_index(idx, s.shape, u.shape), valid)
     if op is Ops.PERMUTE:
       nidx = [None] * len(idx)
       for out_i, src_i in enumerate(u.arg): nidx[src_i] = idx[out_i]

@@ -96,6 +96,9 @@ class CStyleRenderer(Renderer):
   def store_value(self, x: str, dt: DType) -> str: return f"__tc_to_{dt.name}({x})" if dt in self.emulated else x
 
   # ---- program structure (overridden by GPU dialects)
+  def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
+    """Declare thread index `name` (SPECIAL arg: (name, local size)) and retire threads at or past `bound`."""
+    raise NotImplementedError(f"{type(self).__name__} has no thread indices (has_local is False)")
   def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str: return f"for (int {name} = 0; {name} < {bound}; {name}++) {{"
   def kernel_params(self, bufs: list[tuple[str, DType, bool]], vars: list[tuple[str, DType]]) -> list[str]:
     return [f"{self.buffer_prefix}{self.ctype(dt)} restrict {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
@@ -125,6 +128,10 @@ class CStyleRenderer(Renderer):
         continue
       if op is Ops.CONST: r[u] = self.literal(u.arg, u.dtype); continue
       if op is Ops.INDEX: continue
+      if op is Ops.SPECIAL:
+        r[u] = u.arg[0]
+        for l in self.render_special(u, r[u], r[u.src[0]]): line(l)
+        continue
       if op is Ops.RANGE:
         kind = u.arg[0]
         r[u] = f"{'g' if kind == 'g' else 'r'}idx{u.arg[1]}" + (f"_{u.arg[2]}" if kind == "r" else "")
