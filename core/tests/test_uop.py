@@ -17,11 +17,11 @@ class TestHashCons:
     with pytest.raises(TypeError, match="hashable"): UOp(Ops.CUSTOM, dtypes.void, (), [1, 2])
   def test_freed_nodes_leave_cache(self):
     from tinycore import uop
-    n = len(uop._uop_cache)
-    xs = [Variable(f"tmp{i}", 0, 3) for i in range(1000)]
-    assert len(uop._uop_cache) >= n + 1000
-    del xs; gc.collect()
-    assert len(uop._uop_cache) < n + 1000
+    v = Variable("tmp_freed", 0, 3)
+    key = (v.op, v.dtype, v.src, v.arg)
+    assert key in uop._uop_cache
+    del v; gc.collect()
+    assert key not in uop._uop_cache
   def test_pickle_roundtrip_is_same_node(self):
     e = Variable("p", 0, 7) * 3 + 1
     assert pickle.loads(pickle.dumps(e)) is e
@@ -32,10 +32,10 @@ class TestHashCons:
 def test_million_nodes_fast():
   """1,000,000 distinct nodes in a few seconds (the issue's bar)."""
   x = Variable("m", 0, 10)
-  t = time.perf_counter()
+  t = time.process_time()
   keep = [UOp(Ops.ADD, dtypes.index, (x, UOp(Ops.CONST, dtypes.index, (), i))) for i in range(500_000)]
-  dt = time.perf_counter() - t
-  # ~2 s on one idle core; the bound leaves room for a loaded 2-core CI machine running tests in parallel
+  dt = time.process_time() - t
+  # CPU time of this process (not wall time): other jobs on a loaded machine do not count against it
   assert len(keep) == 500_000 and dt < 10.0, f"1M nodes took {dt:.2f}s"
 
 class TestGraph:
