@@ -88,16 +88,18 @@ def optimize(k: UOp, renderer: Renderer) -> UOp:
     b = _bound(g)
     if b and _unit_stride(k, g) and _reused(k, g):
       amt = next((a for a in (16, 8, 4) if b % a == 0 and b // a >= 1), None)
-      if amt and getattr(renderer, "vector_types", False) and amt == 16 and getenv("VEC", 1):
+      if amt and getattr(renderer, "vector_types", False) and amt >= 8 and getenv("VEC", 1):
         try: k = vectorize_global(k, g, amt); done.append(g.arg); break
         except CantVectorize: pass
       if amt: k = upcast_global(k, g, amt); done.append(g.arg); break
   if done:
+    # second tile axis: the one most of the wide loads don't depend on, so each wide load feeds that many accumulators
     glob = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
-    for g in reversed(glob):
-      b = _bound(g)
-      if g.arg in done or not b: continue
-      if b % 4 == 0 and b // 4 >= 2 and _reused(k, g): k = upcast_global(k, g, 4); break
+    wide = [ind for ind in _loads(k) if ind.arg is not None or any(g.arg in done for g in ind.toposort() if g.op is Ops.RANGE)]
+    cands = [g for g in reversed(glob) if g.arg not in done and _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k, g)]
+    if cands:
+      g = max(cands, key=lambda g: sum(g not in ind.toposort() for ind in wide))
+      k = upcast_global(k, g, 8 if _bound(g) % 8 == 0 and _bound(g) // 8 >= 2 else 4)
     return k
   # no output tile: split the innermost unit-stride reduce into independent accumulators
   for r in reversed(reds):

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import dtypes
 from tinycore.device import Buffer
-from tinycore.helpers import DEBUG, prod, all_int
+from tinycore.helpers import DEBUG, prod, all_int, ContextVar
+
+PREPAD = ContextVar("PREPAD", 1)
 from tinycore import plugins_hooks
 
 @dataclass
@@ -27,6 +29,8 @@ def _is_view_of_buffer(u: UOp) -> bool:
   """A node that already lives in memory as a contiguous buffer (possibly reshaped)."""
   while u.op is Ops.RESHAPE: u = u.src[0]
   return u.op is Ops.BUFFER
+
+def _is_movement_of_buffer(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 
 def _really_expands(u: UOp) -> bool: return any(s != n for s, n in zip(u.src[0].shape, u.shape))
 
@@ -50,6 +54,9 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
         if not is_root and (n in realize or n.op is Ops.BUFFER): continue
         if n.op is Ops.REDUCE_AXIS and not is_root:
           if expanded or in_reduce or seen_from.setdefault(n, root) is not root: new.add(n); continue
+        # a padded input read through a sliding window (conv, pooling) is cheaper padded once, in memory: the window
+        # kernel then has no per-element bounds checks and its loads vectorize
+        if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD: new.add(n); continue
         e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
         r = in_reduce or n.op is Ops.REDUCE_AXIS
         src = n.src[1:] if n.op is Ops.ASSIGN else n.src
