@@ -1,0 +1,7 @@
+"""What the emulator reports that real GPUs don't tell you."""
+class EmulatorError(RuntimeError):
+  """A kernel did something undefined; the message names the kernel, the buffer/address and the thread."""
+class OutOfBounds(EmulatorError): pass
+class UninitializedRead(EmulatorError): pass
+class MissingBarrier(EmulatorError):
+  """Two threads of a workgroup touched the same local address with no barrier between (a data race)."""
