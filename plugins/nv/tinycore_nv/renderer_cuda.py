@@ -1,0 +1,107 @@
+"""CUDA C for NVRTC: the shared C-style renderer with CUDA's kernel signature, thread indices and types.
+
+half/bfloat16 are native (`half`, `__nv_bfloat16` from cuda_fp16.h/cuda_bf16.h) when the toolkit's headers are there
+(NVRTC ships none); otherwise they are emulated like fp8: float in registers, their bits in memory, converted by the
+small device helpers below. fp8 is always emulated (software, any arch). No tensor cores yet: codegen emits no WMMA."""
+from __future__ import annotations
+from tinycore.renderer.cstyle import CStyleRenderer
+from tinycore.uop import UOp, Ops
+from tinycore.dtype import DType, dtypes
+
+DEFAULT_ARCH = "sm_80"
+
+_HELPERS = r"""#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+#define TCD static __device__ __forceinline__
+template <class T, class F> TCD T __tc_bits(F f) { static_assert(sizeof(T) == sizeof(F), "bitcast size"); T t; memcpy(&t, &f, sizeof(T)); return t; }
+TCD float __tc_from_bfloat16(unsigned short x) { return __uint_as_float((unsigned int)x << 16); }
+TCD unsigned short __tc_to_bfloat16(float f) { unsigned int u = __float_as_uint(f); if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }
+TCD float __tc_round_bfloat16(float f) { return __tc_from_bfloat16(__tc_to_bfloat16(f)); }
+TCD float __tc_from_half(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
+TCD unsigned short __tc_to_half(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+TCD float __tc_round_half(float f) { return __tc_from_half(__tc_to_half(f)); }
+TCD float __tc_fp8_decode(unsigned char x, int e, int m, int fn) {
+  int bias = (1 << (e - 1)) - 1, ex = (x >> m) & ((1 << e) - 1), mant = x & ((1 << m) - 1); float s = (x & 0x80) ? -1.0f : 1.0f;
+  if (fn && (x & 0x7f) == 0x7f) return NAN;
+  if (!fn && ex == (1 << e) - 1) return mant ? NAN : s * INFINITY;
+  if (ex == 0) return s * ldexpf((float)mant / (1 << m), 1 - bias);
+  return s * ldexpf(1.0f + (float)mant / (1 << m), ex - bias); }
+/* nearest code, ties to even; e4m3fn has no inf and saturates like the reference, e5m2 keeps inf */
+TCD unsigned char __tc_fp8_encode(float f, int e, int m, int fn) {
+  if (f != f) return 0x7f;
+  if (fabsf(f) == INFINITY) return fn ? (f > 0 ? 0x7e : 0xfe) : (f > 0 ? 0x7c : 0xfc);
+  unsigned char best = 0; float bd = INFINITY;
+  for (int c = 0; c < 256; c++) { float v = __tc_fp8_decode((unsigned char)c, e, m, fn); if (v != v || fabsf(v) == INFINITY) continue;
+    float d = fabsf(v - f); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
+  return best; }
+TCD float __tc_from_fp8e4m3(unsigned char x) { return __tc_fp8_decode(x, 4, 3, 1); }
+TCD unsigned char __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
+TCD float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
+TCD float __tc_from_fp8e5m2(unsigned char x) { return __tc_fp8_decode(x, 5, 2, 0); }
+TCD unsigned char __tc_to_fp8e5m2(float f) { return __tc_fp8_encode(f, 5, 2, 0); }
+TCD float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }
+"""
+
+def parse_arch(arch: str | None) -> str:
+  """'sm_90', '90', 'SM90' -> 'sm_90'."""
+  if not arch: return DEFAULT_ARCH
+  a = arch.lower().replace("sm_", "").replace("sm", "").replace("compute_", "")
+  if not a.rstrip("af").isdigit(): raise ValueError(f"NV: arch {arch!r} is not like sm_90")
+  return f"sm_{a}"
+
+class CUDARenderer(CStyleRenderer):
+  name, device = "CUDA", "NV"
+  has_local, has_shared = True, True
+  global_max = (2**31 - 1, 65535, 65535)   # grid dims (in blocks)
+  local_max = (1024, 1024, 64)             # block dims; __launch_bounds__ keeps big blocks launchable
+  shared_max = 48 * 1024
+  kernel_prefix = 'extern "C" __global__ '
+  tensor_cores = []                         # mma.sync needs WMMA from codegen, not there yet
+  def __init__(self, arch: str | None = None, native_half: bool | None = None, compiler=None):
+    from tinycore_nv.nvrtc import find_cuda_include
+    self.arch = parse_arch(arch)
+    self.native_half = find_cuda_include() is not None if native_half is None else native_half
+    self.type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
+    self.emulated = {dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
+    if not self.native_half: self.emulated |= {dtypes.float16: dtypes.uint16, dtypes.bfloat16: dtypes.uint16}
+    self.prelude = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" if self.native_half else "") + _HELPERS
+    self._compiler = compiler
+  @property
+  def compiler(self):
+    # NVRTC is loaded on first compile: rendering (codegen tests, the emulator) works without it
+    if self._compiler is None:
+      from tinycore_nv.nvrtc import NVRTCCompiler
+      self._compiler = NVRTCCompiler(self.arch)
+    return self._compiler
+  @compiler.setter
+  def compiler(self, c): self._compiler = c
+
+  def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
+    d, local = "xyz"[int(name[-1])], u.arg[1]
+    idx = f"blockIdx.{d}*{local}+threadIdx.{d}" if local > 1 else f"blockIdx.{d}"
+    # threads past the bound retire at once: safe while kernels have no barriers
+    return [f"int {name} = {idx};", f"if ({name} >= {bound}) return;"]
+  def kernel_params(self, bufs, vars) -> list[str]:
+    return [f"{self.ctype(dt)} __restrict__ {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
+  def _bits(self, x: str, src: DType, dt: DType) -> str: return f"__tc_bits<{self.ctype(dt)}>(({self.ctype(src)})({x}))"
+  def math(self, fn: str, dt: DType, *a: str) -> str:
+    if dt in (dtypes.float16, dtypes.bfloat16) and self.native_half: return f"(({self.ctype(dt)}){fn}f({', '.join(f'(float){x}' for x in a)}))"
+    return super().math(fn, dt, *a)
+  def cast(self, x: str, src: DType, dt: DType) -> str:
+    # half<->bfloat16 have no direct conversion: through float
+    if self.native_half and src in (dtypes.float16, dtypes.bfloat16) and dt not in (dtypes.bool, dtypes.float32) and dt not in self.emulated: x = f"(float)({x})"
+    if self.native_half and dt in (dtypes.float16, dtypes.bfloat16) and src not in (dtypes.float32, dtypes.float64, dtypes.bool): x = f"(float)({x})"
+    if self.native_half and src == dtypes.bool and dt in (dtypes.float16, dtypes.bfloat16): x = f"(float)({x})"
+    return super().cast(x, src, dt)
+  def render(self, name: str, uops: list[UOp]) -> str:
+    self._threads = 1
+    for u in uops:
+      if u.op is Ops.SPECIAL: self._threads *= u.arg[1]
+    return super().render(name, uops)
+  def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
+    # the block size caps registers per thread, so a 1024-thread block always launches
+    return self.prelude + self.typedefs + f"{self.kernel_prefix}__launch_bounds__({self._threads}) void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
