@@ -1,0 +1,80 @@
+"""Prefill in fixed-size chunks and one-token decode, each a TinyJit over a bound position Variable (so every chunk
+and every decode step replays the same kernels), and sampling on the host (greedy, or temperature + top-k with a seed)."""
+from __future__ import annotations
+import time
+from typing import Iterator
+import numpy as np
+from tinycore.tensor import Tensor
+from tinycore.uop import Variable
+from tinycore.engine.jit import TinyJit
+from tinycore.llm.weights import load_gguf_raw
+from tinycore.llm.model import Config, Transformer
+from tinycore.llm.tokenizer import Tokenizer
+from tinycore.llm.chat import apply_chat_template
+
+class LLM:
+  def __init__(self, path: str, max_context: int = 512, chunk: int = 32):
+    self.kv, w = load_gguf_raw(path)
+    self.cfg = Config.from_gguf(self.kv, w)
+    self.model = Transformer(self.cfg, w, max_context)
+    self.tok = Tokenizer(self.kv)
+    self.max_context, self.chunk = self.model.max_context, min(chunk, self.model.max_context)
+    self.weight_bytes = sum(q.nbytes for q in w.values())
+    self.v_dec = Variable("pos", 0, self.max_context - 1)
+    self.v_pre = Variable("start_pos", 0, self.max_context - self.chunk)
+    self._decode = TinyJit(lambda x, pos: self.model(x, pos)[:, -1].contiguous())
+    self._prefill = TinyJit(lambda x, pos: self.model(x, pos).contiguous())
+
+  def prefill(self, toks: list[int], start: int = 0) -> np.ndarray:
+    """Run `toks` at positions start.. in chunks (the last one padded: its extra cache rows are rewritten before any
+    read); the logits of the last token."""
+    if start + len(toks) > self.max_context: raise ValueError(f"{start + len(toks)} tokens don't fit the context of {self.max_context}")
+    last = None
+    for s in range(0, len(toks), self.chunk):
+      part = toks[s:s + self.chunk]
+      p = start + s
+      if p > self.max_context - self.chunk:   # too near the end for a full chunk: token by token
+        for j, t in enumerate(part): last = self.decode(t, p + j)
+        continue
+      x = self.model.embed(part + [0] * (self.chunk - len(part)))
+      last = self._prefill(x, self.v_pre.bind(p)).numpy()[0, len(part) - 1]
+    return last
+
+  def decode(self, tok: int, pos: int) -> np.ndarray:
+    return self._decode(self.model.embed([tok]), self.v_dec.bind(pos)).numpy()[0]
+
+  def forward_all(self, toks: list[int]) -> np.ndarray:
+    """Logits of every position in one plain (un-jitted) pass from position 0, for checks."""
+    return self.model(self.model.embed(toks), 0).numpy()[0]
+
+  @staticmethod
+  def sample(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator) -> int:
+    if temperature <= 0: return int(np.argmax(logits))
+    z = logits.astype(np.float64) / temperature
+    if 0 < top_k < len(z): z[z < np.partition(z, -top_k)[-top_k]] = -np.inf
+    p = np.exp(z - z.max()); p /= p.sum()
+    return int(rng.choice(len(p), p=p))
+
+  def generate(self, toks: list[int], max_tokens: int, temperature: float = 0.0, top_k: int = 0, seed: int | None = None,
+               stats: dict | None = None) -> Iterator[int]:
+    """Yield up to max_tokens new token ids, stopping at an end-of-turn token or the end of the context."""
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    logits = self.prefill(toks)
+    t1 = time.perf_counter()
+    if stats is not None: stats.update(prefill_tokens=len(toks), prefill_s=t1 - t0, decode_tokens=0, decode_s=0.0)
+    pos = len(toks)
+    for _ in range(max_tokens):
+      nxt = self.sample(logits, temperature, top_k, rng)
+      yield nxt
+      if nxt in self.tok.stop or pos >= self.max_context: break
+      t = time.perf_counter()
+      logits = self.decode(nxt, pos)
+      pos += 1
+      if stats is not None: stats["decode_tokens"] += 1; stats["decode_s"] += time.perf_counter() - t
+
+  def chat_tokens(self, messages: list[dict]) -> list[int]:
+    bos = self.tok.tokens[self.tok.bos] if self.tok.bos is not None else ""
+    eos = self.tok.tokens[self.tok.eos] if self.tok.eos is not None else ""
+    text = apply_chat_template(self.kv.get("tokenizer.chat_template"), messages, bos, eos)
+    return self.tok.encode(text, add_bos=False if bos and text.startswith(bos) else None)

@@ -1,0 +1,60 @@
+"""Tiny random llama-family GGUF files (with a real SentencePiece or BPE vocabulary) for tests and benchmarks."""
+from __future__ import annotations
+import numpy as np
+from tinycore.llm.gguf_write import gguf_write
+from tinycore.llm.tokenizer import _byte_chars
+
+CHARS = "abcdefghijklmnopqrstuvwxyz.,!?'"
+WORDS = ["th", "he", "the", "in", "er", "an", "on", "re", "ll", "llo", "hello", "or", "ld", "orld", "world", "is", "it", "at"]
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+def _vocab(kind: str) -> dict:
+  if kind == "llama":   # pieces: specials, single chars, merged words (with and without the '▁' word marker)
+    toks = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS] + ["▁" + c for c in "aiot"]
+    types = [2, 3, 3, 3, 3] + [1] * (len(toks) - 5)
+    scores = [0.0] * 5 + [-1.0] * (1 + len(CHARS)) + [float(len(w)) for w in toks[6 + len(CHARS):]]
+    return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": toks, "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types,
+            "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.unknown_token_id": 0}
+  sp = _byte_chars()[ord(" ")]   # 'Ġ'
+  merges: list[str] = []
+  def add(w: str):   # merges that build w left to right, each result a token
+    for i in range(2, len(w) + 1):
+      m = f"{w[:i - 1]} {w[i - 1]}"
+      if m not in merges: merges.append(m)
+  for w in WORDS: add(w); add(sp + w)
+  toks = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [sp, "\u010a"] + list(CHARS)   # \u010a: byte-level '\n'
+  for m in merges:
+    if (t := m.replace(" ", "")) not in toks: toks.append(t)
+  return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": toks, "tokenizer.ggml.token_type": [3, 3, 3] + [1] * (len(toks) - 3),
+          "tokenizer.ggml.merges": merges, "tokenizer.ggml.bos_token_id": 0, "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.add_bos_token": False}
+
+def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64, vocab_kind="llama", qtype="F32", tied=False,
+               arch="llama", seed=0, ctx=256, theta=10000.0, vocab_size: int | None = None) -> dict:
+  """Write a random model; returns the metadata. qtype (F32/F16/Q8_0/Q4_0) applies to the 2-d matmul weights."""
+  rng = np.random.default_rng(seed)
+  kv = {"general.architecture": arch, "general.name": f"tiny-{arch}", **_vocab(vocab_kind), "tokenizer.chat_template": CHATML}
+  if vocab_size is not None:   # pad with unused pieces (benchmark-sized models)
+    kv["tokenizer.ggml.tokens"] = kv["tokenizer.ggml.tokens"] + [f"<unused{i}>" for i in range(vocab_size - len(kv["tokenizer.ggml.tokens"]))]
+    n = len(kv["tokenizer.ggml.tokens"])
+    kv["tokenizer.ggml.token_type"] = kv["tokenizer.ggml.token_type"] + [4] * (n - len(kv["tokenizer.ggml.token_type"]))
+    if "tokenizer.ggml.scores" in kv: kv["tokenizer.ggml.scores"] = kv["tokenizer.ggml.scores"] + [0.0] * (n - len(kv["tokenizer.ggml.scores"]))
+  V, hd = len(kv["tokenizer.ggml.tokens"]), dim // n_heads
+  kv.update({f"{arch}.{k}": v for k, v in {"embedding_length": dim, "block_count": n_layers, "attention.head_count": n_heads,
+             "attention.head_count_kv": n_kv_heads, "feed_forward_length": hidden, "context_length": ctx, "rope.freq_base": theta,
+             "attention.layer_norm_rms_epsilon": 1e-5, "rope.dimension_count": hd}.items()})
+  mat = lambda o, i: (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
+  norm = lambda n: (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+  t = {"token_embd.weight": (rng.standard_normal((V, dim)).astype(np.float32), qtype), "output_norm.weight": (norm(dim), "F32")}
+  if not tied: t["output.weight"] = (mat(V, dim), qtype)
+  for i in range(n_layers):
+    b = f"blk.{i}."
+    t.update({b + "attn_norm.weight": (norm(dim), "F32"), b + "ffn_norm.weight": (norm(dim), "F32"),
+              b + "attn_q.weight": (mat(n_heads * hd, dim), qtype), b + "attn_k.weight": (mat(n_kv_heads * hd, dim), qtype),
+              b + "attn_v.weight": (mat(n_kv_heads * hd, dim), qtype), b + "attn_output.weight": (mat(dim, n_heads * hd), qtype),
+              b + "ffn_gate.weight": (mat(hidden, dim), qtype), b + "ffn_up.weight": (mat(hidden, dim), qtype),
+              b + "ffn_down.weight": (mat(dim, hidden), qtype)})
+    if arch == "qwen2":
+      for n, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)): t[b + n + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
+  gguf_write(path, kv, t)
+  return kv
