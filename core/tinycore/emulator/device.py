@@ -51,7 +51,15 @@ class EmulatorProgram:
 
 def open_emulated(device_name: str, base_renderer: Renderer, model=None) -> Compiled:
   """The `Compiled` for `DEV=EMU+<DEVICE>`: `base_renderer`'s pipeline, executed by the shared interpreter.
-  `model`: what the plugin's `tinycore_emulator(device)` hook returns (an ExecModel, a dict of its fields, or None)."""
-  model = as_model(model)
+  `model`: what the plugin's `tinycore_emulator(device)` hook returns (an ExecModel or a dict of its fields);
+  None asks the installed plugins' hooks for `device_name`, falling back to the generic model."""
+  model = as_model(model) if model is not None else emulator_model(device_name)
   ren = EmulatedRenderer(base_renderer, model)
   return Compiled(device_name, EmuAllocator(), ren, lambda name, lib: EmulatorProgram(name, lib, model))
+
+def emulator_model(device: str) -> ExecModel:
+  """The execution model installed plugins give for `device` (their `tinycore_emulator` hook), else the generic one."""
+  from tinycore.plugins import registry
+  for _, m in registry.call("tinycore_emulator", device=device.split(":")[0].upper()):
+    if m is not None: return as_model(m)
+  return ExecModel()

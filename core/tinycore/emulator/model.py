@@ -56,7 +56,8 @@ class ExecModel:
   def tc(self, name: str) -> TCLayout:
     for t in self.tensor_cores:
       if t.name == name: return t
-    raise KeyError(f"{self.name}: no tensor-core layout {name!r} (have {[t.name for t in self.tensor_cores]})")
+    from tinycore.emulator.errors import EmulatorError
+    raise EmulatorError(f"{self.name}: no tensor-core layout {name!r} (have {[t.name for t in self.tensor_cores]})")
 
 def as_model(m) -> ExecModel:
   """A plugin may return an ExecModel, a dict of its fields, or None (the generic model)."""
