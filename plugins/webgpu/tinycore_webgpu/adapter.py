@@ -42,7 +42,8 @@ def adapter():
 def device():
   """(adapter, device, features we enabled)."""
   a = adapter()
-  feats = [f for f in ("shader-f16", "timestamp-query") if f in a.features]
+  # WEBGPU_F16=0 leaves shader-f16 off: half is then held as f32 and packed (what adapters without it get)
+  feats = [f for f in ("shader-f16", "timestamp-query") if f in a.features and (f != "shader-f16" or os.getenv("WEBGPU_F16", "1") != "0")]
   lim = {k: v for k, v in a.limits.items() if k in _LIMITS}
   try: d = a.request_device_sync(required_features=feats, required_limits=lim)
   except Exception as e: raise DeviceUnavailable(f"the WebGPU adapter {a.summary} refused a device: {e}") from None

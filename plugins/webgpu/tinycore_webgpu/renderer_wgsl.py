@@ -51,7 +51,7 @@ class WGSLRenderer(Renderer):
       if math.isnan(x) or math.isinf(x):
         bits = "0x7fc00000u" if math.isnan(x) else _F32_BITS[x]
         if t == "f32": return f"bitcast<f32>({bits})"
-        return f"bitcast<vec2<f16>>({'0x7e00u' if math.isnan(x) else '0x7c00u' if x > 0 else '0xfc00u'}).x"
+        return self.from_bits16('0x7e00u' if math.isnan(x) else '0x7c00u' if x > 0 else '0xfc00u')
       return repr(x) + ("f" if t == "f32" else "h")
     if t == "bool": return "true" if v else "false"
     if t == "u32": return f"{int(v) & 0xffffffff}u"
@@ -83,9 +83,11 @@ class WGSLRenderer(Renderer):
       return f"select({a[0]}{sym}{a[1]}, {z}, {a[1]}=={self.literal(0, sdt)})"
     if op is Ops.MAX:
       if isbool: return f"({a[0]}|{a[1]})"
-      if isfl: return f"select({a[1]}, {a[0]}, {a[0]}>{a[1]} || {a[0]}!={a[0]})"   # NaN wins, like the reference
+      if isfl: return f"select({a[1]}, {a[0]}, {a[0]}>{a[1]} || {self.isnan(a[0], sdt)})"   # NaN wins, like the reference
       return f"max({a[0]}, {a[1]})"
     if op is Ops.CMPLT: return f"(!{a[0]} && {a[1]})" if isbool else f"({a[0]}<{a[1]})"
+    if op in (Ops.CMPNE, Ops.CMPEQ) and isfl and srcs[0] is srcs[1]:
+      return self.isnan(a[0], sdt) if op is Ops.CMPNE else f"(!{self.isnan(a[0], sdt)})"
     if op is Ops.CMPNE: return f"({a[0]}!={a[1]})"
     if op is Ops.CMPEQ: return f"({a[0]}=={a[1]})"
     if op is Ops.AND: return f"({a[0]}&{a[1]})"
@@ -97,6 +99,10 @@ class WGSLRenderer(Renderer):
     if op is Ops.MULACC: return f"(({a[0]}*{a[1]})+{a[2]})"
     if op is Ops.POW: return f"pow({a[0]}, {a[1]})"
     raise NotImplementedError(f"WGSL renderer can't render {op.name}")
+  def isnan(self, x: str, dt: DType) -> str:
+    # from the bits: the SPIR-V path (naga -> Vulkan driver) may fold x!=x to false as if no NaN existed
+    if self.ty(dt) == "f16": return f"(({self.bits16(x, dt)}&0x7fffu) > 0x7c00u)"
+    return f"((bitcast<u32>({x})&0x7fffffffu) > 0x7f800000u)"
   def cast(self, x: str, src: DType, dt: DType) -> str:
     if dt == dtypes.bool: return f"({x}!={self.literal(0, src)})"
     t, st = self.ty(dt), self.ty(src)
@@ -105,11 +111,9 @@ class WGSLRenderer(Renderer):
       return self.wrap(f"bitcast<u32>(i32({x}))", dt)   # f32 -> u8 wraps negatives like C on x86, not saturate at 0
     return self.wrap(f"{t}({x})", dt)
   def bits16(self, x: str, dt: DType) -> str:
-    """The 16 bits of a half register as u32."""
-    if self.f16: return f"(bitcast<u32>(vec2<f16>({x}, 0.0h))&0xffffu)"
-    return f"(pack2x16float(vec2<f32>({x}, 0.0f))&0xffffu)"
-  def from_bits16(self, x: str) -> str:
-    return f"bitcast<vec2<f16>>({x}).x" if self.f16 else f"unpack2x16float({x}).x"
+    """The 16 bits of a half register as u32 (through f32: exact both ways; naga can't bitcast vec2<f16>)."""
+    return f"(pack2x16float(vec2<f32>(f32({x}), 0.0f))&0xffffu)"
+  def from_bits16(self, x: str) -> str: return f"f16(unpack2x16float({x}).x)" if self.f16 else f"unpack2x16float({x}).x"
   def bitcast(self, x: str, src: DType, dt: DType) -> str:
     if src.itemsize != dt.itemsize: raise UnsupportedDType(f"bitcast {src.name} -> {dt.name} changes size")
     if src == dtypes.float16: x, src = self.bits16(x, src), dtypes.uint32
