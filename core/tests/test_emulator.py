@@ -168,3 +168,27 @@ def test_alu_matches_c():
   assert alu(Ops.MOD, dtypes.int32, [a, b]).tolist() == [python_alu[Ops.MOD](int(x), int(y)) for x, y in zip(a[:5], b[:5])] + [0]
   m = alu(Ops.MAX, dtypes.float32, [np.array([np.nan, 1.0, 2.0], np.float32), np.array([1.0, np.nan, 1.0], np.float32)])
   assert np.isnan(m[0]) and np.isnan(m[1]) and m[2] == 2.0   # (a>b||a!=a)?a:b
+
+def test_vectors_loops_and_formats():
+  f4, i = dtypes.float32.vec(4), _tid(4, 4)
+  x = UOp(Ops.LOAD, f4, (UOp(Ops.INDEX, _g(1).dtype, (_g(1), i * 4), ("vec", 4)),))
+  y = UOp(Ops.MUL, f4, (x, _ld(_g(1), i)))                      # a per-thread scalar broadcasts over the lanes
+  st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, _g(0).dtype, (_g(0), i * 4), ("vec", 4)), y))
+  # a loop-carried accumulator: sum_r inp[r] over the loop, stored as bf16 (rounded) and as its bits (bitcast)
+  r = UOp(Ops.RANGE, dtypes.index, (_c(16),), ("r", 0, 0))
+  red = UOp(Ops.REDUCE, dtypes.float32, (_ld(_g(1), r), r), Ops.ADD)
+  acc = UOp(Ops.DEFINE_REG, dtypes.float32, (red,), (0, 0.0))
+  upd = UOp(Ops.ADD, dtypes.float32, (acc, red.src[0]))
+  loop = [acc, r.src[0], r, red.src[0].src[0], red.src[0], upd, UOp(Ops.ASSIGN, dtypes.float32, (acc, upd)), UOp(Ops.END, dtypes.void, (r,)), red]
+  bst = _st(_g(2, dtypes.bfloat16), i, UOp(Ops.ADD, dtypes.float32, (red, _c(1/3, dtypes.float32))))
+  ist = _st(_g(3, dtypes.int32), i, UOp(Ops.BITCAST, dtypes.int32, (red,)))
+  pre = [u for u in UOp(Ops.SINK, dtypes.void, (st,)).toposort() if u.op is not Ops.SINK]
+  post = [u for u in UOp(Ops.SINK, dtypes.void, (bst, ist)).toposort() if u.op is not Ops.SINK and u not in pre and u not in loop]
+  ren = EmulatedRenderer(ToyGPURenderer())
+  prg = EmulatorProgram("k", ren.compiler.compile(ren.render("k", pre + loop + post)))
+  inp = np.arange(16, dtype=np.float32)
+  out, bf, bits = np.zeros(16, np.float32), np.zeros(4, np.uint16), np.zeros(4, np.int32)
+  prg(*[memoryview(b).cast("B") for b in (out, inp, bf, bits)], global_size=(1, 1, 1), local_size=(4, 1, 1))
+  np.testing.assert_equal(out, inp * np.repeat(inp[:4], 4))
+  s = np.float32(inp.sum())
+  assert (bits == s.view(np.int32)).all() and (bf == ((np.float32(s + np.float32(1/3)).view(np.uint32) + 0x7FFF) >> 16)).all()

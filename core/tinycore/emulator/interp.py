@@ -168,17 +168,16 @@ class Interpreter:
     if buf.op is Ops.DEFINE_GLOBAL: region, size, label = None, self.mem[buf.arg].size, f"buffer {buf.arg}"
     elif buf.op is Ops.DEFINE_LOCAL: region = self.locals[self.pos[id(buf)]]; size, label = region.size, f"local {self.pos[id(buf)]}"
     else: raise EmulatorError(f"{self.name}: can't address {buf.op.name}")
-    mm = m[:, None] if n > 1 else m
+    mm = np.broadcast_to(m[:, None], idx.shape) if n > 1 else m
     if (oob := mm & ((idx < 0) | (idx >= size))).any():
       lanes = oob.any(1) if n > 1 else oob
       bad = lambda l: int(idx[l][np.flatnonzero(oob[l])[0]] if n > 1 else idx[l])
       self._fail(OutOfBounds, lanes, lambda l: f"out-of-bounds {u.op.name.lower()} of {label} at index {bad(l)} (size {size})")
     if region is not None: idx = idx + (self.grp[:, None] if n > 1 else self.grp) * size   # each workgroup its own copy
-    return region, idx, m, buf.dtype.base, label, n
+    return region, idx, mm, buf.dtype.base, label, n
 
   def _load(self, u):
-    region, idx, m, dt, label, n = self._addr(u)
-    mm = m[:, None] if n > 1 else m
+    region, idx, mm, dt, label, n = self._addr(u)
     safe = np.where(mm, idx, 0)
     if region is None:
       data = self.mem[u.src[0].src[0].arg]
@@ -191,8 +190,7 @@ class Interpreter:
     return np.where(mm, from_mem(raw, dt), 0).astype(reg_np(u.dtype))
 
   def _store(self, u):
-    region, idx, m, dt, label, n = self._addr(u)
-    mm = m[:, None] if n > 1 else m
+    region, idx, mm, dt, label, n = self._addr(u)
     val = np.broadcast_to(self.v[self.pos[id(u.src[1])]], idx.shape)
     bits = to_mem(val, dt)
     if region is None: self.mem[u.src[0].src[0].arg][idx[mm]] = bits[mm]
