@@ -192,3 +192,16 @@ def test_vectors_loops_and_formats():
   np.testing.assert_equal(out, inp * np.repeat(inp[:4], 4))
   s = np.float32(inp.sum())
   assert (bits == s.view(np.int32)).all() and (bf == ((np.float32(s + np.float32(1/3)).view(np.uint32) + 0x7FFF) >> 16)).all()
+
+def test_barrier_in_divergent_code():
+  lds = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(4, "local"), (), 0)
+  l = UOp(Ops.SPECIAL, dtypes.index, (), ("lidx0",))
+  st = _st(lds, l, _c(1.0, dtypes.float32))
+  cond = UOp(Ops.IF, dtypes.void, (UOp(Ops.CMPLT, dtypes.bool, (l, _c(2))), st))
+  bar = UOp(Ops.BARRIER, dtypes.void, (cond,))
+  prog = [u for u in UOp(Ops.SINK, dtypes.void, (bar,)).toposort() if u.op is not Ops.SINK] + [UOp(Ops.ENDIF, dtypes.void, (cond,))]
+  prog = [_g(0)] + prog
+  ren = EmulatedRenderer(ToyGPURenderer())
+  prg = EmulatorProgram("k", ren.compiler.compile(ren.render("k", prog)))
+  with pytest.raises(EmulatorError, match=r"barrier in divergent control flow.*local \(2, 0, 0\)"):
+    prg(memoryview(np.zeros(4, np.float32)).cast("B"), global_size=(1, 1, 1), local_size=(4, 1, 1))

@@ -81,8 +81,17 @@ class Interpreter:
     self.v = v
     nodes, pos = self.nodes, self.pos
     loops: dict[int, int] = {}
+    self.pc = 0
+    try: self._exec(nodes, pos, v, loops, N)
+    except (TypeError, ValueError, IndexError) as e:   # a malformed program: say which op, not just numpy's complaint
+      u = nodes[self.pc]
+      raise EmulatorError(f"{self.name}: op {self.pc} {u.op.name} {u.dtype}: {type(e).__name__}: {e}"
+                          + ("" if all(v[pos[id(s)]] is not None for s in u.src if id(s) in pos) else " (a source was used before it was computed)")) from e
+
+  def _exec(self, nodes, pos, v, loops, N):
     pc = 0
     while pc < len(nodes):
+      self.pc = pc
       u = nodes[pc]
       op = u.op
       if op in GroupOp.ALU:
@@ -117,7 +126,7 @@ class Interpreter:
       elif op is Ops.DEFINE_VAR:
         if id(u) not in self.varvals: raise EmulatorError(f"{self.name}: no value for variable {u.arg[0]}")
         v[pc] = np.asarray(self.varvals[id(u)], reg_np(u.dtype))
-      elif op is Ops.DEFINE_LOCAL: self.locals[pc] = _Local(u.dtype, B)
+      elif op is Ops.DEFINE_LOCAL: self.locals[pc] = _Local(u.dtype, N // self.L)
       elif op is Ops.CAST: v[pc] = cast(v[pos[id(u.src[0])]], u.src[0].dtype, u.dtype)
       elif op is Ops.BITCAST: v[pc] = bitcast(v[pos[id(u.src[0])]], u.src[0].dtype, u.dtype)
       elif op is Ops.VECTORIZE: v[pc] = np.stack([np.broadcast_to(v[pos[id(s)]], (N,)) for s in u.src], -1).astype(reg_np(u.dtype))
