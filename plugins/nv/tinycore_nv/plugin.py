@@ -1,6 +1,7 @@
-"""The light entry-point module of tinycore-nv: declares NV (kernel-driver) and CUDA (CUDA driver API) devices.
+"""The light entry-point module of tinycore-nv: declares the NV and CUDA devices, their renderers (CUDA C, PTX),
+interfaces (the driver API, PCI probing, EMU) and the probe/smi/emulator hooks.
 
-Nothing here loads libcuda or NVRTC; the factories only check what is missing and say so."""
+Nothing here loads libcuda, NVRTC or NVML: device.py, nvrtc.py and smi.py do, on first use."""
 import ctypes.util, glob, os
 from tinycore.interface import Interface
 TINYCORE_PLUGIN_API = (1, 1)
@@ -15,15 +16,16 @@ def _missing() -> str:
   if not _gpus(): return "no NVIDIA GPU on the PCI bus"
   if not glob.glob("/dev/nvidia[0-9]*"): return "the nvidia kernel driver is not loaded (no /dev/nvidia*)"
   if ctypes.util.find_library("cuda") is None: return "libcuda.so not found (install the NVIDIA driver)"
-  return "the NV runtime is not implemented in tinycore-nv 0.1.0 yet"
+  return "the CUDA driver sees no usable GPU"
 
 def _open(device_name: str, spec):
   from tinycore.device import DeviceUnavailable
-  if spec.iface == "EMU": raise DeviceUnavailable(f"EMU+{spec.device} needs the shared emulator, not in this tinycore yet")
-  raise DeviceUnavailable(_missing())
+  if spec.iface != "EMU" and (why := _missing()) != "the CUDA driver sees no usable GPU": raise DeviceUnavailable(why)   # cheap checks first
+  from tinycore_nv.device import open_device
+  return open_device(device_name, spec)
 
 class NVDrv(Interface):
-  name, default = "NVDRV", True   # /dev/nvidia* ioctls, like tinygrad's NV
+  name, default = "NVDRV", True   # the kernel driver; today opened through libcuda (direct ioctls may come later)
   def count(self): return len(glob.glob("/dev/nvidia[0-9]*"))
   def probe(self): return _gpus()
   def unavailable_reason(self): return None if self.count() else _missing()
@@ -39,7 +41,11 @@ class PCIIface(Interface):
   def unavailable_reason(self): return None if self.count() else "no NVIDIA GPU on the PCI bus"
 class EmuIface(Interface):
   name, kind = "EMU", "emulator"
-  def unavailable_reason(self): return "the shared emulator is not in this tinycore yet"
+  def count(self): return 1
+  def unavailable_reason(self):
+    try: import tinycore.emulator   # noqa: F401
+    except ImportError: return "this tinycore has no shared emulator (tinycore.emulator)"
+    return None
 
 def tinycore_devices():
   return [{"name": "NV", "factory": _open, "priority": 100, "description": "NVIDIA GPU through the kernel driver"},
@@ -48,8 +54,8 @@ def tinycore_devices():
 def tinycore_renderers(device):
   if device not in ("NV", "CUDA"): return None
   archs = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
-  return [{"name": "CUDA", "default": True, "archs": archs, "description": "CUDA C compiled by NVRTC"},
-          {"name": "PTX", "archs": archs, "description": "PTX assembled by the driver"}]
+  return [{"name": "CUDA", "default": True, "archs": archs, "load": "tinycore_nv.renderer_cuda:CUDARenderer", "description": "CUDA C compiled by NVRTC"},
+          {"name": "PTX", "archs": archs, "load": "tinycore_nv.renderer_ptx:PTXRenderer", "description": "PTX assembled by ptxas or the driver"}]
 
 def tinycore_interfaces(device):
   if device == "NV": return [NVDrv(), PCIIface(), EmuIface()]
@@ -61,4 +67,10 @@ def tinycore_probe():
 
 def tinycore_smi(device):
   if device not in ("NV", "CUDA"): return None
-  return [{"device": device, "index": i, "name": "NVIDIA GPU", "bus": g["bus"], "status": _missing()} for i, g in enumerate(_gpus())]
+  from tinycore_nv.smi import smi
+  return smi(device, _missing())
+
+def tinycore_emulator(device):
+  if device not in ("NV", "CUDA"): return None
+  from tinycore_nv.emulator import model
+  return model(device)

@@ -1,0 +1,21 @@
+"""NVIDIA's execution model for the shared emulator (`DEV=EMU+NV`): warps of 32, 48 KB of shared memory per block
+(the default without the opt-in carve-out), 1024 threads per block, and the mma.m16n8k16 fragment layouts of sm_80+.
+The CUDA renderer drives codegen (so its choices are NV's); the interpreter runs the linearized program."""
+from __future__ import annotations
+
+def model(device: str, arch: str | None = None):
+  from tinycore.dtype import dtypes
+  from tinycore.emulator import ExecModel, mma_m16n8k16
+  from tinycore_nv.renderer_cuda import parse_arch
+  arch = parse_arch(arch)
+  tcs = (mma_m16n8k16(dtypes.float16, dtypes.float32), mma_m16n8k16(dtypes.bfloat16, dtypes.float32)) if int(arch[3:].rstrip("af")) >= 80 else ()
+  return ExecModel(name=f"{device.lower()}-{arch}", warp_size=32, local_mem=48 * 1024, max_workgroup=1024, tensor_cores=tcs)
+
+def open_emu(device_name: str, spec):
+  try: from tinycore.emulator import open_emulated
+  except ImportError: 
+    from tinycore.device import DeviceUnavailable
+    raise DeviceUnavailable("EMU+NV needs tinycore's shared emulator (tinycore.emulator), missing from this tinycore") from None
+  from tinycore_nv.device import make_renderer
+  # the renderer is never compiled here: NVRTC need not be installed
+  return open_emulated(device_name, make_renderer(spec.renderer, spec.arch), model(spec.device, spec.arch))
