@@ -148,3 +148,12 @@ def test_f16_nan_and_emulated_half():
           "  print('ok')")
   p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "WEBGPU_F16": "0"}, capture_output=True, text=True, timeout=120)
   assert p.returncode == 0 and "ok" in p.stdout, p.stderr[-2000:]
+
+def test_assign_setitem_and_variable():
+  from tinycore import Variable
+  a = Tensor(np.arange(6, dtype=np.float32)).realize()
+  a.assign(a + 1).realize()   # the same buffer read and written by one dispatch
+  a[2:4] = 9
+  eq(a, np.array([1, 2, 9, 9, 5, 6], np.float32))
+  v = Variable("n", 1, 8).bind(3)   # a symbolic bound: its value reaches the kernel through tc_info
+  assert Tensor.ones(8).contiguous()[:v].sum().item() == 3
