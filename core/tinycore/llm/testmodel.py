@@ -11,17 +11,20 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }
 
 def _vocab(kind: str) -> dict:
   if kind == "llama":   # pieces: specials, single chars, merged words (with and without the '▁' word marker)
-    toks = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS] + ["▁" + c for c in "aiot"]
-    types = [2, 3, 3, 3, 3] + [1] * (len(toks) - 5)
-    scores = [0.0] * 5 + [-1.0] * (1 + len(CHARS)) + [float(len(w)) for w in toks[6 + len(CHARS):]]
+    toks = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS] + ["▁" + c for c in "aiot"] + ["<0x0A>"]
+    types = [2, 3, 3, 3, 3] + [1] * (len(toks) - 6) + [6]   # 6: a byte-fallback piece
+    scores = [0.0] * 5 + [-1.0] * (1 + len(CHARS)) + [float(len(w)) for w in toks[6 + len(CHARS):-1]] + [0.0]
     return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": toks, "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types,
             "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.unknown_token_id": 0}
   sp = _byte_chars()[ord(" ")]   # 'Ġ'
   merges: list[str] = []
-  def add(w: str):   # merges that build w left to right, each result a token
-    for i in range(2, len(w) + 1):
-      m = f"{w[:i - 1]} {w[i - 1]}"
-      if m not in merges: merges.append(m)
+  def add(w: str):   # merge until w is one symbol: apply the merges so far (in rank order), then join the first two left
+    syms = list(w)
+    while len(syms) > 1:
+      ranked = [(merges.index(f"{a} {b}"), i) for i, (a, b) in enumerate(zip(syms, syms[1:])) if f"{a} {b}" in merges]
+      if ranked: i = min(ranked)[1]
+      else: merges.append(f"{syms[0]} {syms[1]}"); i = 0
+      syms[i:i + 2] = [syms[i] + syms[i + 1]]
   for w in WORDS: add(w); add(sp + w)
   toks = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [sp, "\u010a"] + list(CHARS)   # \u010a: byte-level '\n'
   for m in merges:

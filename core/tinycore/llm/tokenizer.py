@@ -85,7 +85,7 @@ class Tokenizer:
     first = True
     for i in ids:
       t, ty = self.tokens[i], self.types[i]
-      if ty == 3 and skip_special: continue
+      if ty in (2, 3) and skip_special: continue
       if self.model == "llama":
         if ty == 6 and re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t): buf.append(int(t[3:5], 16)); continue
         s = t.replace("▁", " ")
