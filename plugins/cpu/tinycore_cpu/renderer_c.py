@@ -39,6 +39,15 @@ static inline unsigned short __tc_to_half(float f) { unsigned int x; memcpy(&x, 
   unsigned short h = sign | (e << 10) | (mant >> 13); unsigned int rem = mant & 0x1fff; if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++; return h; }
 #endif
 static inline float __tc_round_half(float f) { return __tc_from_half(__tc_to_half(f)); }
+/* 2^x without a libm call, so loops over it vectorize: 2^n * p(f) with n = round(x), |f| <= 0.5, p the degree-6 Taylor
+   polynomial of 2^f (relative error < 2e-7, about 1-2 ulp). The scale is built as 2^(n-1) so n = 128 stays finite
+   until p(f)*2 overflows; results below 2^-126 flush to 0 (no denormals); nan stays nan. */
+static inline float __tc_exp2(float x) {
+  float xc = fminf(fmaxf(x, -127.0f), 128.0f), n = floorf(xc + 0.5f), f = xc - n;
+  float p = 1.5403530393381606e-4f; p = p*f + 1.3333558146428441e-3f; p = p*f + 9.618129107628477e-3f;
+  p = p*f + 5.5504108664821576e-2f; p = p*f + 0.2402265069591007f; p = p*f + 0.6931471805599453f; p = p*f + 1.0f;
+  int e = (int)n + 126; int bits = (e < 1 ? 1 : e) << 23; float sc; memcpy(&sc, &bits, 4);
+  return x != x ? x : x < -126.0f ? 0.0f : (p * 2.0f) * sc; }
 static inline float __tc_from_fp8e4m3(unsigned char x) { return __tc_fp8_decode(x, 4, 3, 1); }
 static inline unsigned char __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
 static inline float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
@@ -57,6 +66,9 @@ class CRenderer(CStyleRenderer):
   def __init__(self, compiler=None):
     from tinycore_cpu.compiler_c import CCompiler
     self.compiler = compiler or CCompiler()
+  def math(self, fn: str, dt, *a: str) -> str:
+    if fn == "exp2" and dt in (dtypes.float32, *self.emulated): return f"__tc_exp2({a[0]})"
+    return super().math(fn, dt, *a)
   def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str:
     if first_global: return f"for (int {name} = core_start; {name} < core_end; {name}++) {{"
     return super().render_range(u, name, bound, first_global)
