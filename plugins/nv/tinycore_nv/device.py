@@ -84,7 +84,7 @@ class NVProgram:
       check(lib.cuEventRecord(ev[1], None), "cuEventRecord")
       check(lib.cuEventSynchronize(ev[1]), "cuEventSynchronize")
       ms = ctypes.c_float()
-      check(lib.cuEventElapsedTime(ctypes.byref(ms), ev[0], ev[1]), "cuEventElapsedTime")
+      check(lib.event_elapsed(ctypes.byref(ms), ev[0], ev[1]), "cuEventElapsedTime")
       for e in ev: lib.cuEventDestroy_v2(e)
       return ms.value / 1e3
   def __del__(self):
