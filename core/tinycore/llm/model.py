@@ -77,10 +77,10 @@ class Transformer:
     pv = Tensor.ones(M)[:pos].sum() if isinstance(pos, UOp) else Tensor(float(pos))
     posn = pv + Tensor.arange(T).cast(dtypes.float32)                    # (T,)
     ang = posn.reshape(T, 1) * self.inv_freq.reshape(1, -1)
-    cos, sin = ang.cos(), ang.sin()
+    cos, sin = ang.cos().contiguous(), ang.sin().contiguous()   # computed once, not inside every layer's kernels
     slots = Tensor.arange(M).cast(dtypes.float32)
     hit = slots.reshape(M, 1) == posn.reshape(1, T)                      # (M, T): cache row m takes token t
-    written = hit.cast(dtypes.float32).sum(-1).reshape(M, 1) > 0
+    written = (hit.cast(dtypes.float32).sum(-1).reshape(M, 1) > 0).contiguous()
     symbolic_read = T == 1 and isinstance(pos, UOp)
     mask = None if symbolic_read else slots.reshape(1, M) <= posn.reshape(T, 1)   # causal over the whole cache
     rep = cfg.n_heads // cfg.n_kv_heads   # query head j reads kv head j // rep
@@ -104,7 +104,7 @@ class Transformer:
       s = (q.reshape(1, cfg.n_kv_heads, rep, T, 1, cfg.head_dim) * K).sum(-1, keepdim=True) * (1 / math.sqrt(cfg.head_dim))
       if mask is not None: s = mask.reshape(1, 1, 1, T, M, 1).where(s, -math.inf)
       att = (s.softmax(-2) * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
-      x = x + self.lin(att, b + "attn_output")
+      x = (x + self.lin(att, b + "attn_output")).contiguous()
       h = rms_norm(x, self.norms[b + "ffn_norm.weight"], cfg.eps)
-      x = x + self.lin(self.lin(h, b + "ffn_gate").silu() * self.lin(h, b + "ffn_up"), b + "ffn_down")
+      x = (x + self.lin(self.lin(h, b + "ffn_gate").silu() * self.lin(h, b + "ffn_up"), b + "ffn_down")).contiguous()   # one residual buffer per step
     return self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), self.out_name[:-len(".weight")])
