@@ -28,14 +28,15 @@ def _estimate(uops: list[UOp]) -> tuple[int, int]:
       mem += mult * dt.itemsize
   return ops, mem
 
-def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
+def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None) -> ProgramSpec:
+  """`opts`: optimization actions to apply (codegen/opt.py); None uses the heuristic, () none."""
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
   from tinycore.codegen.opt import optimize
   from tinycore.helpers import NOOPT
   k = lower_kernel(ast)
   k = graph_rewrite(k, symbolic)
-  if not NOOPT: k = optimize(k, renderer)
+  if not NOOPT or opts: k = optimize(k, renderer, opts)
   if renderer.has_local:
     from tinycore.codegen.gpudims import to_gpu_dims
     k = graph_rewrite(to_gpu_dims(k, (renderer.local_max or (256,))[0]), symbolic)

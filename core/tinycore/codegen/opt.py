@@ -75,36 +75,95 @@ def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
     return res
   return _simplify(k.replace(src=tuple(f(st) for st in k.src)))
 
-def optimize(k: UOp, renderer: Renderer) -> UOp:
-  if renderer.device != "CPU" or getenv("NOUPCAST", 0): return k
+# ---- actions: ("VEC", axis, n) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n) | ("SWAP", axis, axis); axes are RANGE args
+Opt = tuple
+
+def _range(k: UOp, arg) -> UOp:
+  for u in k.toposort():
+    if u.op is Ops.RANGE and u.arg == arg: return u
+  raise KeyError(f"no range {arg} in kernel")
+
+def apply_opt(k: UOp, opt: Opt) -> UOp:
+  kind = opt[0]
+  if kind == "VEC": return vectorize_global(k, _range(k, opt[1]), opt[2])
+  if kind == "UPCAST": return upcast_global(k, _range(k, opt[1]), opt[2])
+  if kind == "UPCAST_R": return upcast_reduce(k, _range(k, opt[1]), opt[2])
+  if kind == "SWAP":
+    # loop order: the outermost global loop is the one split across threads; swapping changes what stays in cache
+    a, b = _range(k, opt[1]), _range(k, opt[2])
+    return k.substitute({a: UOp(Ops.RANGE, a.dtype, a.src, b.arg), b: UOp(Ops.RANGE, b.dtype, b.src, a.arg)})
+  raise ValueError(f"unknown opt {opt!r}")
+
+def apply_opts(k: UOp, opts: tuple[Opt, ...]) -> UOp:
+  for o in opts: k = apply_opt(k, o)
+  return k
+
+def _globals(k: UOp) -> list[UOp]: return sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
+
+def _tile_axes(k: UOp) -> list[UOp]:
+  """Output axes worth a vector/upcast tile: unit stride in some load, and some load reused across them."""
+  return [g for g in reversed(_globals(k)) if _bound(g) and _unit_stride(k, g) and _reused(k, g)]
+
+def _second_axes(k: UOp, first) -> list[UOp]:
+  """Axes for the second tile dim, best first: the one most of the wide loads don't depend on."""
+  wide = [ind for ind in _loads(k) if ind.arg is not None or any(g.arg == first for g in ind.toposort() if g.op is Ops.RANGE)]
+  cands = [g for g in reversed(_globals(k)) if g.arg != first and _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k, g)]
+  return sorted(cands, key=lambda g: -sum(g not in ind.toposort() for ind in wide))
+
+def _eligible(k: UOp, renderer: Renderer) -> bool:
   topo = k.toposort()
-  glob = sorted((u for u in topo if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
-  reds = [u for u in topo if u.op is Ops.RANGE and u.arg[0] == "r"]
-  n_reduce = sum(1 for u in topo if u.op is Ops.REDUCE)
-  if not reds or n_reduce > 1: return k
-  # output tile: a unit-stride output axis by 16 (vector width) and another axis by 4 (reuse of each vector load)
-  done = []
-  for g in reversed(glob):
+  return renderer.device == "CPU" and not getenv("NOUPCAST", 0) and any(u.op is Ops.RANGE and u.arg[0] == "r" for u in topo) \
+    and sum(1 for u in topo if u.op is Ops.REDUCE) == 1
+
+def heuristic_opts(k: UOp, renderer: Renderer) -> tuple[Opt, ...]: return _heuristic(k, renderer)[0]
+
+def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
+  """Hand-tuned choice: a vector (or unrolled) tile on a unit-stride output axis, a second axis by 8 or 4 for reuse;
+  without an output tile, independent accumulators on the innermost unit-stride reduce. Returns the opts and the
+  kernel with them applied."""
+  if not _eligible(k, renderer): return (), k
+  vec = getattr(renderer, "vector_types", False) and getenv("VEC", 1)
+  for g in _tile_axes(k):
     b = _bound(g)
-    if b and _unit_stride(k, g) and _reused(k, g):
-      amt = next((a for a in (16, 8, 4) if b % a == 0 and b // a >= 1), None)
-      if amt and getattr(renderer, "vector_types", False) and amt >= 8 and getenv("VEC", 1):
-        try: k = vectorize_global(k, g, amt); done.append(g.arg); break
-        except CantVectorize: pass
-      if amt: k = upcast_global(k, g, amt); done.append(g.arg); break
-  if done:
-    # second tile axis: the one most of the wide loads don't depend on, so each wide load feeds that many accumulators
-    glob = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
-    wide = [ind for ind in _loads(k) if ind.arg is not None or any(g.arg in done for g in ind.toposort() if g.op is Ops.RANGE)]
-    cands = [g for g in reversed(glob) if g.arg not in done and _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k, g)]
-    if cands:
-      g = max(cands, key=lambda g: sum(g not in ind.toposort() for ind in wide))
-      k = upcast_global(k, g, 8 if _bound(g) % 8 == 0 and _bound(g) // 8 >= 2 else 4)
-    return k
-  # no output tile: split the innermost unit-stride reduce into independent accumulators
+    amt = next((a for a in (16, 8, 4) if b % a == 0), None)
+    if amt is None: continue
+    first: Opt = ("UPCAST", g.arg, amt)
+    if vec and amt >= 8:
+      try: k2, first = vectorize_global(k, g, amt), ("VEC", g.arg, amt)
+      except CantVectorize: k2 = upcast_global(k, g, amt)
+    else: k2 = upcast_global(k, g, amt)
+    sec = _second_axes(k2, g.arg)
+    if not sec: return (first,), k2
+    b2 = _bound(sec[0])
+    second = ("UPCAST", sec[0].arg, 8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4)
+    return (first, second), apply_opt(k2, second)
+  reds = [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]
   for r in reversed(reds):
     b = _bound(r)
     if b and b >= 64 and _unit_stride(k, r):
       amt = next((a for a in (16, 8, 4) if b % a == 0), None)
-      if amt: return upcast_reduce(k, r, amt)
-  return k
+      if amt: return (("UPCAST_R", r.arg, amt),), upcast_reduce(k, r, amt)
+  return (), k
+
+def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:
+  """The space BEAM searches: the heuristic's choice, other tile axes/widths/second-axis amounts, and the loop order
+  with the vector axis outermost (so its panel of the other operand stays in cache)."""
+  cands: list[tuple[Opt, ...]] = [(), heuristic_opts(k, renderer)]
+  if not _eligible(k, renderer): return cands
+  vec = getattr(renderer, "vector_types", False)
+  for g in _tile_axes(k)[:2]:
+    for amt in (16, 8):
+      if _bound(g) % amt: continue
+      try: k2, first = (vectorize_global(k, g, amt), ("VEC", g.arg, amt)) if vec else (upcast_global(k, g, amt), ("UPCAST", g.arg, amt))
+      except CantVectorize: k2, first = upcast_global(k, g, amt), ("UPCAST", g.arg, amt)
+      cands.append((first,))
+      for sec in _second_axes(k2, g.arg)[:2]:
+        for amt2 in (2, 4, 8):
+          if _bound(sec) % amt2 or _bound(sec) // amt2 < 2: continue
+          cands.append((first, ("UPCAST", sec.arg, amt2)))
+          glob = _globals(k2)
+          if glob and glob[0].arg != g.arg: cands.append((first, ("UPCAST", sec.arg, amt2), ("SWAP", glob[0].arg, g.arg)))
+  return list(dict.fromkeys(cands))
+
+def optimize(k: UOp, renderer: Renderer, opts: tuple[Opt, ...] | None = None) -> UOp:
+  return _heuristic(k, renderer)[1] if opts is None else apply_opts(k, opts)

@@ -36,7 +36,12 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   key = (device, str(dev.spec), ast)
   if (r := _runners.get(key)) is not None: return r
   from tinycore.codegen import get_program
-  p = get_program(ast, dev.renderer)
+  from tinycore.helpers import BEAM
+  opts = None
+  if BEAM >= 1:
+    from tinycore.codegen.search import beam_search
+    opts = beam_search(ast, dev, int(BEAM.value))
+  p = get_program(ast, dev.renderer, opts)
   if DEBUG >= 4: print(p.src)
   lib = dev.compiler.compile_cached(p.src)
   r = _runners[key] = CompiledRunner(p, dev.runtime(p.name, lib), device)

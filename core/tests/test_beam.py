@@ -1,0 +1,46 @@
+"""BEAM search: every variant it times computes the same result, the winner is cached, and BEAM results match numpy."""
+import numpy as np, pytest
+from tinycore import Tensor, Context, Device
+from tinycore.codegen import get_program, lower_kernel
+from tinycore.codegen import opt as O
+from tinycore.codegen.search import next_actions
+from tinycore.rewrite import graph_rewrite
+from tinycore.symbolic import symbolic
+pytestmark = pytest.mark.needs_device
+
+def _mm(n=64, m=48, k=32, seed=0):
+  rng = np.random.default_rng(seed)
+  return rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((k, m)).astype(np.float32)
+
+def test_beam_matmul_matches_numpy(tmp_path):
+  a, b = _mm()
+  with Context(BEAM=2, IGNORE_BEAM_CACHE=1, CACHEDB=str(tmp_path)):
+    out = (Tensor(a) @ Tensor(b)).numpy()
+  np.testing.assert_allclose(out, a @ b, atol=1e-4, rtol=1e-4)
+
+def test_every_action_sequence_is_correct():
+  """Each candidate BEAM may pick (two levels deep) gives the numpy answer."""
+  a, b = _mm(32, 64, 16, seed=1)
+  si = (Tensor(a) @ Tensor(b)).schedule()[-1]
+  dev = Device[si.bufs[0].device]
+  k0 = graph_rewrite(lower_kernel(si.ast), symbolic)
+  seqs = [(a1,) for a1 in next_actions(k0, dev.renderer, ())]
+  seqs += [s + (a2,) for s in seqs[:3] for a2 in next_actions(O.apply_opts(k0, s), dev.renderer, s)]
+  assert len(seqs) >= 4
+  for opts in seqs:
+    p = get_program(si.ast, dev.renderer, opts=opts)
+    prg = dev.runtime(p.name, dev.compiler.compile_cached(p.src))
+    for buf in si.bufs: buf.ensure_allocated()
+    prg(*[buf._buf for buf in si.bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True)
+    np.testing.assert_allclose(si.bufs[0].numpy().reshape(32, 64), a @ b, atol=1e-4, rtol=1e-4, err_msg=str(opts))
+
+def test_beam_result_is_cached(tmp_path, capsys):
+  a, b = _mm(16, 16, 16, seed=2)
+  with Context(BEAM=1, IGNORE_BEAM_CACHE=1, CACHEDB=str(tmp_path), BEAM_DEBUG=1):
+    (Tensor(a) @ Tensor(b)).numpy()
+  assert "variants in" in capsys.readouterr().out
+  from tinycore.engine import run
+  run._runners.clear()   # forget compiled runners so the search is asked again
+  with Context(BEAM=1, IGNORE_BEAM_CACHE=0, CACHEDB=str(tmp_path), BEAM_DEBUG=1):
+    np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, atol=1e-4)
+  assert "variants in" not in capsys.readouterr().out

@@ -1,0 +1,98 @@
+"""BEAM search: time real compiled variants of a kernel and keep the fastest (`BEAM=n`, n = beam width).
+
+Each round extends every kept candidate by one more optimization action (tile axis and width, then a second tile axis,
+then the loop order), compiles and times the new variants on scratch buffers, and keeps the n fastest. The winner is
+cached on disk per (renderer, kernel) so a later process pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
+from __future__ import annotations
+import hashlib, json, os, time
+from tinycore.uop import UOp, Ops
+from tinycore.helpers import getenv, cache_dir, ContextVar, IGNORE_BEAM_CACHE, DEBUG
+from tinycore.codegen import opt as O
+
+BEAM_DEBUG = ContextVar("BEAM_DEBUG", 0)
+
+def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
+  """Actions that may follow `applied` on kernel `k` (which already has them applied)."""
+  kinds = [a[0] for a in applied]
+  if not applied:
+    out = []
+    vec = getattr(renderer, "vector_types", False)
+    for g in O._tile_axes(k)[:3]:
+      for amt in (16, 8, 4):
+        if O._bound(g) % amt: continue
+        if vec and amt >= 8: out.append(("VEC", g.arg, amt))
+        out.append(("UPCAST", g.arg, amt))
+    for r in [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]:
+      if O._bound(r) and O._bound(r) >= 64 and O._unit_stride(k, r):
+        out += [("UPCAST_R", r.arg, a) for a in (4, 8, 16) if O._bound(r) % a == 0]
+    return out
+  if kinds[-1] in ("VEC", "UPCAST") and len(applied) == 1:
+    return [("UPCAST", g.arg, a) for g in O._second_axes(k, applied[0][1])[:2] for a in (2, 4, 8)
+            if O._bound(g) % a == 0 and O._bound(g) // a >= 2]
+  if "SWAP" not in kinds and kinds[0] in ("VEC", "UPCAST"):
+    glob = O._globals(k)
+    if glob and glob[0].arg != applied[0][1]: return [("SWAP", glob[0].arg, applied[0][1])]
+  return []
+
+def _cache_path(key: str) -> str: return os.path.join(cache_dir(), "beam", key[:2], key + ".json")
+
+def beam_search(ast: UOp, dev, width: int) -> tuple:
+  from tinycore.codegen import get_program, lower_kernel
+  from tinycore.rewrite import graph_rewrite
+  from tinycore.symbolic import symbolic
+  from tinycore.device import Buffer
+  renderer = dev.renderer
+  base = get_program(ast, renderer, opts=())
+  key = hashlib.sha256(f"{type(renderer).__name__}\0{renderer.name}\0{renderer.arch}\0{base.src}".encode()).hexdigest()
+  path = _cache_path(key)
+  if not IGNORE_BEAM_CACHE and os.path.exists(path):
+    try:
+      with open(path) as f: return tuple(tuple(a) if not isinstance(a[1], list) else (a[0], tuple(a[1]), *a[2:]) for a in json.load(f))
+    except (OSError, ValueError): pass
+  if base.vars: return O.heuristic_opts(graph_rewrite(lower_kernel(ast), symbolic), renderer)   # symbolic sizes: no timing
+  # scratch buffers of the kernel's sizes; values don't matter for timing
+  glob = sorted({u.arg: u for u in base.uops if u.op is Ops.DEFINE_GLOBAL}.items())
+  bufs = [Buffer(dev.device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in glob]
+  k0 = graph_rewrite(lower_kernel(ast), symbolic)
+  timed: dict[tuple, float] = {}
+  def time_opts(opts: tuple) -> float:
+    if opts in timed: return timed[opts]
+    try:
+      p = get_program(ast, renderer, opts=opts)
+      prg = dev.runtime(p.name, dev.compiler.compile_cached(p.src))
+      run = lambda: prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True, work=p.ops + p.mem)
+      t = run()
+      # only contenders get repeat runs (the minimum of 3): a variant 2x slower than the best is out already
+      best = min(timed.values(), default=float("inf"))
+      if t < 2 * best: t = min([t] + [run() for _ in range(2)])
+    except Exception as e:
+      if BEAM_DEBUG: print(f"  beam: {opts} failed: {type(e).__name__}: {e}")
+      t = float("inf")
+    timed[opts] = t
+    if BEAM_DEBUG: print(f"  beam: {t*1e6:10.1f} us  {opts}")
+    return t
+  st = time.perf_counter()
+  beam = [()]
+  time_opts(())
+  time_opts(O.heuristic_opts(k0, renderer))
+  while True:
+    nxt = []
+    for opts in beam:
+      try: k = O.apply_opts(k0, opts)
+      except Exception: continue
+      for a in next_actions(k, renderer, opts):
+        try: O.apply_opt(k, a)
+        except Exception: continue
+        nxt.append(opts + (a,))
+    if not nxt: break
+    for opts in nxt: time_opts(opts)
+    beam = sorted(set(nxt), key=lambda o: timed[o])[:width]
+  best = min(timed, key=timed.get)
+  if DEBUG >= 1 or BEAM_DEBUG: print(f"beam: {len(timed)} variants in {time.perf_counter()-st:.1f} s, best {timed[best]*1e6:.1f} us {best}")
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + f".tmp{os.getpid()}"
+    with open(tmp, "w") as f: json.dump(best, f)
+    os.replace(tmp, path)
+  except OSError: pass
+  return best
