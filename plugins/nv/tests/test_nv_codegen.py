@@ -11,6 +11,12 @@ from tinycore_nv.nvrtc import find_nvrtc, nvrtc_compile, find_cuda_include
 from tinycore_nv.ptxas import find_ptxas, ptxas
 
 DEV = "EMU+NV"   # the inputs' device: scheduling needs no CPU backend in the per-plugin venv
+
+@pytest.fixture(autouse=True)
+def _emu_default(registry):
+  # Tensor.empty(device=...) still asks for Device.DEFAULT, which no device answers in the core+nv venv
+  from tinycore.helpers import DEV as DEV_VAR
+  DEV_VAR.value = DEV   # the registry fixture restores it
 def E(shape, dt=dtypes.float32): return Tensor.empty(*shape, dtype=dt, device=DEV)
 CASES = {
   "add_f32": lambda: E((4, 5)) + E((4, 5)),
