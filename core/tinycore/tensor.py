@@ -39,7 +39,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
 
   def __init__(self, data: Any = None, device: str | tuple | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = to_dtype(dtype) if dtype is not None else None
-    device = _canon_device(device)
+    device = _canon_device(device) if device is not None or not isinstance(data, UOp) else None   # a UOp knows its device
     if isinstance(data, UOp): u = data
     elif data is None: u = _empty(device, (0,), dtype or dtypes.default_float)
     elif isinstance(data, (bool, int, float)): u = UOp.const(dtype or dtypes.from_py(data), data, device)
@@ -125,7 +125,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   def contiguous_backward(self) -> Tensor: return self
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
   def to(self, device: str | tuple | None) -> Tensor:
-    device = _canon_device(device)
+    device = _canon_device(device) if device is not None or not isinstance(data, UOp) else None   # a UOp knows its device
     if device == self.device: return self
     if isinstance(device, tuple): return self.shard(device)
     return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), device))

@@ -278,11 +278,12 @@ def _shape(u: UOp) -> tuple | None:
   if op is Ops.BUFFER: return (u.arg.size,)
   if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
   if op is Ops.CONST: return () if u.src else None
-  if op in (Ops.DEFINE_VAR, Ops.BIND): return None
+  if op is Ops.BIND: return ()   # a bound Variable used as a tensor value is a scalar
+  if op is Ops.DEFINE_VAR: return None
   if op is Ops.RESHAPE or op is Ops.EXPAND: return u.arg
   if op is Ops.PERMUTE: return tuple(u.src[0].shape[i] for i in u.arg)
   if op is Ops.PAD: return tuple(s + b + e for s, (b, e) in zip(u.src[0].shape, u.arg))
-  if op is Ops.SHRINK: return tuple(e - b for b, e in u.arg)
+  if op is Ops.SHRINK: return tuple(e - b if isinstance(e, int) and isinstance(b, int) else ssimplify(e - b) for b, e in u.arg)
   if op is Ops.FLIP: return u.src[0].shape
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
   if op in GroupOp.Elementwise or op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.BUFFER_VIEW):

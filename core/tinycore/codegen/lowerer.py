@@ -63,7 +63,8 @@ class Lowerer:
     s = u.src[0] if u.src else None
     if op is Ops.RESHAPE:
       while s.op is Ops.RESHAPE: s = s.src[0]   # reshapes compose: go straight to the first one's source
-      return self.emit(s, _reshape_index(idx, s.shape, u.shape), valid)
+      # a Variable used as a value is a scalar (its kernel-level node has no shape)
+      return self.emit(s, _reshape_index(idx, s.shape if s.shape is not None else (), u.shape), valid)
     if op is Ops.PERMUTE:
       nidx = [None] * len(idx)
       for out_i, src_i in enumerate(u.arg): nidx[src_i] = idx[out_i]
@@ -103,7 +104,13 @@ def lower_kernel(ast: UOp) -> UOp:
   """SINK(value) with DEFINE_GLOBAL(0) as the output -> SINK(STORE(INDEX(out, i), value)) over global RANGEs."""
   root = ast.src[0]
   shape = root.shape
-  out = UOp(Ops.DEFINE_GLOBAL, root.dtype.base.ptr(prod(s if isinstance(s, int) else int(s.vmax) for s in shape)), (), 0)
   rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("g", i)) if not (isinstance(s, int) and s == 1) else _c(0) for i, s in enumerate(shape))
-  val = Lowerer().emit(root, rngs, None)
+  lw = Lowerer()
+  val = lw.emit(root, rngs, None)
+  if len(ast.src) > 1:
+    # assign into a view of the output (e.g. one row of a cache): the view's index math places each element
+    ld = lw.emit(ast.src[1], rngs, None)
+    if ld.op is not Ops.LOAD: raise NotImplementedError("assign target view must be made of reshape/permute/shrink/flip")
+    return UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (ld.src[0], val)),), ast.arg)
+  out = UOp(Ops.DEFINE_GLOBAL, root.dtype.base.ptr(prod(s if isinstance(s, int) else int(s.vmax) for s in shape)), (), 0)
   return UOp(Ops.SINK, dtypes.void, (out.index(linear_index(rngs, shape)).store(val),), ast.arg)

@@ -91,14 +91,16 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
     if u not in realize: continue
     if u.op is Ops.ASSIGN:
       target = u.src[0]
-      if not _is_view_of_buffer(target): raise NotImplementedError("assign into a non-contiguous view is not supported; assign into the whole tensor")
+      if target.base.op is not Ops.BUFFER: raise RuntimeError("scheduler bug: assign target is not a buffer view")
+      if any(n.op in (Ops.EXPAND, Ops.PAD) for n in target.toposort()):
+        raise ValueError(f"can't assign into a broadcast or padded view (target shape {target.shape})")
       out_buf = target.base.arg
       value = u.src[1]
       # reading the target through a different view while writing it would race: compute into a fresh buffer first
       if any(n.op is Ops.BUFFER and n.arg is out_buf for n in value.toposort()) and _reads_shifted(value, target.base):
         tmp = _kernel_item(value, Buffer(value.device, value.size, value.dtype), buf_of, items)
         value = tmp
-      _kernel_item(value, out_buf, buf_of, items, out_node=u)
+      _kernel_item(value, out_buf, buf_of, items, out_node=u, store_view=None if _is_view_of_buffer(target) else target)
       buf_of[u] = target
       continue
     out = Buffer(u.device, _max_size(u), u.dtype) if u.op is not Ops.ASSIGN else None
@@ -133,14 +135,16 @@ def _reads_shifted(value: UOp, buf: UOp) -> bool:
   """`value` reads `buf` through a view that moves elements (anything but a reshape), so element i may read j != i."""
   return any(n.op in GroupOp.Movement and n.op is not Ops.RESHAPE and buf in n.toposort() for n in value.toposort())
 
-def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp | None = None) -> UOp:
-  """Schedule one kernel computing `u` into `out`; returns the BUFFER view that now holds it."""
+def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp | None = None, store_view: UOp | None = None) -> UOp:
+  """Schedule one kernel computing `u` into `out` (or into the view `store_view` of it); returns the BUFFER view that
+  now holds it."""
   out_uop = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
   if out_node is not None: buf_of[out_node] = out_uop
   if all_int(u.shape) and u.size == 0: return out_uop
   # the kernel's graph: realized sources become loads, buffers become numbered placeholders
   bufs: list = [out]
-  gl: dict[Buffer, UOp] = {}
+  # the output is placeholder 0; a kernel that also reads it (in-place update) reads through that same pointer
+  gl: dict[Buffer, UOp] = {out: UOp(Ops.DEFINE_GLOBAL, out.dtype.ptr(out.size), (), 0)}
   var_vals: dict[UOp, int] = {}
   memo: dict[UOp, UOp] = {}
   def build(n: UOp, root=False) -> UOp:
@@ -163,6 +167,6 @@ def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp |
   # contiguous(x) copies x, which may itself be realized (an assign, another contiguous): then it's a load of it
   body = build(u.src[0]) if u.op is Ops.CONTIGUOUS else build(u, root=True)
   if body.op is Ops.CONTIGUOUS: body = body.src[0]
-  ast = UOp(Ops.SINK, dtypes.void, (body,))
+  ast = UOp(Ops.SINK, dtypes.void, (body,) if store_view is None else (body, build(store_view)))
   items.append(ScheduleItem(ast, bufs, var_vals))
   return out_uop
