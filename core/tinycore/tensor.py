@@ -125,7 +125,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   def contiguous_backward(self) -> Tensor: return self
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
   def to(self, device: str | tuple | None) -> Tensor:
-    device = _canon_device(device) if device is not None or not isinstance(data, UOp) else None   # a UOp knows its device
+    device = _canon_device(device)
     if device == self.device: return self
     if isinstance(device, tuple): return self.shard(device)
     return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), device))
