@@ -133,7 +133,14 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       except CantVectorize: k2 = upcast_global(k, g, amt)
     else: k2 = upcast_global(k, g, amt)
     sec = _second_axes(k2, g.arg)
-    if not sec: return (first,), k2
+    if not sec:
+      # a single output axis (matrix-vector): widen the tile along it, so each row of the streamed operand is read
+      # as 4 consecutive vectors (whole cache lines, fewer strided passes)
+      g2 = _range(k2, g.arg)
+      if _bound(g2) and _bound(g2) % 4 == 0 and _bound(g2) // 4 >= 8:
+        wide = ("UPCAST", g.arg, 4)
+        return (first, wide), apply_opt(k2, wide)
+      return (first,), k2
     b2 = _bound(sec[0])
     second = ("UPCAST", sec[0].arg, 8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4)
     return (first, second), apply_opt(k2, second)
