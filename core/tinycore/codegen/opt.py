@@ -136,8 +136,8 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     if not sec:
       # a single output axis (matrix-vector): widen the tile along it, so each row of the streamed operand is read
       # as 4 consecutive vectors (whole cache lines, fewer strided passes)
-      g2 = _range(k2, g.arg)
-      if _bound(g2) and _bound(g2) % 4 == 0 and _bound(g2) // 4 >= 8:
+      left = b // amt   # the tiled range's remaining trip count (a range of 1 was simplified away)
+      if left % 4 == 0 and left // 4 >= 8:
         wide = ("UPCAST", g.arg, 4)
         return (first, wide), apply_opt(k2, wide)
       return (first,), k2
@@ -173,4 +173,8 @@ def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:
   return list(dict.fromkeys(cands))
 
 def optimize(k: UOp, renderer: Renderer, opts: tuple[Opt, ...] | None = None) -> UOp:
+  # GPUs (thread indices): register tiles + workgroup shape live in opt_gpu.py; it maps the output loops to threads itself
+  if opts is None and renderer.has_local:
+    from tinycore.codegen.opt_gpu import optimize_gpu
+    return optimize_gpu(k, renderer)
   return _heuristic(k, renderer)[1] if opts is None else apply_opts(k, opts)
