@@ -1,6 +1,7 @@
-"""The light entry-point module of tinycore-amd: declares the AMD device with KFD, PCI, USB and EMU interfaces.
+"""The light entry-point module of tinycore-amd: declares the AMD device, its renderers (LLVM IR via llvmlite, HIP
+C++ via clang), interfaces (KFD, PCI, USB, EMU) and the probe/smi/emulator hooks.
 
-Nothing here opens /dev/kfd or loads a compiler; the factory only checks what is missing and says so."""
+Nothing here opens /dev/kfd, starts llvmlite or looks for clang: device.py, compiler.py and smi.py do, on use."""
 import os
 from tinycore.interface import Interface
 TINYCORE_PLUGIN_API = (1, 1)
@@ -13,47 +14,60 @@ def _gpus() -> list[dict]:
 def _missing() -> str:
   if not _gpus(): return "no AMD GPU on the PCI bus"
   if not os.path.exists("/dev/kfd"): return "the amdgpu kernel driver is not loaded (no /dev/kfd)"
-  return "the AMD runtime is not implemented in tinycore-amd 0.1.0 yet"
+  return "the KFD runtime is not implemented in tinycore-amd yet (compile-only; DEV=EMU+AMD emulates)"
 
 def _open(device_name: str, spec):
-  from tinycore.device import DeviceUnavailable
-  if spec.iface == "EMU": raise DeviceUnavailable(f"EMU+{spec.device} needs the shared emulator, not in this tinycore yet")
-  if spec.iface == "USB": raise DeviceUnavailable("no USB-attached AMD GPU found")
-  raise DeviceUnavailable(_missing())
+  from tinycore_amd.device import open_device
+  return open_device(device_name, spec)
 
 class KFD(Interface):
-  name, default = "KFD", True
+  name, default = "KFD", True    # the amdgpu kernel driver's compute interface
   def count(self): return len(_gpus()) if os.path.exists("/dev/kfd") else 0
-  def probe(self): return _gpus()
-  def unavailable_reason(self): return None if self.count() else _missing()
+  def probe(self):
+    from tinycore_amd.topology import kfd_nodes
+    return [n for n in kfd_nodes() if n.get("gfx")] or _gpus()
+  def unavailable_reason(self): return _missing()   # even with a GPU: no runtime yet
 class PCIIface(Interface):
   name = "PCI"
   def count(self): return len(_gpus())
   def probe(self): return _gpus()
-  def unavailable_reason(self): return None if self.count() else "no AMD GPU on the PCI bus"
+  def unavailable_reason(self): return "no AMD GPU on the PCI bus" if not self.count() else "PCI+AMD only probes: no userspace driver yet"
 class USBIface(Interface):
   name = "USB"
   def count(self): return 0
   def unavailable_reason(self): return "no USB-attached AMD GPU found"
 class EmuIface(Interface):
   name, kind = "EMU", "emulator"
-  def unavailable_reason(self): return "the shared emulator is not in this tinycore yet"
+  def count(self): return 1
+  def unavailable_reason(self):
+    try: import tinycore.emulator   # noqa: F401
+    except ImportError: return "this tinycore has no shared emulator (tinycore.emulator)"
+    return None
 
 def tinycore_devices():
-  return [{"name": "AMD", "factory": _open, "priority": 95, "description": "AMD GPU (RDNA2+, CDNA)"}]
+  return [{"name": "AMD", "factory": _open, "priority": 95, "description": "AMD GPU (RDNA2+, CDNA) through KFD"}]
 
 def tinycore_renderers(device):
   if device != "AMD": return None
-  archs = ("gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200", "gfx1201")
-  return [{"name": "LLVM", "default": True, "archs": archs, "description": "LLVM IR for the amdgcn target"},
-          {"name": "HIP", "archs": archs, "description": "HIP C compiled by clang"}]
+  from tinycore_amd.arch import ARCHS   # a table, no imports
+  archs = tuple(ARCHS)
+  return [{"name": "LLVM", "default": True, "archs": archs, "load": "tinycore_amd.renderer_llvm:AMDLLVMRenderer", "description": "AMDGPU LLVM IR compiled by llvmlite"},
+          {"name": "HIP", "archs": archs, "load": "tinycore_amd.renderer_hip:HIPRenderer", "description": "HIP C++ compiled by clang (-nogpulib)"}]
 
 def tinycore_interfaces(device):
   return [KFD(), PCIIface(), USBIface(), EmuIface()] if device == "AMD" else None
 
 def tinycore_probe():
-  return [{"device": "AMD", "name": "AMD GPU", **g} for g in _gpus()]
+  from tinycore_amd.topology import kfd_nodes
+  nodes = {n["pci"]: n for n in kfd_nodes() if n.get("gfx")}   # matched by PCI address (location_id)
+  return [{"device": "AMD", "name": "AMD GPU", **g, **nodes.get(g["bus"], {})} for g in _gpus()]
 
 def tinycore_smi(device):
   if device != "AMD": return None
-  return [{"device": "AMD", "index": i, "name": "AMD GPU", "bus": g["bus"], "status": _missing()} for i, g in enumerate(_gpus())]
+  from tinycore_amd.smi import smi
+  return smi(_missing())
+
+def tinycore_emulator(device):
+  if device != "AMD": return None
+  from tinycore_amd.emulator import model
+  return model(device)

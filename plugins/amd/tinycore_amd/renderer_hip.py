@@ -1,0 +1,95 @@
+"""HIP-dialect C++ for clang's amdgcn-amd-amdhsa target, built with no ROCm install (-nogpulib, no HIP headers).
+
+The shared C-style renderer with AMD's kernel signature and thread indices from the `__builtin_amdgcn_*` intrinsics.
+Math calls are clang builtins that lower to LLVM intrinsics the AMDGPU backend selects natively (no device libs):
+half is native `_Float16`; bfloat16/fp8 are emulated (float in registers, their bits in memory); float64
+transcendentals are computed in float32 (exp2/log2/sin have no f64 instruction and no libm here); pow is
+exp2(y*log2(x)), so a negative base gives NaN."""
+from __future__ import annotations
+from tinycore.renderer.cstyle import CStyleRenderer
+from tinycore.uop import UOp, Ops
+from tinycore.dtype import DType, dtypes
+from tinycore_amd.arch import parse_arch
+from tinycore_amd.tensor_cores import tensor_cores
+
+_HELPERS = r"""#define __global__ __attribute__((global))
+#define TCD static __attribute__((device, always_inline)) inline
+#define INFINITY __builtin_inff()
+#define NAN __builtin_nanf("")
+TCD float __tc_from_bfloat16(unsigned short x) { return __builtin_bit_cast(float, (unsigned int)x << 16); }
+TCD unsigned short __tc_to_bfloat16(float f) {   /* nearest even on the top half; NaN stays quiet */
+  unsigned int u = __builtin_bit_cast(unsigned int, f);
+  return f != f ? 0x7fc0 : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+TCD float __tc_round_bfloat16(float f) { return __tc_from_bfloat16(__tc_to_bfloat16(f)); }
+TCD float __tc_fp8_dec(unsigned char x, int e, int m, int fn) {
+  int bias = (1 << (e - 1)) - 1, ex = (x >> m) & ((1 << e) - 1), mt = x & ((1 << m) - 1);
+  float s = (x & 0x80) ? -1.0f : 1.0f;
+  if (fn ? (x & 0x7f) == 0x7f : ex == (1 << e) - 1) return (fn || mt) ? NAN : s * INFINITY;
+  return s * __builtin_amdgcn_ldexpf(ex ? 1.0f + (float)mt / (1 << m) : (float)mt / (1 << m), (ex ? ex : 1) - bias); }
+/* nearest finite code, ties to even, saturating at the largest finite; e5m2 keeps +-inf; NaN -> 0x7f */
+TCD unsigned char __tc_fp8_enc(float f, int e, int m, int fn) {
+  if (f != f) return 0x7f;
+  unsigned int s = (__builtin_bit_cast(unsigned int, f) >> 24) & 0x80u;
+  int bias = (1 << (e - 1)) - 1, emax = (1 << e) - 1;
+  float a = __builtin_fabsf(f);
+  if (a == INFINITY) return (unsigned char)(s | (fn ? 0x7e : 0x7c));
+  float mx = fn ? __builtin_amdgcn_ldexpf(2.0f - __builtin_amdgcn_ldexpf(1.0f, 1 - m), emax - bias) : __builtin_amdgcn_ldexpf(2.0f - __builtin_amdgcn_ldexpf(1.0f, -m), emax - 1 - bias);
+  a = a > mx ? mx : a;
+  unsigned int code;
+  if (a < __builtin_amdgcn_ldexpf(1.0f, 1 - bias)) code = (unsigned int)__builtin_rintf(a * __builtin_amdgcn_ldexpf(1.0f, bias - 1 + m));
+  else { unsigned int u = __builtin_bit_cast(unsigned int, a), sh = 23 - m;
+    code = ((u + (1u << (sh - 1)) - 1u + ((u >> sh) & 1u)) >> sh) - ((unsigned int)(127 - bias) << m); }
+  return (unsigned char)(code | s); }
+TCD float __tc_from_fp8e4m3(unsigned char x) { return __tc_fp8_dec(x, 4, 3, 1); }
+TCD unsigned char __tc_to_fp8e4m3(float f) { return __tc_fp8_enc(f, 4, 3, 1); }
+TCD float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
+TCD float __tc_from_fp8e5m2(unsigned char x) { return __tc_fp8_dec(x, 5, 2, 0); }
+TCD unsigned char __tc_to_fp8e5m2(float f) { return __tc_fp8_enc(f, 5, 2, 0); }
+TCD float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }
+"""
+
+class HIPRenderer(CStyleRenderer):
+  name, device = "HIP", "AMD"
+  has_local, has_shared = True, True
+  global_max = (2**31 - 1, 65535, 65535)   # workgroups per grid dim
+  local_max = (256, 1024, 1024)            # 256 lanes = 8 wave32 / 4 wave64: the hardware allows 1024
+  kernel_prefix = 'extern "C" __global__ '
+  prelude = _HELPERS
+  type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "_Float16"}
+  emulated = {dtypes.bfloat16: dtypes.uint16, dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
+  def __init__(self, arch: str | None = None, compiler=None):
+    self.target = parse_arch(arch)
+    self.arch, self.shared_max, self.tensor_cores = self.target.name, self.target.lds, tensor_cores(self.target.matrix)
+    self._compiler = compiler
+  @property
+  def compiler(self):
+    # clang is looked for on first compile: rendering (codegen tests, the emulator) works without it
+    if self._compiler is None:
+      from tinycore_amd.compiler import HIPCompiler
+      self._compiler = HIPCompiler(self.arch)
+    return self._compiler
+  @compiler.setter
+  def compiler(self, c): self._compiler = c
+
+  def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
+    d, local = "xyz"[int(name[-1])], u.arg[1]
+    gid, lid = f"__builtin_amdgcn_workgroup_id_{d}()", f"__builtin_amdgcn_workitem_id_{d}()"
+    idx = f"(int)({gid}*{local}+{lid})" if local > 1 else f"(int){gid}"
+    return [f"int {name} = {idx};", f"if ({name} >= {bound}) return;"]   # no barriers yet, so early exit is safe
+  def kernel_params(self, bufs, vars) -> list[str]:
+    return [f"{self.ctype(dt)} __restrict__ {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
+  def _bits(self, x: str, src: DType, dt: DType) -> str: return f"__builtin_bit_cast({self.ctype(dt)}, ({self.ctype(src)})({x}))"
+  def math(self, fn: str, dt: DType, *a: str) -> str:
+    if fn == "pow": return self.math("exp2", dt, f"({a[1]})*{self.math('log2', dt, a[0])}")
+    if dt == dtypes.float64 and fn in ("sqrt", "trunc"): return f"__builtin_{fn}({', '.join(a)})"
+    f = f"__builtin_{fn}f({', '.join(f'(float)({x})' for x in a)})"
+    return f if dt == dtypes.float32 or dt in self.emulated else f"(({self.ctype(dt)}){f})"
+  def render(self, name: str, uops: list[UOp]) -> str:
+    self._threads = 1
+    for u in uops:
+      if u.op is Ops.SPECIAL: self._threads *= u.arg[1]
+    return super().render(name, uops)
+  def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
+    # the flat workgroup size bounds register use, like CUDA's launch bounds (the default assumes 1024 lanes)
+    attr = f"__attribute__((amdgpu_flat_work_group_size(1, {max(self._threads, 1)}))) "
+    return self.prelude + self.typedefs + f"{self.kernel_prefix}{attr}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
