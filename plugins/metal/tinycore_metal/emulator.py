@@ -1,0 +1,32 @@
+"""Apple's execution model for the shared emulator (`DEV=EMU+METAL`): SIMD-groups of 32 threads, 32 KB of threadgroup
+memory, 1024 threads per threadgroup, and the simdgroup_matrix 8x8 lane layout. The Metal renderer drives codegen
+(its limits and choices); the interpreter runs the linearized program, so the MSL compiler is never needed.
+
+simdgroup_matrix<T, 8, 8>: each of the 32 lanes holds 2 consecutive elements of one row, the same map for A, B and C.
+Apple documents the type as opaque; this layout is the one observed on M1-M3 (and relied on by MLX and others):
+q = lane/4; row = (q & 4) + (lane/2) % 4; col = (q & 2)*2 + (lane % 2)*2 + element."""
+from __future__ import annotations
+
+def _rc(lane: int, e: int) -> tuple[int, int]:
+  q = lane >> 2
+  return (q & 4) + ((lane >> 1) & 3), (q & 2) * 2 + (lane & 1) * 2 + e
+
+def simdgroup_8x8(dtype_in, dtype_out):
+  from tinycore.emulator import TCLayout, layout
+  lay = layout(32, 2, _rc)
+  return TCLayout(f"simdgroup_8x8x8_{dtype_in.name}_{dtype_out.name}", (8, 8, 8), dtype_in, dtype_out, 32, lay, lay, lay)
+
+def model(device: str = "METAL"):
+  from tinycore.emulator import ExecModel
+  from tinycore_metal.renderer_metal import TENSOR_CORES
+  return ExecModel(name="apple-metal", warp_size=32, local_mem=32 * 1024, max_workgroup=1024,
+                   tensor_cores=tuple(simdgroup_8x8(t.dtype_in, t.dtype_out) for t in TENSOR_CORES))
+
+def open_emu(device_name: str, spec):
+  try: from tinycore.emulator import open_emulated
+  except ImportError:
+    from tinycore.device import DeviceUnavailable
+    raise DeviceUnavailable("EMU+METAL needs tinycore's shared emulator (tinycore.emulator), missing from this tinycore") from None
+  from tinycore_metal.renderer_metal import MetalRenderer
+  if (spec.renderer or "METAL").upper() != "METAL": raise ValueError(f"METAL has no renderer {spec.renderer!r}: use METAL")
+  return open_emulated(device_name, MetalRenderer(spec.arch), model(spec.device))
