@@ -25,7 +25,7 @@ def find_clang(arch: str | None = None) -> str | None:
 
 @functools.cache
 def find_lld() -> str | None:
-  for c in ["ld.lld"] + [f"ld.lld-{v}" for v in _VERSIONS]:
+  for c in [f"ld.lld-{v}" for v in _VERSIONS] + ["ld.lld"]:   # newest first: an old lld rejects new code-object ABIs
     if (p := shutil.which(c)): return p
   return None
 
