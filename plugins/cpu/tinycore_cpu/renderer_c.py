@@ -4,26 +4,16 @@ from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.uop import UOp
 from tinycore.dtype import dtypes
 
-_PRELUDE = """#include <math.h>
+# helper functions, each emitted only when a kernel uses it: headers like immintrin.h cost ~0.1 s of compile time
+_HEADER = """#include <math.h>
 #include <string.h>
-static inline float __tc_from_bfloat16(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f; memcpy(&f, &u, 4); return f; }
+"""
+_PRELUDE_PARTS = {
+"bfloat16": """static inline float __tc_from_bfloat16(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned short __tc_to_bfloat16(float f) { unsigned int u; memcpy(&u, &f, 4); if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }
 static inline float __tc_round_bfloat16(float f) { return __tc_from_bfloat16(__tc_to_bfloat16(f)); }
-static inline float __tc_fp8_decode(unsigned char x, int e, int m, int fn) {
-  int bias = (1 << (e - 1)) - 1, ex = (x >> m) & ((1 << e) - 1), mant = x & ((1 << m) - 1); float s = (x & 0x80) ? -1.0f : 1.0f;
-  if (fn && (x & 0x7f) == 0x7f) return NAN;
-  if (!fn && ex == (1 << e) - 1) return mant ? NAN : s * INFINITY;
-  if (ex == 0) return s * ldexpf((float)mant / (1 << m), 1 - bias);
-  return s * ldexpf(1.0f + (float)mant / (1 << m), ex - bias); }
-static inline unsigned char __tc_fp8_encode(float f, int e, int m, int fn) {
-  if (f != f) return 0x7f;
-  if (fn && isinf(f)) return f > 0 ? 0x7e : 0xfe;   /* e4m3fn has no inf: saturate to +-448 like the reference */
-  unsigned char best = 0; float bd = INFINITY;
-  for (int c = 0; c < 256; c++) { float v = __tc_fp8_decode((unsigned char)c, e, m, fn); if (v != v || isinf(v)) continue;
-    float d = fabsf(v - f); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
-  if (!fn && isinf(f)) return f > 0 ? 0x7c : 0xfc;
-  return best; }
-#if defined(__F16C__)
+""",
+"_half": """#if defined(__F16C__)
 #include <immintrin.h>
 static inline float __tc_from_half(unsigned short x) { return _cvtsh_ss(x); }
 static inline unsigned short __tc_to_half(float f) { return _cvtss_sh(f, 0); }
@@ -39,7 +29,8 @@ static inline unsigned short __tc_to_half(float f) { unsigned int x; memcpy(&x, 
   unsigned short h = sign | (e << 10) | (mant >> 13); unsigned int rem = mant & 0x1fff; if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++; return h; }
 #endif
 static inline float __tc_round_half(float f) { return __tc_from_half(__tc_to_half(f)); }
-/* 2^x without a libm call, so loops over it vectorize: 2^n * p(f) with n = round(x), |f| <= 0.5, p the degree-6 Taylor
+""",
+"__tc_exp2": """/* 2^x without a libm call, so loops over it vectorize: 2^n * p(f) with n = round(x), |f| <= 0.5, p the degree-6 Taylor
    polynomial of 2^f (relative error < 2e-7, about 1-2 ulp). The scale is built as 2^(n-1) so n = 128 stays finite
    until p(f)*2 overflows; results below 2^-126 flush to 0 (no denormals); nan stays nan. */
 static inline float __tc_exp2(float x) {
@@ -48,24 +39,44 @@ static inline float __tc_exp2(float x) {
   p = p*f + 5.5504108664821576e-2f; p = p*f + 0.2402265069591007f; p = p*f + 0.6931471805599453f; p = p*f + 1.0f;
   int e = (int)n + 126; int bits = (e < 1 ? 1 : e) << 23; float sc; memcpy(&sc, &bits, 4);
   return x != x ? x : x < -126.0f ? 0.0f : (p * 2.0f) * sc; }
+""",
+"fp8": """static inline float __tc_fp8_decode(unsigned char x, int e, int m, int fn) {
+  int bias = (1 << (e - 1)) - 1, ex = (x >> m) & ((1 << e) - 1), mant = x & ((1 << m) - 1); float s = (x & 0x80) ? -1.0f : 1.0f;
+  if (fn && (x & 0x7f) == 0x7f) return NAN;
+  if (!fn && ex == (1 << e) - 1) return mant ? NAN : s * INFINITY;
+  if (ex == 0) return s * ldexpf((float)mant / (1 << m), 1 - bias);
+  return s * ldexpf(1.0f + (float)mant / (1 << m), ex - bias); }
+static inline unsigned char __tc_fp8_encode(float f, int e, int m, int fn) {
+  if (f != f) return 0x7f;
+  if (fn && isinf(f)) return f > 0 ? 0x7e : 0xfe;   /* e4m3fn has no inf: saturate to +-448 like the reference */
+  unsigned char best = 0; float bd = INFINITY;
+  for (int c = 0; c < 256; c++) { float v = __tc_fp8_decode((unsigned char)c, e, m, fn); if (v != v || isinf(v)) continue;
+    float d = fabsf(v - f); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
+  if (!fn && isinf(f)) return f > 0 ? 0x7c : 0xfc;
+  return best; }
 static inline float __tc_from_fp8e4m3(unsigned char x) { return __tc_fp8_decode(x, 4, 3, 1); }
 static inline unsigned char __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
 static inline float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
 static inline float __tc_from_fp8e5m2(unsigned char x) { return __tc_fp8_decode(x, 5, 2, 0); }
 static inline unsigned char __tc_to_fp8e5m2(float f) { return __tc_fp8_encode(f, 5, 2, 0); }
 static inline float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }
-"""
+""",
+}
 
 class CRenderer(CStyleRenderer):
   name = "C"
   device = "CPU"
-  prelude = _PRELUDE
+  prelude = _HEADER
   vector_types = True   # GCC/clang vector extensions: codegen may emit float.vec(n) loads, math and stores
   # half too is held as float: clang on x86 has no _Float16 arithmetic without AVX512-FP16; F16C converts in hardware
   emulated = {**CStyleRenderer.emulated, dtypes.float16: dtypes.uint16}
   def __init__(self, compiler=None):
     from tinycore_cpu.compiler_c import CCompiler
     self.compiler = compiler or CCompiler()
+  def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
+    text = "\n".join(body)
+    parts = "".join(code for trigger, code in _PRELUDE_PARTS.items() if trigger in text)
+    return self.prelude + parts + self.typedefs + f"void {name}({', '.join(params)}) {{\n" + text + "\n}\n"
   def math(self, fn: str, dt, *a: str) -> str:
     if fn == "exp2" and dt in (dtypes.float32, *self.emulated): return f"__tc_exp2({a[0]})"
     return super().math(fn, dt, *a)
