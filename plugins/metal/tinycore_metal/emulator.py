@@ -6,6 +6,7 @@ simdgroup_matrix<T, 8, 8>: each of the 32 lanes holds 2 consecutive elements of 
 Apple documents the type as opaque; this layout is the one observed on M1-M3 (and relied on by MLX and others):
 q = lane/4; row = (q & 4) + (lane/2) % 4; col = (q & 2)*2 + (lane % 2)*2 + element."""
 from __future__ import annotations
+import os
 
 def _rc(lane: int, e: int) -> tuple[int, int]:
   q = lane >> 2
@@ -29,4 +30,29 @@ def open_emu(device_name: str, spec):
     raise DeviceUnavailable("EMU+METAL needs tinycore's shared emulator (tinycore.emulator), missing from this tinycore") from None
   from tinycore_metal.renderer_metal import MetalRenderer
   if (spec.renderer or "METAL").upper() != "METAL": raise ValueError(f"METAL has no renderer {spec.renderer!r}: use METAL")
-  return open_emulated(device_name, MetalRenderer(spec.arch), model(spec.device))
+  dev = open_emulated(device_name, MetalRenderer(spec.arch), model(spec.device))
+  # read per open (helpers.getenv caches)
+  if (level := int(os.environ.get("METAL_MSLCHECK") or 0)): dev.renderer = checked_renderer(dev.renderer, level)
+  return dev
+
+STATS = {"checked": 0, "float64": 0}   # over the process: kernels checked, kernels skipped (float64)
+
+def checked_renderer(emu, level: int):
+  """METAL_MSLCHECK=1: every kernel EMU+METAL runs is also rendered as MSL and checked structurally; =2 also
+  type-checked by clang against the shim (mslcheck.py). Kernels Metal can't express (float64) are counted, not run."""
+  from tinycore.emulator import EmulatedRenderer
+  from tinycore_metal.mslcheck import structure, clang_check
+  class Checked(EmulatedRenderer):
+    stats = STATS
+    def render(self, name: str, uops: list) -> str:
+      try: src = self.base.render(name, uops)
+      except NotImplementedError as e:
+        if "float64" not in str(e): raise
+        self.stats["float64"] += 1
+        return super().render(name, uops)
+      if (errs := structure(src)) or (level >= 2 and (errs := clang_check(src))): raise AssertionError(f"MSL check failed for {name}: {errs}\n{src}")
+      self.stats["checked"] += 1
+      return super().render(name, uops)
+  r = Checked(emu.base, emu.model)
+  r.compiler = emu.compiler
+  return r

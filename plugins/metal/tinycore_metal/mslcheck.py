@@ -25,10 +25,8 @@ template <class V> struct vsize { enum { n = 1 }; };
 #define TC_VEC(T, N) typedef T T##N __attribute__((ext_vector_type(N))); typedef T packed_##T##N __attribute__((ext_vector_type(N), aligned(sizeof(T)))); \
   template <> struct vsize<T##N> { enum { n = N }; };
 #define TC_VECS(T) TC_VEC(T, 2) TC_VEC(T, 3) TC_VEC(T, 4)
-typedef signed char tc_bool;   /* clang has no bool vectors: a distinct byte type stands in */
-TC_VECS(tc_bool)
 TC_VECS(char) TC_VECS(uchar) TC_VECS(short) TC_VECS(ushort) TC_VECS(int) TC_VECS(uint) TC_VECS(half) TC_VECS(float)
-TC_VECS(tc_long) TC_VECS(tc_ulong)
+TC_VECS(tc_long) TC_VECS(tc_ulong) TC_VECS(bfloat)
 template <class V, class S> V tc_make(S s) { if constexpr (vsize<S>::n > 1) { static_assert(vsize<S>::n == vsize<V>::n, "vector width"); return __builtin_convertvector(s, V); } else return V(s); }
 template <class V, class A, class B, class... R> V tc_make(A a, B b, R... r) {
   static_assert(2 + sizeof...(R) == vsize<V>::n, "vector constructor arity"); V v; int i = 0; v[i++] = a; v[i++] = b; ((v[i++] = r), ...); return v; }
@@ -38,6 +36,7 @@ enum class mem_flags { mem_none, mem_device, mem_threadgroup, mem_texture };
 void threadgroup_barrier(mem_flags);
 float exp2(float); float log2(float); float sin(float); float sqrt(float); float trunc(float); float pow(float, float); float fma(float, float, float);
 half exp2(half); half log2(half); half sin(half); half sqrt(half); half trunc(half); half pow(half, half); half fma(half, half, half);
+template <class V> auto isnan(V v) -> decltype(v != v) { return v != v; }
 float fabs(float); float ldexp(float, int); bool isnan(float); bool isinf(float); bool isnan(half); bool isinf(half);
 namespace precise { float exp2(float); float log2(float); float sin(float); float sqrt(float); float pow(float, float); }
 template <class T, int R, int C> struct simdgroup_matrix { T e[2]; T* thread_elements() { return e; } };
@@ -46,10 +45,12 @@ template <class D, class A, class B> void simdgroup_multiply_accumulate(simdgrou
 """
 # MSL constructors: `float4(a, b)` is a function-like macro over the type name, so `float4 x` still names the type
 _CTORS = "".join(f"#define {t}{n}(...) (metal::tc_make<metal::{t}{n}>(__VA_ARGS__))\n" for t in
-                 ("char", "uchar", "short", "ushort", "int", "uint", "half", "float") for n in (2, 3, 4)) + \
+                 ("char", "uchar", "short", "ushort", "int", "uint", "half", "float", "bfloat") for n in (2, 3, 4)) + \
          "".join(f"#define packed_{t}{n}(...) (metal::tc_make<metal::packed_{t}{n}>(__VA_ARGS__))\n" for t in
                  ("char", "uchar", "short", "ushort", "int", "uint", "half", "float") for n in (2, 3, 4)) + \
-         "".join(f"typedef metal::tc_{t}{n} {t}{n};\n#define {t}{n}(...) (metal::tc_make<metal::tc_{t}{n}>(__VA_ARGS__))\n" for t in ("long", "ulong", "bool") for n in (2, 3, 4))
+         "".join(f"typedef metal::tc_{t}{n} {t}{n};\n#define {t}{n}(...) (metal::tc_make<metal::tc_{t}{n}>(__VA_ARGS__))\n" for t in ("long", "ulong") for n in (2, 3, 4)) + \
+         "".join(f"typedef metal::int{n} bool{n};\n#define bool{n}(...) (metal::tc_make<metal::int{n}>(__VA_ARGS__))\n" for n in (2, 3, 4))
+# clang has no bool vectors; float/int comparisons give int masks, so boolN is intN here
 
 def find_clang() -> str | None: return os.environ.get("TINYCORE_MSL_CLANG") or shutil.which("clang++") or shutil.which("clang")
 
