@@ -116,7 +116,8 @@ def test_int_const_div():
 def test_half():
   a, b = f32(300).astype(np.float16), f32(300).astype(np.float16)
   check(lambda x, y: x * y + x, lambda x, y: x * y + x, a, b, atol=1e-3, rtol=1e-3)
-  check(lambda x: x.exp(), np.exp, a, atol=2e-3, rtol=2e-3)
+  # exp is exp2(x*log2(e)) in half: rounding x*log2(e) to half (ulp 2^-8 near 4) moves exp by up to ~0.3%
+  check(lambda x: x.exp(), np.exp, a, atol=5e-3, rtol=5e-3)
   check(lambda x: x.sqrt(), np.sqrt, np.abs(a), atol=1e-3, rtol=1e-3)
   check(lambda x: x.float() * 3, lambda x: x.astype(np.float32) * 3, a)
   check(lambda x: x.half(), lambda x: x.astype(np.float16), f32(300) * 1000)                      # float -> half, incl. overflow to inf
