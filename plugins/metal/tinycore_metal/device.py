@@ -81,8 +81,8 @@ def _library(ctx: MetalContext, name: str, lib: bytes) -> int:
     # IEEE semantics: NaN-propagating MAX and isnan must not be folded away (mathMode from macOS 15, else fastMathEnabled)
     if send(opts, "respondsToSelector:", _selp("setMathMode:"), restype=B): send(opts, "setMathMode:", 0, restype=None, argtypes=[ctypes.c_long])
     else: send(opts, "setFastMathEnabled:", False, restype=None, argtypes=[B])
-    out = send(ctx.dev, "newLibraryWithSource:options:error:", nsstring(lib.decode()), opts, ctypes.byref(err))
-    release(opts)
+    out = send(ctx.dev, "newLibraryWithSource:options:error:", (src := nsstring(lib.decode())), opts, ctypes.byref(err))
+    release(opts); release(src)
   if not out: raise CompileError(f"METAL: the library for {name} did not build", lib.decode(errors="replace") if not lib.startswith(METALLIB_MAGIC) else None, error_text(err))
   return out
 def _selp(name: str):
@@ -94,7 +94,8 @@ class MetalProgram:
   def __init__(self, ctx: MetalContext, name: str, lib: bytes):
     self.ctx, self.name = ctx, name
     self.library = _library(ctx, name, lib)
-    self.fn = send(self.library, "newFunctionWithName:", nsstring(name))
+    self.fn = send(self.library, "newFunctionWithName:", (nm := nsstring(name)))
+    release(nm)
     if not self.fn: raise CompileError(f"METAL: no kernel {name!r} in its library")
     err = ctypes.c_void_p()
     self.pipeline = send(ctx.dev, "newComputePipelineStateWithFunction:error:", self.fn, ctypes.byref(err))
