@@ -4,12 +4,13 @@ Each round extends every kept candidate by one more optimization action (tile ax
 then the loop order), compiles and times the new variants on scratch buffers, and keeps the n fastest. The winner is
 cached on disk per (renderer, kernel) so a later process pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
 from __future__ import annotations
-import hashlib, json, os, time
+import hashlib, json, os, sys, time
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import getenv, cache_dir, ContextVar, IGNORE_BEAM_CACHE, DEBUG
 from tinycore.codegen import opt as O
 
 BEAM_DEBUG = ContextVar("BEAM_DEBUG", 0)
+BEAM_TIME_LIMIT = ContextVar("BEAM_TIME_LIMIT", 60.0)   # seconds of search per kernel
 
 def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
   """Actions that may follow `applied` on kernel `k` (which already has them applied)."""
@@ -72,6 +73,7 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
     if BEAM_DEBUG: print(f"  beam: {t*1e6:10.1f} us  {opts}")
     return t
   st = time.perf_counter()
+  ast_name = base.name
   beam = [()]
   time_opts(())
   time_opts(O.heuristic_opts(k0, renderer))
@@ -85,9 +87,16 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
         except Exception: continue
         nxt.append(opts + (a,))
     if not nxt: break
-    for opts in nxt: time_opts(opts)
+    for i, opts in enumerate(nxt):
+      if time.perf_counter() - st > BEAM_TIME_LIMIT.value:   # bound the time per kernel: keep the best found so far
+        nxt = nxt[:i]; break
+      time_opts(opts)
+      # progress on long searches (stderr, one updating line)
+      if time.perf_counter() - st > 2 and not BEAM_DEBUG: sys.stderr.write(f"\rbeam {ast_name}: {len(timed)} variants timed, best {min(timed.values())*1e6:.0f} us "); sys.stderr.flush()
+    if not nxt: break
     beam = sorted(set(nxt), key=lambda o: timed[o])[:width]
   best = min(timed, key=timed.get)
+  if time.perf_counter() - st > 2 and not BEAM_DEBUG: sys.stderr.write("\n")
   if DEBUG >= 1 or BEAM_DEBUG: print(f"beam: {len(timed)} variants in {time.perf_counter()-st:.1f} s, best {timed[best]*1e6:.1f} us {best}")
   try:
     os.makedirs(os.path.dirname(path), exist_ok=True)
