@@ -172,10 +172,12 @@ def test_emu_renders_and_checks_every_kernel(registry, monkeypatch):
 @needs_emu
 @needs_clang
 def test_conformance_tiny_with_msl_checks():
-  """The kit's test_tiny on EMU+METAL, every kernel's MSL checked by structure and clang (the full kit: docs/metal.md)."""
+  """The kit's test_tiny on EMU+METAL, every kernel's MSL checked by structure and clang (the full kit: docs/metal.md).
+  test_copy is left out: it copies to CPU, which the core+metal CI venv doesn't have."""
   import os, subprocess, sys
   env = {**os.environ, "METAL_MSLCHECK": "2"}
   env.pop("DEV", None)
   p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "--pyargs", "tinycore.testing.test_tiny",
-                      "--device=EMU+METAL", "-W", "ignore"], capture_output=True, text=True, env=env, timeout=300)
+                      "--device=EMU+METAL", "-W", "ignore",
+                      "-k", "not test_copy"], capture_output=True, text=True, env=env, timeout=300)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
