@@ -44,3 +44,13 @@ def test_beam_result_is_cached(tmp_path, capsys):
   with Context(BEAM=1, IGNORE_BEAM_CACHE=0, CACHEDB=str(tmp_path), BEAM_DEBUG=1):
     np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, atol=1e-4)
   assert "variants in" not in capsys.readouterr().out
+
+def test_vector_selects_in_tiled_kernels():
+  """relu-gradient style kernels (compare/where/max on vector lanes) match numpy, NaN included."""
+  rng = np.random.default_rng(3)
+  a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((64, 48), (64, 32), (64, 32)))
+  b[3, 5] = np.nan
+  A, B, C = Tensor(a), Tensor(b), Tensor(c)
+  for got, want in [(A.T @ (B * (C > 0)), a.T @ (b * (c > 0))), (A.T @ (C > 0).where(B, 0.5), a.T @ np.where(c > 0, b, 0.5)),
+                    (A.T @ B.maximum(C), a.T @ np.maximum(b, c)), (A.T @ (Tensor([1.0]).reshape(1, 1) > 0).where(C, B), a.T @ c)]:
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-4, rtol=1e-4, equal_nan=True)

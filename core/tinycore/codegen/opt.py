@@ -4,7 +4,7 @@
 Copies of a REDUCE share their loop (the linearizer groups them), so e.g. a matmul becomes a register tile of
 accumulators that the C compiler turns into vector FMAs."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import dtypes
 from tinycore.helpers import getenv
 from tinycore.renderer import Renderer
@@ -47,6 +47,7 @@ def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
 
 class CantVectorize(Exception): pass
 _VEC_ALU = {Ops.ADD, Ops.MUL, Ops.SUB, Ops.NEG}
+_VEC_SELECT = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MAX}
 
 def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
   """Turn output range `r` into n-wide vector lanes: loads/stores along it become vector loads/stores and the math on
@@ -68,6 +69,10 @@ def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
       res = UOp(Ops.LOAD, u.dtype.vec(n), (f(u.src[0]),))
     elif u.op is Ops.STORE: res = UOp(Ops.STORE, dtypes.void, (f(u.src[0]), f(u.src[1])))
     elif u.op in _VEC_ALU and u.dtype == dtypes.float32: res = UOp(u.op, u.dtype.vec(n), tuple(f(x) for x in u.src))
+    elif u.op in _VEC_SELECT and all(x.dtype in (dtypes.float32, dtypes.bool) for x in u.src):
+      # comparisons give lane masks, WHERE/MAX select with them (relu, its gradient, clamps)
+      srcs = tuple(f(x) for x in u.src)
+      res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), srcs)
     elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32:
       res = UOp(Ops.REDUCE, u.dtype.vec(n), (f(u.src[0]), *u.src[1:]), u.arg)
     else: raise CantVectorize

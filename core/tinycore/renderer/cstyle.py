@@ -20,6 +20,7 @@ class CStyleRenderer(Renderer):
   # ---- types and literals
   def ctype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return self.ctype(self.emulated.get(dt.base, dt.base)) + "*"
+    if dt.count > 1 and dt.scalar() == dtypes.bool: return f"tc_mask_{dt.count}"   # comparison lanes: -1/0 ints
     if dt.count > 1: return f"tc_{self.ctype(dt.scalar()).replace(' ', '_')}_{dt.count}"
     if dt in self.emulated: return "float"
     return self.type_map[dt]
@@ -102,6 +103,16 @@ class CStyleRenderer(Renderer):
   def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str: return f"for (int {name} = 0; {name} < {bound}; {name}++) {{"
   def kernel_params(self, bufs: list[tuple[str, DType, bool]], vars: list[tuple[str, DType]]) -> list[str]:
     return [f"{self.buffer_prefix}{self.ctype(dt)} restrict {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
+  def vec_select(self, op: Ops, u: UOp, a: list[str]) -> str:
+    """WHERE/MAX on vector lanes as bit selects with a lane mask (C has no vector ?:). Scalars are splatted first."""
+    dt, mt = u.dtype, self.ctype(dtypes.bool.vec(u.dtype.count))
+    vals = [x if s.dtype.count > 1 else self.splat(x, dt) for x, s in zip(a, u.src)]
+    if op is Ops.MAX: m, x, y = f"(({vals[0]}>{vals[1]})|({vals[0]}!={vals[0]}))", vals[0], vals[1]
+    else:
+      c = u.src[0]
+      m = a[0] if c.dtype.count > 1 else f"(({mt}){{0}}-(int)({a[0]}))"   # scalar condition: all lanes -1 or 0
+      x, y = vals[1], vals[2]
+    return f"(({self.ctype(dt)})(({m}&({mt}){x})|(~{m}&({mt}){y})))"
   def splat(self, x: str, dt: DType) -> str: return f"(({self.ctype(dt)}){{{', '.join([x] * dt.count)}}})"
   typedefs = ""
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
@@ -171,12 +182,15 @@ class CStyleRenderer(Renderer):
         expr = v
       elif op is Ops.CAST: expr = self.cast(r[u.src[0]], u.src[0].dtype, u.dtype)
       elif op is Ops.BITCAST: expr = self.bitcast(r[u.src[0]], u.src[0].dtype, u.dtype)
+      elif op in GroupOp.ALU and u.dtype.count > 1 and op in (Ops.WHERE, Ops.MAX): expr = self.vec_select(op, u, [r[s] for s in u.src])
       elif op in GroupOp.ALU: expr = self.alu(op, u.dtype, [r[s] for s in u.src], u.src)
       else: raise NotImplementedError(f"{type(self).__name__} can't render {op.name}")
       r[u] = f"v{n}"; n += 1
       line(f"{self.ctype(u.dtype)} {r[u]} = {expr};")
     # parameters in buffer-number order (data2 before data10), every buffer declared even if unread
-    vtypes = sorted({x.dtype for x in uops if x.dtype.count > 1 and not isinstance(x.dtype, PtrDType)}, key=lambda d: (d.name, d.count))
+    vtypes = {x.dtype for x in uops if x.dtype.count > 1 and not isinstance(x.dtype, PtrDType)}
+    vtypes = sorted(vtypes | {dtypes.bool.vec(d.count) for d in vtypes}, key=lambda d: (d.name, d.count))   # selects need masks
     # vector types with element alignment: lanes start anywhere in a buffer
-    self.typedefs = "".join(f"typedef {self.ctype(d.scalar())} {self.ctype(d)} __attribute__((vector_size({d.itemsize * d.count}), aligned({d.itemsize})));\n" for d in vtypes)
+    self.typedefs = "".join(f"typedef {'int' if d.scalar() == dtypes.bool else self.ctype(d.scalar())} {self.ctype(d)} "
+                            f"__attribute__((vector_size({(4 if d.scalar() == dtypes.bool else d.itemsize) * d.count}), aligned({4 if d.scalar() == dtypes.bool else d.itemsize})));\n" for d in vtypes)
     return self.render_kernel(name, body, self.kernel_params([(n, dt, False) for _, n, dt in sorted(bufs)], sorted(vars)))
