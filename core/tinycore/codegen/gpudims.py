@@ -11,7 +11,8 @@ from tinycore.helpers import prod
 
 def _c(x): return UOp.const(dtypes.index, x)
 
-def to_gpu_dims(k: UOp, local_max: int = 256) -> UOp:
+def to_gpu_dims(k: UOp, local_max: int = 256, local_sizes: tuple[int, ...] | None = None) -> UOp:
+  # local_sizes: per launch dim (x, y, z) workgroup size, chosen by codegen/opt_gpu.py; None: local_max threads on x only
   glob = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
   if not glob: return k
   bounds = [g.src[0] for g in glob]
@@ -30,6 +31,7 @@ def to_gpu_dims(k: UOp, local_max: int = 256) -> UOp:
   for dim, (g, b) in enumerate(zip(reversed(glob), reversed(bounds))):
     bi = b.arg if b.op is Ops.CONST else None
     local = min(local_max, bi) if dim == 0 and bi is not None else 1
+    if local_sizes is not None: local = local_sizes[dim] if dim < len(local_sizes) else 1
     specials[g] = UOp(Ops.SPECIAL, dtypes.index, (b,), (f"gidx{dim}", local))
   k = k.substitute({**{g: specials.get(g, g) for g in glob}}) if not repl else k.substitute(repl).substitute(specials)
   return k

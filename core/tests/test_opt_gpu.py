@@ -1,0 +1,100 @@
+"""GPU optimizations (codegen/opt_gpu.py, opt_tc.py) on a toy GPU run through the shared emulator (core-only), and on
+EMU+NV where the NV plugin is installed: numbers vs numpy, and the shape of the generated program (register tile,
+loads per FMA, workgroup shape, WMMA)."""
+import numpy as np
+import pytest
+from tinycore import plugins
+from tinycore.uop import Ops
+from tinycore.dtype import dtypes
+from tinycore.helpers import Context
+from tinycore.device import Device, DeviceUnavailable
+from tinycore.interface import Interface
+from tinycore.renderer import TensorCore
+from tinycore.renderer.cstyle import CStyleRenderer
+from tinycore.emulator import open_emulated, mma_m16n8k16
+from tinycore.codegen import get_program
+from tinycore.codegen.gpudims import to_gpu_dims
+
+TC = TensorCore((16, 8, 16), dtypes.float16, dtypes.float32, 32, (8, 4, 4), "mma_m16n8k16_half_float")
+
+class ToyGPU(CStyleRenderer):
+  device, name, has_local, has_shared, local_max, shared_max = "TOYGPU", "TOYC", True, True, (1024, 1024, 64), 48 * 1024
+  tensor_cores = [TC]
+  def render_special(self, u, name, bound): return [f"int {name} = 0;"]
+
+class Emu(Interface): name, kind = "EMU", "emulator"
+
+class ToyPlugin:
+  TINYCORE_PLUGIN_API = (1, 1)
+  def tinycore_devices(self): return [{"name": "TOYGPU", "factory": self.open, "priority": 1}]
+  def tinycore_interfaces(self, device): return [Emu()] if device == "TOYGPU" else None
+  def tinycore_emulator(self, device):
+    return {"name": "toy", "warp_size": 32, "local_mem": 48 * 1024, "tensor_cores": (mma_m16n8k16(),)} if device == "TOYGPU" else None
+  def open(self, name, spec):
+    if spec.iface == "EMU": return open_emulated(name, ToyGPU())
+    raise DeviceUnavailable("no toy GPU here")
+
+@pytest.fixture
+def toy(no_autoload):
+  from tinycore.helpers import DEV
+  plugins.register(ToyPlugin(), name="toygpu")
+  DEV.value = "EMU+TOYGPU"
+  return "EMU+TOYGPU"
+
+def T(x, dev):
+  from tinycore.tensor import Tensor
+  return Tensor(x, device=dev)
+
+def prog(out, dev):
+  return get_program(out.schedule()[-1].ast, Device[dev].renderer)
+
+def inner_loop(uops):
+  """(loads, FMAs) in the innermost reduce loop of a linearized program."""
+  rs = [i for i, u in enumerate(uops) if u.op is Ops.RANGE and u.arg[0] == "r"]
+  body = uops[rs[-1]:next(i for i, u in enumerate(uops) if u.op is Ops.END and u.src[0] is uops[rs[-1]])]
+  return sum(u.op is Ops.LOAD for u in body), sum(u.op is Ops.MUL and u.dtype != dtypes.index for u in body)
+
+rng = np.random.default_rng(0)
+def R(*s, dt=np.float32): return rng.standard_normal(s).astype(dt)
+
+# ***** register tiles and workgroup shape
+
+@pytest.mark.parametrize("shapes", [((64, 32), (32, 48)), ((37, 29), (29, 50)), ((3, 16, 24), (3, 24, 32)), ((8, 128), (128, 256))])
+def test_matmul_numbers(toy, shapes):
+  a, b = R(*shapes[0]), R(*shapes[1])
+  np.testing.assert_allclose((T(a, toy) @ T(b, toy)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+def test_register_tile_shares_loads(toy):
+  a, b = R(64, 32), R(32, 64)
+  p = prog(T(a, toy) @ T(b, toy), toy)
+  assert sum(u.op is Ops.DEFINE_REG for u in p.uops) == 16        # a 4x4 tile of accumulators per thread
+  assert inner_loop(p.uops) == (8, 16)                             # 4+4 loads for 16 FMAs (was 2 per FMA)
+  assert p.local_size == (16, 16, 1) and p.global_size == (1, 1, 1)
+  with Context(GPU_TILE="1,1"):
+    p1 = prog(T(a, toy) @ T(b, toy), toy)
+  assert inner_loop(p1.uops) == (2, 1) and p1.local_size == (16, 16, 1) and p1.global_size == (4, 4, 1)
+  with Context(NOGPUOPT=1):
+    assert prog(T(a, toy) @ T(b, toy), toy).local_size == (64, 1, 1)   # gpudims' default: 1-D
+
+def test_tile_x_axis_strided(toy):
+  # copy u of the x axis covers columns u*N/4 + x: neighbouring threads keep neighbouring addresses (coalesced)
+  a, b = R(32, 16), R(16, 64)
+  p = prog(T(a, toy) @ T(b, toy), toy)
+  sp = next(u for u in p.uops if u.op is Ops.SPECIAL and u.arg[0] == "gidx0")
+  assert sp.src[0].arg == 16
+  stores = [u for u in p.uops if u.op is Ops.STORE]
+  assert len(stores) == 16
+
+def test_conv_and_reduce_shapes(toy):
+  x, w = R(2, 3, 10, 12), R(8, 3, 3, 3)
+  got = T(x, toy).conv2d(T(w, toy), padding=1).numpy()
+  import itertools
+  xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  ref = np.zeros((2, 8, 10, 12), np.float32)
+  for i, j in itertools.product(range(3), range(3)): ref += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 10, j:j + 12], w[:, :, i, j])
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+  a = R(40, 24)
+  np.testing.assert_allclose(T(a, toy).sum(1).numpy(), a.sum(1), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(T(a, toy).max(0).numpy(), a.max(0))
+  np.testing.assert_allclose((T(a, toy) * 2 + 1).numpy(), a * 2 + 1)
+  assert prog(T(a, toy) * 2, toy).local_size == (24, 1, 1)   # elementwise keeps gpudims' 1-D default
