@@ -22,10 +22,10 @@ def _estimate(uops: list[UOp]) -> tuple[int, int]:
       b = u.src[0].arg if u.src[0].op is Ops.CONST else 1
       stack.append(b); mult *= b
     elif u.op is Ops.END: mult //= stack.pop() or 1
-    elif u.op in GroupOp.ALU and u.dtype != dtypes.index and u.dtype != dtypes.bool: ops += mult
+    elif u.op in GroupOp.ALU and u.dtype.scalar() not in (dtypes.index, dtypes.bool): ops += mult * u.dtype.count
     elif u.op is Ops.LOAD or u.op is Ops.STORE:
       dt = u.dtype if u.op is Ops.LOAD else u.src[1].dtype
-      mem += mult * dt.itemsize
+      mem += mult * dt.itemsize * dt.count
   return ops, mem
 
 def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None) -> ProgramSpec:

@@ -46,14 +46,12 @@ def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
   return _simplify(k.substitute(repl)) if repl else k
 
 class CantVectorize(Exception): pass
-_VEC_ALU = {Ops.ADD, Ops.MUL, Ops.SUB, Ops.NEG}
+_VEC_ALU = {Ops.ADD, Ops.MUL, Ops.SUB, Ops.NEG, Ops.EXP2, Ops.RECIP, Ops.FDIV}
 _VEC_SELECT = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MAX}
 
-def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
-  """Turn output range `r` into n-wide vector lanes: loads/stores along it become vector loads/stores and the math on
-  them vector math (renderers with vector types). Only where every index is base + r (contiguous lanes) and the math
-  is +,-,*; anything else raises CantVectorize and the caller keeps the scalar plan."""
-  rn = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg)
+def _lanes(r: UOp, rn: UOp, n: int):
+  """A rewriter turning values that vary along range `r` into n-wide vectors (lanes r = rn*n + 0..n-1). Loads must be
+  contiguous along r (index = base + r) and the math on them in the vector-safe set; else CantVectorize."""
   memo: dict[UOp, UOp] = {}
   def f(u: UOp) -> UOp:
     if (res := memo.get(u)) is not None: return res
@@ -62,8 +60,7 @@ def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
       terms = _terms(u.src[1])
       if r not in terms or any(r in t.toposort() for t in terms if t is not r) or terms.count(r) != 1: raise CantVectorize
       if len(u.src) > 2: raise CantVectorize   # a validity mask per lane would need masked vector loads
-      base = u.src[1].substitute({r: rn * n})
-      res = UOp(Ops.INDEX, u.dtype, (u.src[0], base), ("vec", n))
+      res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n})), ("vec", n))
     elif u.op is Ops.LOAD:
       if u.dtype != dtypes.float32: raise CantVectorize
       res = UOp(Ops.LOAD, u.dtype.vec(n), (f(u.src[0]),))
@@ -71,14 +68,32 @@ def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
     elif u.op in _VEC_ALU and u.dtype == dtypes.float32: res = UOp(u.op, u.dtype.vec(n), tuple(f(x) for x in u.src))
     elif u.op in _VEC_SELECT and all(x.dtype in (dtypes.float32, dtypes.bool) for x in u.src):
       # comparisons give lane masks, WHERE/MAX select with them (relu, its gradient, clamps)
-      srcs = tuple(f(x) for x in u.src)
-      res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), srcs)
-    elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32:
+      res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), tuple(f(x) for x in u.src))
+    elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32 and r not in u.src[1:]:
       res = UOp(Ops.REDUCE, u.dtype.vec(n), (f(u.src[0]), *u.src[1:]), u.arg)
     else: raise CantVectorize
     memo[u] = res
     return res
+  return f
+
+def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
+  """Turn output range `r` into n-wide vector lanes: loads/stores along it become vector loads/stores and the math on
+  them vector math (renderers with vector types)."""
+  f = _lanes(r, UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg), n)
   return _simplify(k.replace(src=tuple(f(st) for st in k.src)))
+
+def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
+  """Reduce along `r` in n vector lanes (a vector accumulator), then combine the lanes once after the loop."""
+  rn = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg)
+  reds = [u for u in k.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
+  if len(reds) != 1 or reds[0].arg not in (Ops.ADD, Ops.MAX) or reds[0].dtype != dtypes.float32: raise CantVectorize
+  red = reds[0]
+  val = _lanes(r, rn, n)(red.src[0])
+  if val.dtype.count != n: raise CantVectorize
+  vred = UOp(Ops.REDUCE, val.dtype, (val, *[rn if x is r else x for x in red.src[1:]]), red.arg)
+  parts = [vred.gep(i) for i in range(n)]
+  while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+  return _simplify(k.substitute({red: parts[0]}))
 
 # ---- actions: ("VEC", axis, n) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n) | ("SWAP", axis, axis); axes are RANGE args
 Opt = tuple
@@ -93,6 +108,7 @@ def apply_opt(k: UOp, opt: Opt) -> UOp:
   if kind == "VEC": return vectorize_global(k, _range(k, opt[1]), opt[2])
   if kind == "UPCAST": return upcast_global(k, _range(k, opt[1]), opt[2])
   if kind == "UPCAST_R": return upcast_reduce(k, _range(k, opt[1]), opt[2])
+  if kind == "VEC_R": return vectorize_reduce(k, _range(k, opt[1]), opt[2])
   if kind == "SWAP":
     # loop order: the outermost global loop is the one split across threads; swapping changes what stays in cache
     a, b = _range(k, opt[1]), _range(k, opt[2])
@@ -126,8 +142,16 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   """Hand-tuned choice: a vector (or unrolled) tile on a unit-stride output axis, a second axis by 8 or 4 for reuse;
   without an output tile, independent accumulators on the innermost unit-stride reduce. Returns the opts and the
   kernel with them applied."""
-  if not _eligible(k, renderer): return (), k
   vec = getattr(renderer, "vector_types", False) and getenv("VEC", 1)
+  if not _eligible(k, renderer):
+    # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
+    # vectorize inlined helpers like exp2 on its own)
+    if vec and renderer.device == "CPU" and not any(u.op is Ops.REDUCE for u in k.toposort()):
+      glob = _globals(k)
+      if glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
+        try: return (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+        except CantVectorize: pass
+    return (), k
   for g in _tile_axes(k):
     b = _bound(g)
     amt = next((a for a in (16, 8, 4) if b % a == 0), None)
@@ -153,6 +177,9 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   for r in reversed(reds):
     b = _bound(r)
     if b and b >= 64 and _unit_stride(k, r):
+      if vec and b % 16 == 0:
+        try: return (("VEC_R", r.arg, 16),), vectorize_reduce(k, r, 16)
+        except CantVectorize: pass
       amt = next((a for a in (16, 8, 4) if b % a == 0), None)
       if amt: return (("UPCAST_R", r.arg, amt),), upcast_reduce(k, r, amt)
   return (), k

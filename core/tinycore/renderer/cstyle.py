@@ -48,7 +48,7 @@ class CStyleRenderer(Renderer):
     if op is Ops.SIN: return self.math("sin", dt, a[0])
     if op is Ops.SQRT: return self.math("sqrt", dt, a[0])
     if op is Ops.TRUNC: return self.math("trunc", dt, a[0])
-    if op is Ops.RECIP: return f"(1/{a[0]})" if not fl or dt in self.emulated else f"(({self.ctype(dt)})1/{a[0]})"
+    if op is Ops.RECIP: return f"(1/{a[0]})" if not fl or dt in self.emulated else f"(1.0f/{a[0]})" if dt.count > 1 else f"(({self.ctype(dt)})1/{a[0]})"
     if op is Ops.ADD: return f"({a[0]}+{a[1]})" if dt != dtypes.bool else f"({a[0]}|{a[1]})"
     if op is Ops.SUB: return f"({a[0]}-{a[1]})"
     if op is Ops.MUL: return f"({a[0]}*{a[1]})" if dt != dtypes.bool else f"({a[0]}&{a[1]})"
@@ -114,6 +114,9 @@ class CStyleRenderer(Renderer):
       x, y = vals[1], vals[2]
     return f"(({self.ctype(dt)})(({m}&({mt}){x})|(~{m}&({mt}){y})))"
   def splat(self, x: str, dt: DType) -> str: return f"(({self.ctype(dt)}){{{', '.join([x] * dt.count)}}})"
+  def render_wmma(self, u: UOp, r: dict) -> list[str]:
+    """Lines declaring r[u] for a WMMA, or the VECTORIZE/GEP around one (codegen/opt_tc.py); dialects with tensor cores."""
+    raise NotImplementedError(f"{type(self).__name__} can't render {u.op.name}")
   typedefs = ""
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     return self.prelude + self.typedefs + f"{self.kernel_prefix}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
@@ -174,12 +177,17 @@ class CStyleRenderer(Renderer):
         if len(ind.src) > 2: line(f"if ({r[ind.src[2]]}) {buf}[{idx}] = {val};")
         else: line(f"{buf}[{idx}] = {val};")
         continue
+      if op in (Ops.WMMA, Ops.VECTORIZE) or (op is Ops.GEP and u.src[0].op is Ops.WMMA):   # tensor cores: the dialect's render_wmma
+        r[u] = f"v{n}"; n += 1
+        for l in self.render_wmma(u, r): line(l)
+        continue
       if op is Ops.LOAD and u.src[0].arg is not None: expr = f"*({self.ctype(u.dtype)}*)({r[u.src[0].src[0]]}+{r[u.src[0].src[1]]})"
       elif op is Ops.LOAD:
         ind = u.src[0]
         v = self.load(r[ind.src[0]], r[ind.src[1]], ind.src[0].dtype.base)
         if len(ind.src) > 2: v = f"({r[ind.src[2]]}?{v}:{self.literal(0, u.dtype)})"
         expr = v
+      elif op is Ops.GEP: expr = f"{r[u.src[0]]}[{u.arg[0]}]"
       elif op is Ops.CAST: expr = self.cast(r[u.src[0]], u.src[0].dtype, u.dtype)
       elif op is Ops.BITCAST: expr = self.bitcast(r[u.src[0]], u.src[0].dtype, u.dtype)
       elif op in GroupOp.ALU and u.dtype.count > 1 and op in (Ops.WHERE, Ops.MAX): expr = self.vec_select(op, u, [r[s] for s in u.src])

@@ -63,6 +63,26 @@ static inline float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_
 """,
 }
 
+def _exp2_vec(n: int) -> str:
+  """__tc_exp2 on n lanes with vector extensions: the same polynomial, floor and exponent bits done lane-wise."""
+  F, M = f"tc_float_{n}", f"tc_mask_{n}"
+  coef = ["1.5403530393381606e-4f", "1.3333558146428441e-3f", "9.618129107628477e-3f", "5.5504108664821576e-2f", "0.2402265069591007f",
+          "0.6931471805599453f", "1.0f"]
+  poly = f"{F} p = z + {coef[0]};" + "".join(f" p = p*f + {c};" for c in coef[1:])
+  return f"""static inline {F} __tc_exp2_v{n}({F} x) {{
+  {F} z = ({F}){{0}};
+  {M} lo = x < -127.0f, hi = x > 128.0f;
+  {F} xc = ({F})((lo & ({M})(z - 127.0f)) | (~lo & ({M})x)); xc = ({F})((hi & ({M})(z + 128.0f)) | (~hi & ({M})xc));
+  {F} t = xc + 0.5f; {M} ti = __builtin_convertvector(t, {M}); {F} nf = __builtin_convertvector(ti, {F});
+  ti = ti + (nf > t); nf = __builtin_convertvector(ti, {F});   /* truncation to floor: lanes where it went up get -1 */
+  {F} f = xc - nf; {poly}
+  {M} e = ti + 126; {M} small = e < 1; e = (small & 1) | (~small & e);
+  {F} r = (p * 2.0f) * ({F})(e << 23);
+  {M} under = x < -126.0f, nan = x != x;
+  r = ({F})(~under & ({M})r);
+  return ({F})((nan & ({M})x) | (~nan & ({M})r)); }}
+"""
+
 class CRenderer(CStyleRenderer):
   name = "C"
   device = "CPU"
@@ -76,8 +96,10 @@ class CRenderer(CStyleRenderer):
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     text = "\n".join(body)
     parts = "".join(code for trigger, code in _PRELUDE_PARTS.items() if trigger in text)
-    return self.prelude + parts + self.typedefs + f"void {name}({', '.join(params)}) {{\n" + text + "\n}\n"
+    parts += "".join(_exp2_vec(n) for n in (4, 8, 16) if f"__tc_exp2_v{n}(" in text)
+    return self.prelude + self.typedefs + parts + f"void {name}({', '.join(params)}) {{\n" + text + "\n}\n"
   def math(self, fn: str, dt, *a: str) -> str:
+    if fn == "exp2" and dt.count > 1 and dt.scalar() == dtypes.float32: return f"__tc_exp2_v{dt.count}({a[0]})"
     if fn == "exp2" and dt in (dtypes.float32, *self.emulated): return f"__tc_exp2({a[0]})"
     return super().math(fn, dt, *a)
   def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str:
