@@ -67,9 +67,12 @@ def test_matmul_numbers(toy, shapes):
 def test_register_tile_shares_loads(toy):
   a, b = R(64, 32), R(32, 64)
   p = prog(T(a, toy) @ T(b, toy), toy)
-  assert sum(u.op is Ops.DEFINE_REG for u in p.uops) == 16        # a 4x4 tile of accumulators per thread
-  assert inner_loop(p.uops) == (8, 16)                             # 4+4 loads for 16 FMAs (was 2 per FMA)
-  assert p.local_size == (16, 16, 1) and p.global_size == (1, 1, 1)
+  assert sum(u.op is Ops.DEFINE_REG for u in p.uops) == 32        # a 4x8 tile of accumulators per thread
+  assert inner_loop(p.uops) == (12, 32)                            # 4+8 loads for 32 FMAs (was 2 per FMA)
+  assert p.local_size == (8, 16, 1) and p.global_size == (1, 1, 1)
+  with Context(GPU_TILE="4,4"):
+    p4 = prog(T(a, toy) @ T(b, toy), toy)
+  assert inner_loop(p4.uops) == (8, 16) and p4.local_size == (16, 16, 1)
   with Context(GPU_TILE="1,1"):
     p1 = prog(T(a, toy) @ T(b, toy), toy)
   assert inner_loop(p1.uops) == (2, 1) and p1.local_size == (16, 16, 1) and p1.global_size == (4, 4, 1)
@@ -81,9 +84,9 @@ def test_tile_x_axis_strided(toy):
   a, b = R(32, 16), R(16, 64)
   p = prog(T(a, toy) @ T(b, toy), toy)
   sp = next(u for u in p.uops if u.op is Ops.SPECIAL and u.arg[0] == "gidx0")
-  assert sp.src[0].arg == 16
-  stores = [u for u in p.uops if u.op is Ops.STORE]
-  assert len(stores) == 16
+  assert sp.src[0].arg == 8
+  cols = sorted(int(u.src[0].src[1].src[1].arg) for u in p.uops if u.op is Ops.STORE and u.src[0].src[1].op is Ops.ADD and u.src[0].src[1].src[1].op is Ops.CONST)
+  assert len([u for u in p.uops if u.op is Ops.STORE]) == 32 and {8, 16, 24} <= set(cols)   # copies 8 columns apart
 
 def test_conv_and_reduce_shapes(toy):
   x, w = R(2, 3, 10, 12), R(8, 3, 3, 3)
@@ -98,3 +101,63 @@ def test_conv_and_reduce_shapes(toy):
   np.testing.assert_allclose(T(a, toy).max(0).numpy(), a.max(0))
   np.testing.assert_allclose((T(a, toy) * 2 + 1).numpy(), a * 2 + 1)
   assert prog(T(a, toy) * 2, toy).local_size == (24, 1, 1)   # elementwise keeps gpudims' 1-D default
+
+# ***** tensor cores (WMMA mma.m16n8k16)
+
+def test_fragment_layout_matches_emulator():
+  from tinycore.codegen.opt_tc import frag_a, frag_b, frag_c
+  lay = mma_m16n8k16()
+  for l in range(32):
+    g, t = l // 4, l % 4
+    assert tuple(frag_a(g, t, i) for i in range(8)) == lay.a[l]
+    assert tuple(frag_b(g, t, i) for i in range(4)) == lay.b[l]
+    assert tuple(frag_c(g, t, i) for i in range(4)) == lay.c[l]
+
+@pytest.mark.parametrize("sa,sb,wmma", [((32, 32), (32, 16), 4), ((64, 48), (48, 32), 4), ((2, 32, 16), (2, 16, 24), 2),
+                                        ((16, 16), (16, 8), 1), ((37, 20), (20, 29), 0)])
+def test_half_matmul_tensor_cores(toy, sa, sb, wmma):
+  a, b = R(*sa, dt=np.float16), R(*sb, dt=np.float16)
+  out = T(a, toy) @ T(b, toy)
+  p = prog(out, toy)
+  assert sum(u.op is Ops.WMMA for u in p.uops) == wmma   # WM x WN mma tiles per warp; none where shapes don't fit
+  if wmma: assert p.local_size[0] % 32 == 0               # whole warps along dim 0
+  ref = a.astype(np.float32) @ b.astype(np.float32)
+  np.testing.assert_allclose(out.numpy().astype(np.float32), ref, rtol=1e-2, atol=2e-2 if wmma else 5e-2)
+  with Context(TC=0): assert not any(u.op is Ops.WMMA for u in prog(out, toy).uops)
+
+def test_tensor_cores_bf16_and_float_out(toy):
+  from tinycore.tensor import Tensor
+  a, b = R(32, 32), R(32, 16)
+  ta, tb = T(a, toy).cast(dtypes.float16), T(b, toy).cast(dtypes.float16)
+  out = ta.float() @ tb.float()                            # half operands widened to float: still a tensor-core matmul
+  assert any(u.op is Ops.WMMA for u in prog(out, toy).uops)
+  np.testing.assert_allclose(out.numpy(), a.astype(np.float16).astype(np.float32) @ b.astype(np.float16).astype(np.float32), rtol=1e-4, atol=1e-4)
+  assert not any(u.op is Ops.WMMA for u in prog(T(a, toy).cast(dtypes.bfloat16) @ T(b, toy).cast(dtypes.bfloat16), toy).uops)  # toy declares f16 only
+
+def test_nv_renders_and_compiles_mma():
+  pytest.importorskip("tinycore_nv")
+  from tinycore_nv.renderer_cuda import CUDARenderer
+  from tinycore_nv.nvrtc import find_nvrtc, nvrtc_compile, find_cuda_include
+  from tinycore.tensor import Tensor
+  with Context(DEV="EMU+NV"):
+    for dt in (dtypes.float16, dtypes.bfloat16):
+      a, b = Tensor.empty(64, 32, dtype=dt), Tensor.empty(32, 48, dtype=dt)
+      ast = (a @ b).schedule()[-1].ast
+      assert not CUDARenderer("sm_75").tensor_cores
+      for native in (True, False):
+        if native and find_cuda_include() is None: continue
+        p = get_program(ast, CUDARenderer("sm_80", native_half=native))
+        assert "mma.sync.aligned.m16n8k16.row.col.f32" in p.src
+        try: find_nvrtc()
+        except Exception: continue
+        ptx = nvrtc_compile(p.src, "sm_80", False, find_cuda_include() if native else None)
+        assert b"mma.sync.aligned.m16n8k16" in ptx
+
+def test_nv_emulated_tensor_core_matmul():
+  pytest.importorskip("tinycore_nv")
+  from tinycore.tensor import Tensor
+  a, b = R(2, 48, 64, dt=np.float16), R(2, 64, 40, dt=np.float16)
+  with Context(DEV="EMU+NV"):
+    out = Tensor(a) @ Tensor(b)
+    assert any(u.op is Ops.WMMA for u in prog(out, "EMU+NV").uops)
+    np.testing.assert_allclose(out.numpy().astype(np.float32), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=2e-2)

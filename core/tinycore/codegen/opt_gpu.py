@@ -1,6 +1,7 @@
 """GPU kernel optimizations (renderers with thread indices), run by opt.optimize before the launch grid exists.
 
-1. Register tile: a reduce kernel's thread computes TMxTN outputs instead of one (UPCAST of two output axes). The copies
+1. Register tile: a reduce kernel's thread computes TMxTN outputs (4x8 by default: on an H200, fp32 4096^3 ran
+   5.8 TFLOP/s untiled, 10.6 at 2x2, 13.8 at 4x4, 17.8 at 8x4, 22.7 at 4x8, 15.4 at 8x8) instead of one (UPCAST of two output axes). The copies
    share every load that doesn't depend on the upcast axis (hash-consing), so a matmul thread does TM+TN loads per k
    for TM*TN FMAs instead of 2 loads per FMA. The x axis (threads' neighbour axis) is split *strided*
    (n = u*N/TN + n'), so a warp's loads and stores of each copy stay coalesced; the other axis is split contiguous.
@@ -15,7 +16,7 @@ from tinycore.helpers import ContextVar, prod
 from tinycore.renderer import Renderer
 from tinycore.codegen.opt import _bound, _globals, _loads, upcast_global, _simplify, _c
 
-GPU_TILE, NOGPUOPT = ContextVar("GPU_TILE", "4,4"), ContextVar("NOGPUOPT", 0)
+GPU_TILE, NOGPUOPT = ContextVar("GPU_TILE", "4,8"), ContextVar("NOGPUOPT", 0)
 
 def upcast_strided(k: UOp, r: UOp, amt: int) -> UOp:
   """Like opt.upcast_global, but copy u covers r = u*(bound/amt) + r': neighbouring threads stay on neighbouring
@@ -73,7 +74,7 @@ def optimize_gpu(k: UOp, renderer: Renderer) -> UOp:
   from tinycore.codegen.opt_tc import tensor_core
   if NOGPUOPT: return k
   if (tc := tensor_core(k, renderer)) is not None: return tc
-  tm, tn = (int(v) for v in str(GPU_TILE.value).split(","))
+  tm, tn = (int(v) for v in str(GPU_TILE.value).split(","))   # TM rows (y axis) x TN columns (x axis)
   k, _ = register_tile(k, tm, tn)
   ls = local_sizes(k, renderer)
   if ls is None: return k   # 1-D or no outputs: gpudims' default

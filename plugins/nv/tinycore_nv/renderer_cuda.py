@@ -2,11 +2,13 @@
 
 half/bfloat16 are native (`half`, `__nv_bfloat16` from cuda_fp16.h/cuda_bf16.h) when the toolkit's headers are there
 (NVRTC ships none); otherwise they are emulated like fp8: float in registers, their bits in memory, converted by the
-small device helpers below. fp8 is always emulated (software, any arch). No tensor cores yet: codegen emits no WMMA."""
+small device helpers below. fp8 is always emulated (software, any arch). Tensor cores (sm_80+): codegen's WMMA UOps
+(codegen/opt_tc.py) become mma.sync.m16n8k16 inline PTX (render_wmma, at the end)."""
 from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes
+from tinycore.renderer import TensorCore
 
 DEFAULT_ARCH = "sm_80"
 
@@ -60,10 +62,12 @@ class CUDARenderer(CStyleRenderer):
   local_max = (1024, 1024, 64)             # block dims; __launch_bounds__ keeps big blocks launchable
   shared_max = 48 * 1024
   kernel_prefix = 'extern "C" __global__ '
-  tensor_cores = []                         # mma.sync needs WMMA from codegen, not there yet
   def __init__(self, arch: str | None = None, native_half: bool | None = None, compiler=None):
     from tinycore_nv.nvrtc import find_cuda_include
     self.arch = parse_arch(arch)
+    # mma.sync.m16n8k16 f16/bf16 -> f32 exists from sm_80 (names match the emulator's mma_m16n8k16 layouts)
+    self.tensor_cores = [TensorCore((16, 8, 16), di, dtypes.float32, 32, (8, 4, 4), f"mma_m16n8k16_{di.name}_float")
+                         for di in (dtypes.float16, dtypes.bfloat16)] if int(self.arch[3:].rstrip("af")) >= 80 else []
     self.native_half = find_cuda_include() is not None if native_half is None else native_half
     self.type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
     self.emulated = {dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
@@ -105,3 +109,21 @@ class CUDARenderer(CStyleRenderer):
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the block size caps registers per thread, so a 1024-thread block always launches
     return self.prelude + self.typedefs + f"{self.kernel_prefix}__launch_bounds__({self._threads}) void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+
+  # ***** tensor cores: WMMA (codegen/opt_tc.py) as mma.sync inline PTX
+  def render_wmma(self, u: UOp, r: dict) -> list[str]:
+    """A fragment (VECTORIZE of 16-bit values) is an array of .b32 registers, two elements each, low half first; the
+    accumulator operand and the result are float[4]; a GEP of the result is an element of that array."""
+    if u.op is Ops.GEP: return [f"float {r[u]} = {r[u.src[0]]}[{u.arg[0]}];"]
+    if u.op is Ops.VECTORIZE:
+      dt, xs = u.dtype.scalar(), [r[s] for s in u.src]
+      if dt == dtypes.float32: return [f"float {r[u]}[{len(xs)}] = {{{', '.join(xs)}}};"]
+      bits = (lambda x: f"__{'half' if dt == dtypes.float16 else 'bfloat16'}_as_ushort({x})") if dt not in self.emulated else (lambda x: f"__tc_to_{dt.name}({x})")
+      pairs = [f"((unsigned)({bits(xs[i])}) | ((unsigned)({bits(xs[i + 1])}) << 16))" for i in range(0, len(xs), 2)]
+      return [f"unsigned {r[u]}[{len(pairs)}] = {{{', '.join(pairs)}}};"]
+    a, b, c = (r[s] for s in u.src[:3])
+    ty = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}[u.src[0].dtype.scalar()]
+    ops = ", ".join([f'"=f"({r[u]}[{i}])' for i in range(4)])
+    ins = ", ".join([f'"r"({a}[{i}])' for i in range(4)] + [f'"r"({b}[{i}])' for i in range(2)] + [f'"f"({c}[{i}])' for i in range(4)])
+    return [f"float {r[u]}[4];",
+            f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%10,%11,%12,%13}};" : {ops} : {ins});']
