@@ -83,12 +83,12 @@ def train(epochs: int = 12, bs: int = 64, lr: float = 3e-3, seed: int = 0, steps
     if bar is not None: bar.stop()
   train_time = time.perf_counter() - t0
   test_acc = evaluate(model, Xte, Yte)
-  res = dict(losses=losses, test_acc=test_acc, train_time=train_time, steps=len(losses))
+  res = dict(losses=losses, test_acc=test_acc, train_time=train_time, steps=len(losses), model=model)
   if ckpt:
     safe_save(get_state_dict(model), ckpt)
     fresh = Model()   # different random init: the reload has to bring every weight and running stat over
     load_state_dict(fresh, safe_load(ckpt))
-    res["reloaded_acc"] = evaluate(fresh, Xte, Yte)
+    res["reloaded"], res["reloaded_acc"] = fresh, evaluate(fresh, Xte, Yte)
   res["wall_time"] = time.perf_counter() - t0
   return res
 
