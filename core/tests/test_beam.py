@@ -54,3 +54,18 @@ def test_vector_selects_in_tiled_kernels():
   for got, want in [(A.T @ (B * (C > 0)), a.T @ (b * (c > 0))), (A.T @ (C > 0).where(B, 0.5), a.T @ np.where(c > 0, b, 0.5)),
                     (A.T @ B.maximum(C), a.T @ np.maximum(b, c)), (A.T @ (Tensor([1.0]).reshape(1, 1) > 0).where(C, B), a.T @ c)]:
     np.testing.assert_allclose(got.numpy(), want, atol=1e-4, rtol=1e-4, equal_nan=True)
+
+def test_costly_broadcast_elementwise_is_computed_once():
+  """gelu(h) @ w: the gelu is realized once instead of being recomputed for every output column (2 kernels, not 1)."""
+  import math
+  from tinycore import GlobalCounters
+  rng = np.random.default_rng(4)
+  h, w = rng.standard_normal((8, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+  g = lambda t: 0.5 * t * (1 + (t / math.sqrt(2)).erf())
+  sched = (g(Tensor(h)) @ Tensor(w)).schedule()
+  assert len(sched) == 2
+  cheap = ((Tensor(h).relu()) @ Tensor(w)).schedule()   # relu is cheap: stays fused
+  assert len(cheap) == 1
+  from math import erf
+  want = (0.5 * h * (1 + np.vectorize(erf)(h / math.sqrt(2)))) @ w
+  np.testing.assert_allclose((g(Tensor(h)) @ Tensor(w)).numpy(), want, atol=1e-4, rtol=1e-4)

@@ -32,6 +32,19 @@ def _is_view_of_buffer(u: UOp) -> bool:
 
 def _is_movement_of_buffer(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 
+EXPAND_COST = 12   # ALU ops above which broadcast elementwise work is realized rather than recomputed
+def _alu_cost(u: UOp, realize: set, limit: int = EXPAND_COST) -> int:
+  """ALU ops in the kernel-local graph of `u` (not crossing buffers, realized nodes or reductions), counted up to `limit`;
+  transcendentals count 4."""
+  seen, stack, cost = set(), [u], 0
+  while stack and cost < limit:
+    n = stack.pop()
+    if n in seen or n.op in (Ops.BUFFER, Ops.REDUCE_AXIS) or (n is not u and n in realize): continue
+    seen.add(n)
+    if n.op in GroupOp.ALU: cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV) else 1
+    stack.extend(n.src)
+  return cost
+
 def _really_expands(u: UOp) -> bool: return any(s != n for s, n in zip(u.src[0].shape, u.shape))
 
 def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
@@ -57,6 +70,12 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
         # a padded input read through a sliding window (conv, pooling) is cheaper padded once, in memory: the window
         # kernel then has no per-element bounds checks and its loads vectorize
         if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD: new.add(n); continue
+        # costly elementwise work broadcast into a reduction (gelu(h) @ w) would be recomputed for every output it is
+        # broadcast over: compute it once into a buffer instead
+        if n.op is Ops.EXPAND and in_reduce and _really_expands(n):
+          b = n.src[0]
+          while b.op in GroupOp.Movement: b = b.src[0]
+          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) >= EXPAND_COST: new.add(b); continue
         e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
         r = in_reduce or n.op is Ops.REDUCE_AXIS
         src = n.src[1:] if n.op is Ops.ASSIGN else n.src
