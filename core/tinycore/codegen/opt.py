@@ -176,10 +176,18 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   reds = [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]
   for r in reversed(reds):
     b = _bound(r)
-    if b and b >= 64 and _unit_stride(k, r):
-      if vec and b % 16 == 0:
-        try: return (("VEC_R", r.arg, 16),), vectorize_reduce(k, r, 16)
+    if b and b >= 8 and _unit_stride(k, r) and vec:
+      n = 16 if b % 16 == 0 else 8 if b % 8 == 0 else None
+      if n:
+        try:
+          opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)
+          # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
+          # each vector load feeds several accumulators
+          glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k2, g)]
+          if glob: opts, k2 = opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+          return opts, k2
         except CantVectorize: pass
+    if b and b >= 64 and _unit_stride(k, r):
       amt = next((a for a in (16, 8, 4) if b % a == 0), None)
       if amt: return (("UPCAST_R", r.arg, amt),), upcast_reduce(k, r, amt)
   return (), k
