@@ -10,12 +10,15 @@ from tinycore.tensor_random import RandomMixin
 from tinycore.tensor_indexing import IndexingMixin
 from tinycore.tensor_movement import MovementMixin
 from tinycore.tensor_nn import NNMixin
+from tinycore import tensor_multi as _multi   # multi-device (sharded) tensors: the hooks below are marked "multi:"
 
 sint = Union[int, UOp]
 ConstType = Union[float, int, bool]
 
 def _canon_device(device: str | tuple | None) -> str | tuple[str, ...]:
-  if isinstance(device, (tuple, list)): return tuple(Device.canonicalize(d) for d in device)
+  if isinstance(device, (tuple, list)):
+    _multi.ACTIVE = True   # multi: a device tuple makes replicated tensors, so Tensor.__init__ must check from now on
+    return tuple(Device.canonicalize(d) for d in device)
   return Device.canonicalize(device) if device is not None else Device.DEFAULT
 
 def _from_np(x, device: str, dtype: DType | None) -> UOp:
@@ -40,6 +43,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   def __init__(self, data: Any = None, device: str | tuple | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = to_dtype(dtype) if dtype is not None else None
     device = _canon_device(device) if device is not None or not isinstance(data, UOp) else None   # a UOp knows its device
+    multi_dev = None
+    if isinstance(device, tuple) and not isinstance(data, UOp): multi_dev, device = device, device[0]   # multi: build on the first, replicate below
     if isinstance(data, UOp): u = data
     elif data is None: u = _empty(device, (0,), dtype or dtypes.default_float)
     elif isinstance(data, (bool, int, float)): u = UOp.const(dtype or dtypes.from_py(data), data, device)
@@ -58,6 +63,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     elif isinstance(data, Tensor): u = data.uop if dtype is None else data.cast(dtype).uop
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
+    if _multi.ACTIVE or multi_dev is not None: u = _multi.on_tensor(u, multi_dev)   # multi: push ops on shards down to each shard
     self.uop: UOp = u
     self.requires_grad: bool | None = requires_grad
     self.grad: Tensor | None = None
@@ -88,17 +94,18 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   # ---- realization
   def schedule(self, *lst: Tensor) -> list:
     from tinycore.engine.schedule import create_schedule
-    return create_schedule([t.uop for t in (self, *lst)])
+    return create_schedule(_multi.flatten([t.uop for t in (self, *lst)]))   # multi: every shard
   def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
     from tinycore.engine.realize import realize_uops
     ts = [t for t in (self, *lst)]
-    new = realize_uops([t.uop for t in ts])
+    new = _multi.unflatten([t.uop for t in ts], realize_uops(_multi.flatten([t.uop for t in ts])))   # multi: all shards at once
     for t, u in zip(ts, new): t.uop = u
     return self
-  def is_realized(self) -> bool: return self.uop.base.op is Ops.BUFFER
+  def is_realized(self) -> bool: return all(u.base.op is Ops.BUFFER for u in _multi.flatten([self.uop]))   # multi: every shard
   def _buffer(self) -> Buffer:
     # a pending assign runs once, here, and afterwards self reads its result; any other lazy graph stays (gradients use it)
     if self.uop.op is Ops.ASSIGN: self.realize()
+    if _multi.is_multi(self.uop): return self.to(self.device[0])._buffer()   # multi: gather onto the first device
     u = self.uop.src[0] if self.uop.op is Ops.RESHAPE else self.uop
     if u.op is not Ops.BUFFER or u.arg.size != self.numel(): u = self.contiguous().realize().uop.base
     return u.arg
@@ -129,6 +136,13 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     if device == self.device: return self
     if isinstance(device, tuple): return self.shard(device)
     return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), device))
+  def shard(self, devices: tuple | list, axis: int | None = None) -> Tensor:
+    """Split along `axis` over `devices` (axis=None: a full copy on each). Semantics and limits: tensor_multi.py."""
+    axis = self._resolve_dim(axis) if axis is not None else None
+    return self._wrap(_multi.shard(self.uop, _canon_device(tuple(devices)), axis))
+  def shard_(self, devices: tuple | list, axis: int | None = None) -> Tensor:
+    self.uop = self.shard(devices, axis).uop
+    return self
   def to_(self, device) -> Tensor:
     self.uop = self.to(device).uop
     return self
@@ -212,7 +226,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     c = Tensor._index_range(m, kw.get("device")).reshape(1, m)
     return Tensor((r == c).cast(dt).uop, requires_grad=kw.get("requires_grad"))
   def _broadcast_const(self, x, dtype=None) -> Tensor:
-    return Tensor(UOp.const(dtype or self.dtype, x, self.device if isinstance(self.device, str) else None))
+    return Tensor(UOp.const(dtype or self.dtype, x, self.device))   # multi: a device tuple makes a replicated const
 
   # ---- movement (argument checks here, in the user's terms)
   def reshape(self, shape, *args) -> Tensor:
@@ -417,7 +431,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
         dt = x.dtype if (isinstance(y, bool) or (isinstance(y, int) and not dtypes.is_bool(x.dtype)) or (isinstance(y, float) and dtypes.is_float(x.dtype))) else dtypes.from_py(y)
         if isinstance(y, int) and dtypes.is_bool(x.dtype) and not isinstance(y, bool): dt = dtypes.default_int
-        y = Tensor(UOp.const(dt, y, x.device if isinstance(x.device, str) else None))
+        y = Tensor(UOp.const(dt, y, x.device))   # multi: a device tuple makes a replicated const
     elif y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
     out_shape = _broadcast_shape(x.shape, y.shape)
@@ -688,6 +702,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   # ---- autograd
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
     from tinycore.gradient import compute_gradient
+    _multi.check_grad(self.uop, *[t.uop for t in targets])   # multi: no autograd through shards yet
     if gradient is None and self.numel() != 1: raise ValueError(f"gradient of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
@@ -701,6 +716,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     if gradient is None and self.numel() != 1: raise ValueError(f"backward of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     targets = _grad_targets(self)
+    if _multi.ACTIVE: _multi.check_backward(self.uop, [t.uop for t in list(_requires_grad_leaves) if t.requires_grad])   # multi: no autograd through shards yet
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
     for t in targets:
       if (gu := grads.get(t.uop)) is None: continue
