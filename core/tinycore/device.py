@@ -179,7 +179,8 @@ class _Device:
     if (hit := reg.find_device(spec.device)) is None: raise self._unknown("device", spec.device, {i.name.upper() for i, _ in reg.devices().values()})
     info = hit[0]
     ifaces = reg.interfaces(info.name)
-    if spec.iface is None:
+    if spec.iface == "NULL": iface = None   # core's compile-only mode exists for every device (tinycore.nulldev)
+    elif spec.iface is None:
       iface = next((i for i in ifaces if i.default), None) or next((i for i in ifaces if i.kind == "real"), None) or ifaces[0]
     elif (iface := next((i for i in ifaces if i.name.upper() == spec.iface), None)) is None:
       raise self._unknown("interface", spec.iface, [i.name for i in ifaces], info.name)
@@ -188,7 +189,7 @@ class _Device:
     if spec.renderer is None: ren = next((r for r in rens if r.default), rens[0] if rens else None)
     elif (ren := by_name.get(spec.renderer)) is None: raise self._unknown("renderer", spec.renderer, [r.name for r in rens], info.name)
     self._default_iface[info.name.upper()] = (next((i for i in ifaces if i.default), None) or ifaces[0]).name.upper()
-    return spec.replace(device=info.name.upper(), iface=iface.name.upper(), renderer=ren.name.upper() if ren else spec.renderer)
+    return spec.replace(device=info.name.upper(), iface=iface.name.upper() if iface is not None else "NULL", renderer=ren.name.upper() if ren else spec.renderer)
 
   def dev_string(self, spec: DevSpec) -> str:
     """The DEV= a user types for a resolved spec: the default interface is left out."""
@@ -216,7 +217,11 @@ class _Device:
     if (dev := self._opened.get(key := (str(spec), idx))) is not None: return dev
     info, rec = self._plugins().find_device(spec.device)
     dname = spec.device + (f":{idx}" if idx else "")
-    try: dev = info.factory(dname, spec)
+    try:
+      if spec.iface == "NULL":
+        from tinycore.nulldev import open_null
+        dev = open_null(dname, spec, next((r for r in self._plugins().renderers(info.name) if r.name.upper() == spec.renderer), None))
+      else: dev = info.factory(dname, spec)
     except DeviceUnavailable as e:
       err = DeviceUnavailable(f"{dname} (DEV={self.dev_string(spec)}) is not available on this machine: {e}")
       err.cause = e

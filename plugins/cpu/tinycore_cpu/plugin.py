@@ -10,8 +10,8 @@ def tinycore_devices():
 
 def tinycore_renderers(device):
   if device != "CPU": return None
-  return [{"name": "C", "aliases": ("CLANG",), "default": True, "load": "tinycore_cpu.renderer_c", "description": "C compiled by clang or gcc"},
-          {"name": "LLVM", "load": "tinycore_cpu.renderer_llvm", "description": "LLVM IR compiled by llvmlite"}]
+  return [{"name": "C", "aliases": ("CLANG",), "default": True, "load": "tinycore_cpu.renderer_c:CRenderer", "description": "C compiled by clang or gcc"},
+          {"name": "LLVM", "load": "tinycore_cpu.renderer_llvm:LLVMRenderer", "description": "LLVM IR compiled by llvmlite"}]
 
 def tinycore_probe():
   from tinycore_cpu.probe import probe
