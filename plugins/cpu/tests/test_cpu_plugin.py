@@ -32,7 +32,7 @@ def test_plugin_loads_from_entry_point(registry):
   assert [r.name for r in registry.renderers("CPU")] == ["C", "LLVM"]
   spec, _ = Device.spec_for("CPU:CLANG")
   assert spec.renderer == "C" and Device.spec_for("CPU")[0].renderer == "C" and Device.spec_for("CPU:llvm")[0].renderer == "LLVM"
-  assert Device.renderer_for("CPU").name == "C" and Device.renderer_for("CPU:LLVM").load == "tinycore_cpu.renderer_llvm"
+  assert Device.renderer_for("CPU").name == "C" and Device.renderer_for("CPU:LLVM").load == "tinycore_cpu.renderer_llvm:LLVMRenderer"
   assert [r for _, rows in plugins.call("tinycore_smi", device="CPU") for r in rows][0]["device"] == "CPU"
 
 @pytest.mark.skipif(importlib.util.find_spec("tinycore_cpu.device") is None or importlib.util.find_spec("tinycore.tensor") is None,
