@@ -92,10 +92,18 @@ def _split_reduce(r: UOp) -> UOp | None:
   if rsize < 32768 or osize >= 8: return None   # the first stage has >= 8 outputs, so it is never split again
   chunks = next((p for p in (32, 16, 8) if rsize % p == 0), None)
   if chunks is None: return None
+  if _has_local(r.device):
+    # a GPU wants many short reductions, not 32 threads looping over millions (lavapipe even miscomputes such loops)
+    chunks = next((p for p in (1 << i for i in range(16, 2, -1)) if rsize % p == 0 and rsize // p >= 256), chunks)
   keep = [i for i in range(len(src.shape)) if i not in axes]
   x = src.permute(tuple(keep) + tuple(axes)).reshape(tuple(src.shape[i] for i in keep) + (chunks, rsize // chunks))
   part = UOp(Ops.CONTIGUOUS, r.dtype, (x.r(op, (len(keep) + 1,)),))
   return part.r(op, (len(keep),)).reshape(r.shape)
+
+def _has_local(device) -> bool:
+  from tinycore.device import Device
+  try: return isinstance(device, str) and bool(Device[device].renderer.has_local)
+  except Exception: return False
 
 def create_schedule(targets: list[UOp], return_outputs: bool = False):
   from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat

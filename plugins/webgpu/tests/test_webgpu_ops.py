@@ -157,3 +157,9 @@ def test_assign_setitem_and_variable():
   eq(a, np.array([1, 2, 9, 9, 5, 6], np.float32))
   v = Variable("n", 1, 8).bind(3)   # a symbolic bound: its value reaches the kernel through tc_info
   assert Tensor.ones(8).contiguous()[:v].sum().item() == 3
+
+def test_long_reduction_is_split_for_the_gpu():
+  """4M-element sum: the scheduler splits it into many short reductions (a few long per-thread loops miscompute on lavapipe)."""
+  a = np.random.default_rng(7).standard_normal(1 << 22).astype(np.float32)
+  with Context(DEV="WEBGPU"): got = Tensor(a).sum().item()
+  np.testing.assert_allclose(got, a.astype(np.float64).sum(), rtol=1e-4, atol=1e-2)
