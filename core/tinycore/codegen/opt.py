@@ -62,8 +62,11 @@ def _lanes(r: UOp, rn: UOp, n: int):
       if len(u.src) > 2: raise CantVectorize   # a validity mask per lane would need masked vector loads
       res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n})), ("vec", n))
     elif u.op is Ops.LOAD:
-      if u.dtype != dtypes.float32: raise CantVectorize
+      # half loads widen to float lanes (weights stored in half: LLM matvecs); other types stay scalar
+      if u.dtype not in (dtypes.float32, dtypes.float16): raise CantVectorize
       res = UOp(Ops.LOAD, u.dtype.vec(n), (f(u.src[0]),))
+    elif u.op is Ops.CAST and u.dtype == dtypes.float32 and u.src[0].dtype == dtypes.float16:
+      res = UOp(Ops.CAST, u.dtype.vec(n), (f(u.src[0]),))
     elif u.op is Ops.STORE: res = UOp(Ops.STORE, dtypes.void, (f(u.src[0]), f(u.src[1])))
     elif u.op in _VEC_ALU and u.dtype == dtypes.float32: res = UOp(u.op, u.dtype.vec(n), tuple(f(x) for x in u.src))
     elif u.op in _VEC_SELECT and all(x.dtype in (dtypes.float32, dtypes.bool) for x in u.src):

@@ -181,7 +181,10 @@ class CStyleRenderer(Renderer):
         r[u] = f"v{n}"; n += 1
         for l in self.render_wmma(u, r): line(l)
         continue
-      if op is Ops.LOAD and u.src[0].arg is not None: expr = f"*({self.ctype(u.dtype)}*)({r[u.src[0].src[0]]}+{r[u.src[0].src[1]]})"
+      if op is Ops.LOAD and u.src[0].arg is not None:
+        ptr = f"({r[u.src[0].src[0]]}+{r[u.src[0].src[1]]})"
+        # formats held as float in registers are widened lane by lane by a helper; float lanes load directly
+        expr = f"__tc_from_{u.dtype.scalar().name}_v{u.dtype.count}({ptr})" if u.dtype.scalar() in self.emulated else f"*({self.ctype(u.dtype)}*){ptr}"
       elif op is Ops.LOAD:
         ind = u.src[0]
         v = self.load(r[ind.src[0]], r[ind.src[1]], ind.src[0].dtype.base)
@@ -196,7 +199,9 @@ class CStyleRenderer(Renderer):
       r[u] = f"v{n}"; n += 1
       line(f"{self.ctype(u.dtype)} {r[u]} = {expr};")
     # parameters in buffer-number order (data2 before data10), every buffer declared even if unread
-    vtypes = {x.dtype for x in uops if x.dtype.count > 1 and not isinstance(x.dtype, PtrDType)}
+    # emulated formats (half/bf16 held as float) use the float vector type of the same width
+    vtypes = {dtypes.float32.vec(x.dtype.count) if x.dtype.scalar() in self.emulated else x.dtype
+              for x in uops if x.dtype.count > 1 and not isinstance(x.dtype, PtrDType)}
     vtypes = sorted(vtypes | {dtypes.bool.vec(d.count) for d in vtypes}, key=lambda d: (d.name, d.count))   # selects need masks
     # vector types with element alignment: lanes start anywhere in a buffer
     self.typedefs = "".join(f"typedef {'int' if d.scalar() == dtypes.bool else self.ctype(d.scalar())} {self.ctype(d)} "

@@ -97,6 +97,12 @@ class CRenderer(CStyleRenderer):
     text = "\n".join(body)
     parts = "".join(code for trigger, code in _PRELUDE_PARTS.items() if trigger in text)
     parts += "".join(_exp2_vec(n) for n in (4, 8, 16) if f"__tc_exp2_v{n}(" in text)
+    for n in (4, 8, 16):
+      if f"__tc_from_half_v{n}(" in text:
+        if "_half" not in parts: parts = _PRELUDE_PARTS["_half"] + parts
+        # a fixed-count loop of F16C conversions: the compiler turns it into one vector convert
+        parts += (f"static inline tc_float_{n} __tc_from_half_v{n}(const unsigned short* p) {{ tc_float_{n} r; "
+                  f"for (int i = 0; i < {n}; i++) r[i] = __tc_from_half(p[i]); return r; }}\n")
     return self.prelude + self.typedefs + parts + f"void {name}({', '.join(params)}) {{\n" + text + "\n}\n"
   def math(self, fn: str, dt, *a: str) -> str:
     if fn == "exp2" and dt.count > 1 and dt.scalar() == dtypes.float32: return f"__tc_exp2_v{dt.count}({a[0]})"
