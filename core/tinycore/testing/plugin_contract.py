@@ -1,0 +1,46 @@
+"""The plugin contract every backend distribution must keep, as reusable tests: a plugin's test module does
+`globals().update(contract_tests("amd", "tinycore-amd", ["AMD"]))` and gets them. They use the `registry` fixture
+(a clean plugin registry) that the repository's conftest provides."""
+from __future__ import annotations
+import pytest
+from tinycore import plugins
+from tinycore.device import Device, DeviceUnavailable
+
+def contract_tests(name: str, dist: str, devices: list[str]) -> dict:
+  def test_plugin_loads(registry):
+    recs = {r.name: r for r in plugins.plugin_status()}
+    assert recs[name].status == "loaded" and recs[name].dist == dist and recs[name].api == (1, 1)
+    for d in devices:
+      assert registry.find_device(d)[1].name == name
+      assert [r for r in registry.renderers(d) if r.default], f"{d} has no default renderer"
+      assert [i for i in registry.interfaces(d) if i.default], f"{d} has no default interface"
+
+  @pytest.mark.parametrize("dev", devices)
+  def test_open_is_clean(registry, dev):
+    """Opening either works or raises DeviceUnavailable with a reason and no plugin stack."""
+    try: d = Device[dev]
+    except DeviceUnavailable as e:
+      assert str(e).startswith(f"{dev} (DEV=") and "not available on this machine: " in str(e) and e.__suppress_context__
+      assert str(e).split("not available on this machine: ")[1]
+      return
+    assert d.device == dev
+
+  def test_never_a_default_when_unavailable(registry):
+    try: default = Device.DEFAULT
+    except RuntimeError: return   # nothing opens on this machine (e.g. core + this plugin only)
+    for dev in devices:
+      if default == dev: Device[dev]   # chosen, so it must open
+
+  def test_probe_and_smi_do_not_raise(registry):
+    plugins.load_all()
+    assert isinstance(plugins.call("tinycore_probe"), list)
+    for dev in devices: plugins.call("tinycore_smi", device=dev)
+
+  def test_interfaces_report_counts(registry):
+    for dev in devices:
+      for i in registry.interfaces(dev):
+        n = i.count()
+        assert n >= 0 and (n > 0 or i.kind != "real" or i.unavailable_reason())
+
+  return {f.__name__: f for f in (test_plugin_loads, test_open_is_clean, test_never_a_default_when_unavailable,
+                                  test_probe_and_smi_do_not_raise, test_interfaces_report_counts)}
