@@ -216,3 +216,11 @@ def test_realized_leaf():
 def test_composite_ops(name, f, tf):
   if not hasattr(Tensor, name): pytest.skip(f"Tensor.{name} not available yet")
   _check(f, _rand((1, 1, 4, 4)), tf=tf)
+
+def test_requires_grad_set_after_construction():
+  """tinygrad-style `x.requires_grad = True` after construction is seen by backward() (and setting it twice is fine)."""
+  x = Tensor(np.array([1.0, 2.0, 3.0], np.float32))
+  x.requires_grad = True
+  x.requires_grad = True
+  (x * x).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])

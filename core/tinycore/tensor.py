@@ -36,7 +36,7 @@ def _from_np(x, device: str, dtype: DType | None) -> UOp:
 
 class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   """A lazily evaluated multi-dimensional array on a device, with autograd."""
-  __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+  __slots__ = ("uop", "_requires_grad", "grad", "__weakref__")
   training: bool = False
   no_grad: bool = False
 
@@ -739,12 +739,18 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     def __init__(self): super().__init__(False)
 
 # live tensors that require grad, so backward() can find its leaves
-_requires_grad_leaves: "weakref.WeakSet[Tensor]" = weakref.WeakSet()
-_orig_init = Tensor.__init__
-def _tracking_init(self, *a, **kw):
-  _orig_init(self, *a, **kw)
-  if self.requires_grad: _requires_grad_leaves.add(self)
-Tensor.__init__ = _tracking_init  # type: ignore[method-assign]
+class _Leaves:
+  """Live tensors that require grad, kept by identity: a WeakSet would compare two tensors with ==, which is elementwise."""
+  def __init__(self): self.d: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  def add(self, t: Tensor) -> None: self.d[id(t)] = t
+  def __iter__(self): return iter(list(self.d.values()))
+_requires_grad_leaves = _Leaves()
+def _get_requires_grad(self) -> bool | None: return self._requires_grad
+def _set_requires_grad(self, v: bool | None) -> None:
+  # set in the constructor or later (`x.requires_grad = True`): either way backward() must find the tensor
+  self._requires_grad = v
+  if v: _requires_grad_leaves.add(self)
+Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)  # type: ignore[assignment]
 
 def _grad_targets(t: Tensor) -> list[Tensor]:
   nodes = set(t.uop.toposort())
