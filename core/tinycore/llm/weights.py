@@ -7,8 +7,7 @@ from typing import Any
 import numpy as np
 from tinycore.tensor import Tensor
 from tinycore.dtype import dtypes
-from tinycore.helpers import prod
-from tinycore.nn.gguf import _Reader, _read_value, GGML_TYPES, _PLAIN, DEQUANT
+from tinycore.nn.gguf import gguf_tensors, GGML_TYPES, _PLAIN, DEQUANT
 
 class QWeight:
   """A 2-d weight (out, in) in a block format; dequant() -> float32 lazy Tensor of shape (out, in)."""
@@ -31,31 +30,12 @@ def _blocks(raw, bb: int) -> np.ndarray: return np.frombuffer(raw, np.uint8).res
 
 def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
   """(metadata, name -> QWeight) of a GGUF file; 1-d tensors (norms, biases) come back as float32 QWeights of kind F32."""
-  from tinycore.nn.state import _open_bytes, CorruptFileError, tensor_from_bytes
-  mv, name, _keep = _open_bytes(fn)
-  r = _Reader(mv, name)
-  if bytes(r.take(4, "magic")) != b"GGUF": raise CorruptFileError(f"{name}: not a GGUF file (bad magic at offset 0)")
-  if (ver := r.unpack("I", "version")) not in (2, 3): raise CorruptFileError(f"{name}: unsupported GGUF version {ver}")
-  n_t, n_kv = r.unpack("Q", "tensor count"), r.unpack("Q", "metadata count")
-  kv = {}
-  for _ in range(n_kv):
-    k = r.string("metadata key")
-    kv[k] = _read_value(r, r.unpack("I", f"type of {k!r}"), f"value of {k!r}")
-  infos = []
-  for _ in range(n_t):
-    tn = r.string("tensor name")
-    dims = [r.unpack("Q", f"dims of {tn!r}") for _ in range(r.unpack("I", f"ndim of {tn!r}"))]
-    infos.append((tn, tuple(reversed(dims)), r.unpack("I", f"type of {tn!r}"), r.unpack("Q", f"offset of {tn!r}")))
-  align = int(kv.get("general.alignment", 32))
-  start = -(-r.off // align) * align
+  from tinycore.nn.state import tensor_from_bytes
+  kv, infos, _keep = gguf_tensors(fn)
   out: dict[str, QWeight] = {}
-  for tn, shape, tt, off in infos:
-    if tt not in GGML_TYPES: raise NotImplementedError(f"{name}: tensor {tn!r} has ggml type {tt}, which the LLM runner can't decode")
+  for tn, shape, tt, raw in infos:
     kind, bs, bb = GGML_TYPES[tt]
-    n = prod(shape)
-    nbytes, b = n // bs * bb, start + off
-    if b + nbytes > len(mv): raise CorruptFileError(f"{name}: tensor {tn!r} ({kind}, {nbytes} bytes at offset {b}) runs past the end of the file")
-    raw = mv[b:b + nbytes]
+    nbytes = len(raw)
     if kind in ("Q8_0", "Q4_0") and len(shape) == 2:
       blk = _blocks(raw, bb)
       g = (shape[0], shape[1] // 32)

@@ -87,11 +87,11 @@ def _read_value(r: _Reader, vtype: int, what: str) -> Any:
   from tinycore.nn.state import CorruptFileError
   raise CorruptFileError(f"{r.name}: unknown GGUF value type {vtype} for {what} at offset {r.off - 4}")
 
-def gguf_load(fn) -> tuple[dict[str, Any], dict[str, Tensor]]:
-  """(metadata, tensors) of a GGUF file (a path, bytes, or a uint8 Tensor of the file). Shapes are torch order (ggml's reversed);
-  quantized tensors come back as float32."""
-  from tinycore.nn.state import _open_bytes, CorruptFileError, tensor_from_bytes
-  mv, name, _keep = _open_bytes(fn)
+def gguf_tensors(fn):
+  """Read a GGUF file's header: (metadata, [(name, shape in torch order, ggml type, raw bytes)], keepalive). Every
+  tensor's type, element count and byte range are checked; `keepalive` holds the file mapping the bytes live in."""
+  from tinycore.nn.state import _open_bytes, CorruptFileError
+  mv, name, keep = _open_bytes(fn)
   r = _Reader(mv, name)
   if bytes(r.take(4, "magic")) != b"GGUF": raise CorruptFileError(f"{name}: not a GGUF file (bad magic at offset 0)")
   version = r.unpack("I", "version")
@@ -109,17 +109,24 @@ def gguf_load(fn) -> tuple[dict[str, Any], dict[str, Tensor]]:
     infos.append((tname, dims, r.unpack("I", f"type of {tname!r}"), r.unpack("Q", f"offset of {tname!r}")))
   align = int(kv.get("general.alignment", 32))
   start = -(-r.off // align) * align
-  out: dict[str, Tensor] = {}
+  out = []
   for tname, dims, ttype, off in infos:
-    if ttype not in GGML_TYPES: raise NotImplementedError(f"{name}: tensor {tname!r} has ggml type {ttype}, which gguf_load can't decode")
+    if ttype not in GGML_TYPES: raise NotImplementedError(f"{name}: tensor {tname!r} has ggml type {ttype}, which tinycore can't decode")
     tn, bs, bb = GGML_TYPES[ttype]
-    n, shape = prod(dims), tuple(reversed(dims))
+    n = prod(dims)
     if n % bs: raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has {n} elements, not a multiple of its block size {bs}")
     nbytes, b = n // bs * bb, start + off
     if b + nbytes > len(mv): raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}, {nbytes} bytes at offset {b}) runs past the end of the file ({len(mv)} bytes)")
-    raw = mv[b:b + nbytes]
+    out.append((tname, tuple(reversed(dims)), ttype, mv[b:b + nbytes]))
+  return kv, out, keep
+
+def gguf_load(fn) -> tuple[dict[str, Any], dict[str, Tensor]]:
+  """(metadata, tensors) of a GGUF file (a path, bytes, or a uint8 Tensor of the file). Shapes are torch order (ggml's reversed);
+  quantized tensors come back as float32."""
+  from tinycore.nn.state import tensor_from_bytes
+  kv, infos, _keep = gguf_tensors(fn)
+  out: dict[str, Tensor] = {}
+  for tname, shape, ttype, raw in infos:
     if ttype in _PLAIN: out[tname] = tensor_from_bytes(raw, _PLAIN[ttype], shape)
-    else:
-      vals = DEQUANT[ttype](np.frombuffer(raw, np.uint8).reshape(-1, bb)).astype(np.float32).reshape(shape)
-      out[tname] = Tensor(vals)
+    else: out[tname] = Tensor(DEQUANT[ttype](np.frombuffer(raw, np.uint8).reshape(-1, GGML_TYPES[ttype][2])).astype(np.float32).reshape(shape))
   return kv, out
