@@ -27,3 +27,12 @@ class Interface:
 class HostInterface(Interface):
   """The implicit interface of a device that lists none: the device is simply there."""
   name, default = "HOST", True
+
+class EmuInterface(Interface):
+  """`EMU+<DEVICE>`: the device's pipeline executed by core's shared emulator (tinycore.emulator); never a default."""
+  name, kind = "EMU", "emulator"
+  def count(self): return 1
+  def unavailable_reason(self):
+    try: import tinycore.emulator   # noqa: F401
+    except ImportError: return "this tinycore has no shared emulator (tinycore.emulator)"
+    return None

@@ -3,7 +3,7 @@ C++ via clang), interfaces (KFD, PCI, USB, EMU) and the probe/smi/emulator hooks
 
 Nothing here opens /dev/kfd, starts llvmlite or looks for clang: device.py, compiler.py and smi.py do, on use."""
 import os
-from tinycore.interface import Interface
+from tinycore.interface import Interface, EmuInterface
 TINYCORE_PLUGIN_API = (1, 1)
 AMD = 0x1002
 
@@ -36,13 +36,6 @@ class USBIface(Interface):
   name = "USB"
   def count(self): return 0
   def unavailable_reason(self): return "no USB-attached AMD GPU found"
-class EmuIface(Interface):
-  name, kind = "EMU", "emulator"
-  def count(self): return 1
-  def unavailable_reason(self):
-    try: import tinycore.emulator   # noqa: F401
-    except ImportError: return "this tinycore has no shared emulator (tinycore.emulator)"
-    return None
 
 def tinycore_devices():
   return [{"name": "AMD", "factory": _open, "priority": 95, "description": "AMD GPU (RDNA2+, CDNA) through KFD"}]
@@ -55,7 +48,7 @@ def tinycore_renderers(device):
           {"name": "HIP", "archs": archs, "load": "tinycore_amd.renderer_hip:HIPRenderer", "description": "HIP C++ compiled by clang (-nogpulib)"}]
 
 def tinycore_interfaces(device):
-  return [KFD(), PCIIface(), USBIface(), EmuIface()] if device == "AMD" else None
+  return [KFD(), PCIIface(), USBIface(), EmuInterface()] if device == "AMD" else None
 
 def tinycore_probe():
   from tinycore_amd.topology import kfd_nodes

@@ -1,7 +1,7 @@
 """The light entry-point module of tinycore-metal: declares METAL (the MSL renderer, the Metal runtime, EMU) and the
 probe/smi/emulator hooks. The Metal framework is only loaded on macOS, on first use (objc.py, device.py)."""
 import sys, platform
-from tinycore.interface import Interface
+from tinycore.interface import Interface, EmuInterface
 TINYCORE_PLUGIN_API = (1, 1)
 
 def _missing() -> str:
@@ -23,13 +23,6 @@ class MetalIface(Interface):
   name, default = "METAL", True
   def count(self): return 1 if sys.platform == "darwin" else 0
   def unavailable_reason(self): return None if self.count() else _missing()
-class EmuIface(Interface):
-  name, kind = "EMU", "emulator"
-  def count(self): return 1
-  def unavailable_reason(self):
-    try: import tinycore.emulator   # noqa: F401
-    except ImportError: return "this tinycore has no shared emulator (tinycore.emulator)"
-    return None
 
 def tinycore_devices():
   return [{"name": "METAL", "factory": _open, "priority": 80, "description": "Apple GPU through Metal"}]
@@ -40,7 +33,7 @@ def tinycore_renderers(device):
            "description": "Metal Shading Language compiled by the Metal framework (or xcrun metal when present)"}]
 
 def tinycore_interfaces(device):
-  return [MetalIface(), EmuIface()] if device == "METAL" else None
+  return [MetalIface(), EmuInterface()] if device == "METAL" else None
 
 def tinycore_probe():
   if sys.platform != "darwin": return []

@@ -3,7 +3,7 @@ interfaces (the driver API, PCI probing, EMU) and the probe/smi/emulator hooks.
 
 Nothing here loads libcuda, NVRTC or NVML: device.py, nvrtc.py and smi.py do, on first use."""
 import ctypes.util, glob, os
-from tinycore.interface import Interface
+from tinycore.interface import Interface, EmuInterface
 TINYCORE_PLUGIN_API = (1, 1)
 NVIDIA = 0x10de
 
@@ -39,13 +39,6 @@ class PCIIface(Interface):
   def count(self): return len(_gpus())
   def probe(self): return _gpus()
   def unavailable_reason(self): return None if self.count() else "no NVIDIA GPU on the PCI bus"
-class EmuIface(Interface):
-  name, kind = "EMU", "emulator"
-  def count(self): return 1
-  def unavailable_reason(self):
-    try: import tinycore.emulator   # noqa: F401
-    except ImportError: return "this tinycore has no shared emulator (tinycore.emulator)"
-    return None
 
 def tinycore_devices():
   return [{"name": "NV", "factory": _open, "priority": 100, "description": "NVIDIA GPU through the kernel driver"},
@@ -58,8 +51,8 @@ def tinycore_renderers(device):
           {"name": "PTX", "archs": archs, "load": "tinycore_nv.renderer_ptx:PTXRenderer", "description": "PTX assembled by ptxas or the driver"}]
 
 def tinycore_interfaces(device):
-  if device == "NV": return [NVDrv(), PCIIface(), EmuIface()]
-  if device == "CUDA": return [CUDAIface(), EmuIface()]
+  if device == "NV": return [NVDrv(), PCIIface(), EmuInterface()]
+  if device == "CUDA": return [CUDAIface(), EmuInterface()]
   return None
 
 def tinycore_probe():
