@@ -4,6 +4,7 @@ with the reason, where the emulator or clang is missing."""
 import re
 import numpy as np
 import pytest
+from tinycore.testing.kernel_cases import kernel_cases
 from tinycore import Tensor, dtypes
 from tinycore.uop import UOp, Ops
 from tinycore.codegen import get_program
@@ -24,23 +25,7 @@ def _emu_default(registry):
   DEV_VAR.value = DEV   # scheduling asks for Device.DEFAULT; the registry fixture restores it
 
 def E(shape, dt=dtypes.float32): return Tensor.empty(*shape, dtype=dt, device=DEV)
-CASES = {
-  "add_f32": lambda: E((4, 5)) + E((4, 5)),
-  "half": lambda: (E((16,), dtypes.float16) * 2 + E((16,), dtypes.float16)).exp2(),
-  "bf16": lambda: (E((16,), dtypes.bfloat16) * 2).sqrt().cast(dtypes.float16),
-  "fp8": lambda: (E((16,), dtypes.fp8e4m3).cast(dtypes.float32) * 3).cast(dtypes.fp8e5m2),
-  "int_divmod": lambda: (E((16,), dtypes.int32) // E((16,), dtypes.int32)) % 3,
-  "int8": lambda: E((8,), dtypes.int8) * 3 + E((8,), dtypes.uint8).cast(dtypes.int8),
-  "int64_shift": lambda: (E((8,), dtypes.int64) << 3) ^ E((8,), dtypes.int64),
-  "where_bool": lambda: (E((16,)) < 2).where(E((16,)), 0),
-  "sum": lambda: E((32, 33)).sum(1),
-  "max0": lambda: E((32, 33)).max(0),
-  "matmul": lambda: E((16, 32)) @ E((32, 8)),
-  "hmatmul": lambda: E((16, 32), dtypes.float16) @ E((32, 8), dtypes.float16),
-  "pad_permute": lambda: E((3, 4)).pad(((1, 1), (0, 2))).permute(1, 0) + 1,
-  "bitcast": lambda: E((8,)).bitcast(dtypes.int32) + 1,
-  "transcendental": lambda: E((8,)).sin() + E((8,)).log2() + E((8,)).sqrt(),
-}
+CASES = kernel_cases(DEV, skip=("f64_exp",))   # Metal has no double
 def src(case: str, native_bf16=True) -> str: return get_program(CASES[case]().schedule()[-1].ast, MetalRenderer(native_bf16=native_bf16)).src
 
 # ---- hand-built programs for what codegen doesn't emit yet: threadgroup memory + barrier, vectors, WMMA
