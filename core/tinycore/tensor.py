@@ -190,7 +190,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     kw.pop("dtype", None)
     n = max(math.ceil((stop - start) / step), 0)
     if n == 0: return Tensor.empty(0, dtype=dt, **kw)
-    # cumsum of ones, as index math: start + i*step
+    # start + i*step over the index range (elementwise, no buffer)
     idx = Tensor._index_range(n, kw.get("device"))
     return (idx.cast(dt) * step + start).cast(dt) if dtypes.is_float(dt) else (idx * step + start).cast(dt)
   @staticmethod
@@ -205,11 +205,6 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
       t = (two * (1 << j)).reshape(tuple(2 if i == k - 1 - j else 1 for i in range(k))).expand((2,) * k)
       out = t if out is None else out + t
     return out.reshape(1 << k).shrink(((0, n),))
-  def _cumsum_excl(self) -> Tensor:
-    """Exclusive prefix sum along the last axis: a pooled window over a left-padded copy, summed (one fused kernel)."""
-    n = self.shape[-1]
-    x = self.pad(((0, 0),) * (self.ndim - 1) + ((n, 0),))  # length 2n, first n zeros
-    return x._pool_last(n).sum(-1)
   def _pool_last(self, k: int) -> Tensor:
     """Sliding windows of size k (stride 1) over the last axis (length L = n + k): shape (..., n, k), out[i, j] = x[i + j]."""
     L = self.shape[-1]; n = L - k

@@ -76,14 +76,11 @@ def lower_item(si) -> ExecItem:
 # TinyJit capture (engine/jit.py): each hook sees every ExecItem run_schedule is about to run
 capture_hooks: list = []
 
-def run_schedule(schedule: list, var_vals: dict | None = None, do_free: bool = True) -> None:
-  # memory planning: a buffer allocated here is freed after its last use unless someone outside still holds it
-  last_use: dict[int, int] = {}
-  fresh = {id(b) for si in schedule for b in si.bufs if not b.is_allocated()}
-  for i, si in enumerate(schedule):
-    for b in si.bufs: last_use[id(b)] = i
+def run_schedule(schedule: list, var_vals: dict | None = None) -> None:
+  # buffers are allocated as items run (ExecItem.run); intermediates are freed when the schedule drops them and their
+  # blocks go back to the allocator's LRU cache, where later allocations of the same size reuse them
   st = time.perf_counter()
-  for i, si in enumerate(schedule):
+  for si in schedule:
     ei = lower_item(si)
     for h in capture_hooks: h(ei)
     ei.run(var_vals)
