@@ -1,6 +1,6 @@
 """Small shared utilities: environment switches, Context, and iterable helpers."""
 from __future__ import annotations
-import os, functools, contextlib, math, operator, itertools
+import os, functools, contextlib, operator
 from typing import Any, Iterable, TypeVar, Sequence
 
 T = TypeVar("T")
@@ -11,22 +11,14 @@ def getenv(key: str, default: Any = 0) -> Any:
   return type(default)(os.getenv(key, default))
 
 def prod(xs: Iterable[T], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
-def all_same(xs: Sequence) -> bool: return all(x == xs[0] for x in xs)
 def all_int(xs: Iterable) -> bool: return all(isinstance(x, int) for x in xs)
 def dedup(xs: Iterable[T]) -> list[T]: return list(dict.fromkeys(xs))
 def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for x in xs]
 def argsort(xs: Sequence) -> list[int]: return sorted(range(len(xs)), key=xs.__getitem__)
-def round_up(n: int, m: int) -> int: return -(-n // m) * m
-def ceildiv(a, b): return -(-a // b)
 def make_tuple(x, n: int) -> tuple: return tuple(x) if isinstance(x, (tuple, list)) else (x,) * n
-def partition(xs: Iterable[T], fn) -> tuple[list[T], list[T]]:
-  a, b = [], []
-  for x in xs: (a if fn(x) else b).append(x)
-  return a, b
 def colored(s: str, color: str | None) -> str:
   codes = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
   return f"\x1b[{codes[color]}m{s}\x1b[0m" if color and os.isatty(1) else s
-def to_function_name(s: str) -> str: return "".join(c if c.isalnum() or c == "_" else f"{ord(c):02X}" for c in s)
 
 class ContextVar:
   """A process-wide setting read from the environment, overridable with `Context(...)`."""

@@ -4,7 +4,7 @@ Every kernel is rendered by the device's renderer and compiled by its compiler (
 test suite's kernels can be checked against the real toolchain on a machine without the hardware. Buffers live in
 host memory and keep whatever was copied in; results are not computed."""
 from __future__ import annotations
-import inspect, time
+import inspect
 from tinycore.device import Compiled, Allocator
 
 class NullAllocator(Allocator):

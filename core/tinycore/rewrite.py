@@ -1,6 +1,6 @@
 """Pattern matching over UOp graphs: UPat, PatternMatcher and graph_rewrite."""
 from __future__ import annotations
-import itertools, functools, inspect
+import itertools, inspect
 from typing import Any, Callable, Iterable
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import DType

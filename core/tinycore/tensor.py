@@ -1,10 +1,10 @@
 """Tensor: the user-facing, lazily evaluated array. Every op builds UOps; realize() hands the graph to the engine."""
 from __future__ import annotations
-import math, functools, itertools, struct, weakref
-from typing import Any, Callable, Iterable, Sequence, Union
+import math, functools, weakref
+from typing import Any, Callable, Union
 from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
-from tinycore.uop import UOp, Ops, GroupOp, Variable, resolve, smax
-from tinycore.helpers import prod, all_int, argsort, make_tuple, flatten, dedup, getenv
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.helpers import prod, all_int, flatten
 from tinycore.device import Device, Buffer
 from tinycore.tensor_random import RandomMixin
 from tinycore.tensor_indexing import IndexingMixin

@@ -1,9 +1,9 @@
 """The UOp graph: one immutable, hash-consed node type for every stage from Tensor to linearized kernel."""
 from __future__ import annotations
-import enum, math, weakref, functools, itertools
-from typing import Any, Callable, Iterator
-from tinycore.dtype import DType, dtypes, PtrDType, least_upper_dtype, truncate
-from tinycore.helpers import prod, all_same, argsort
+import enum, math, weakref, functools
+from typing import Any, Callable
+from tinycore.dtype import DType, dtypes, PtrDType, truncate
+from tinycore.helpers import prod
 
 class Ops(enum.IntEnum):
   # graph roots and metadata
@@ -117,7 +117,6 @@ class UOp(metaclass=UOpMetaClass):
         src = tuple(new[s] for s in n.src)
         new[n] = n if src == n.src else n.replace(src=src)
     return new[self]
-  def sparents(self) -> list[UOp]: return self.toposort()
 
   # ---- tensor-level properties
   @property

@@ -2,7 +2,7 @@
 from __future__ import annotations
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import dtypes
-from tinycore.helpers import DEBUG, prod
+from tinycore.helpers import DEBUG
 from tinycore.renderer import Renderer, ProgramSpec
 from tinycore.codegen.lowerer import lower_kernel
 from tinycore.codegen.linearize import linearize

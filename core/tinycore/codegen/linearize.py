@@ -3,7 +3,7 @@
 Every node is placed in the innermost loop among the ranges it depends on (so loop-invariant work is hoisted), and each
 REDUCE becomes an accumulator (DEFINE_REG) updated inside its own loops."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
 
 def reduce_identity(op: Ops, dtype):

@@ -5,7 +5,7 @@ element gets one index per dimension (RANGEs); movement ops are pushed through a
 and a validity condition (for PAD), so a reshape-permute-pad chain costs index math, never a copy."""
 from __future__ import annotations
 from tinycore.uop import UOp, Ops, GroupOp
-from tinycore.dtype import dtypes, DType
+from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 
 def _c(x: int) -> UOp: return UOp.const(dtypes.index, x)

@@ -6,7 +6,7 @@ cached on disk per (renderer, kernel) so a later process pays nothing (`IGNORE_B
 from __future__ import annotations
 import hashlib, json, os, sys, time
 from tinycore.uop import UOp, Ops
-from tinycore.helpers import getenv, cache_dir, ContextVar, IGNORE_BEAM_CACHE, DEBUG
+from tinycore.helpers import cache_dir, ContextVar, IGNORE_BEAM_CACHE, DEBUG
 from tinycore.codegen import opt as O
 
 BEAM_DEBUG = ContextVar("BEAM_DEBUG", 0)

@@ -2,9 +2,10 @@
 from __future__ import annotations
 import time
 from dataclasses import dataclass
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp
 from tinycore.device import Device, Buffer
 from tinycore.helpers import DEBUG, GlobalCounters, colored
+from tinycore.renderer import ProgramSpec
 
 def sym_infer(x, var_vals: dict) -> int:
   if isinstance(x, int): return x
@@ -12,7 +13,7 @@ def sym_infer(x, var_vals: dict) -> int:
 
 @dataclass
 class CompiledRunner:
-  p: "ProgramSpec"
+  p: ProgramSpec
   prg: object
   device: str
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait=False) -> float | None:

@@ -1,9 +1,9 @@
 """Renderer: turns a linearized UOp program into device source. It owns its compiler and declares the capabilities
 that codegen reads (locals, shared memory, limits, dtypes, tensor cores)."""
 from __future__ import annotations
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp
 from tinycore.dtype import DType
 
 @dataclass(frozen=True)

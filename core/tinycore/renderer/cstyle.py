@@ -1,6 +1,6 @@
 """The shared C-style renderer: C, CUDA, Metal, OpenCL-C and (loosely) WGSL specialize it."""
 from __future__ import annotations
-import math, struct
+import math
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import DType, dtypes, PtrDType
 from tinycore.renderer import Renderer
@@ -41,7 +41,6 @@ class CStyleRenderer(Renderer):
   # ---- ops
   def alu(self, op: Ops, dt: DType, a: list[str], srcs: tuple[UOp, ...]) -> str:
     fl = dtypes.is_float(dt)
-    sfx = "" if dt == dtypes.float64 else "f"
     if op is Ops.NEG: return f"(!{a[0]})" if dt == dtypes.bool else f"(-{a[0]})"
     if op is Ops.EXP2: return self.math("exp2", dt, a[0])
     if op is Ops.LOG2: return self.math("log2", dt, a[0])

@@ -4,7 +4,7 @@ ctypes releases the GIL for the duration of a foreign call, so chunks of the out
 from __future__ import annotations
 import ctypes, ctypes.util, os, tempfile, time, functools
 from concurrent.futures import ThreadPoolExecutor
-from tinycore.device import LRUAllocator, Allocator
+from tinycore.device import LRUAllocator
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.aligned_alloc.restype = ctypes.c_void_p
