@@ -41,3 +41,20 @@ def test_null_gpu_toolchains(dev):
 
 def test_null_is_never_the_default():
   assert not Device.DEFAULT.startswith("NULL")
+
+def test_kit_compile_also(monkeypatch):
+  """The kit's --compile-also: every kernel that runs is also compiled for the NULL targets, and their compile errors
+  fail the run (the conformance kit uses this to compile its kernels for several AMD archs and renderers in CI)."""
+  from tinycore.engine import run
+  from tinycore.testing.plugin import _compile_also
+  monkeypatch.setattr(run, "capture_hooks", [])
+  _compile_also(["NULL+CPU:LLVM"])
+  x = (Tensor(np.arange(9, dtype=np.float32)) * 2.5 - 1).exp()
+  np.testing.assert_allclose(x.numpy(), np.exp(np.arange(9) * 2.5 - 1), rtol=1e-6)
+  elsewhere = [r for k, r in run._runners.items() if k[0] == "NULL+CPU:LLVM"]
+  assert elsewhere and all(r.prg.lib for r in elsewhere)   # compiled for real by llvmlite
+  dev = Device["NULL+CPU:LLVM"]
+  def broken(src): raise CompileError("second target says no", src, "error: injected")
+  monkeypatch.setattr(dev.compiler, "compile", broken)
+  monkeypatch.setattr(dev.compiler, "cachekey", None)
+  with pytest.raises(CompileError, match="second target says no"): (Tensor(np.ones(5, np.float32)) * 7.25 + 3).realize()

@@ -16,6 +16,7 @@ class CompiledRunner:
   p: ProgramSpec
   prg: object
   device: str
+  ast: UOp | None = None   # what it was compiled from (the conformance kit's --compile-also recompiles it elsewhere)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait=False) -> float | None:
     vals = tuple(var_vals[v] for v in self.p.vars)
     gs = tuple(sym_infer(g, var_vals) for g in self.p.global_size)
@@ -45,7 +46,7 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   p = get_program(ast, dev.renderer, opts)
   if DEBUG >= 4: print(p.src)
   lib = dev.compiler.compile_cached(p.src)
-  r = _runners[key] = CompiledRunner(p, dev.runtime(p.name, lib), device)
+  r = _runners[key] = CompiledRunner(p, dev.runtime(p.name, lib), device, ast)
   return r
 
 @dataclass

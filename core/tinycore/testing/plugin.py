@@ -3,7 +3,10 @@ from __future__ import annotations
 import os
 
 def pytest_addoption(parser):
-  try: parser.addoption("--device", action="store", default=None, help="tinycore device to run the conformance kit on (e.g. CPU, EMU+NV); default: DEV or auto")
+  try:
+    parser.addoption("--device", action="store", default=None, help="tinycore device to run the conformance kit on (e.g. CPU, EMU+NV); default: DEV or auto")
+    parser.addoption("--compile-also", action="store", default="", help="comma-separated devices (e.g. NULL+AMD:HIP::gfx1201) that "
+                     "compile every kernel the kit runs, with their own renderer and real compiler; a compile error fails the test")
   except ValueError: pass   # registered twice: once as -p plugin, once through the package's conftest
 
 def pytest_configure(config):
@@ -12,6 +15,19 @@ def pytest_configure(config):
   os.environ["DEV"] = dev
   from tinycore.device import Device
   Device.DEFAULT = dev
+  if (also := [d for d in config.getoption("--compile-also", default="").split(",") if d]): _compile_also(also)
+
+def _compile_also(devices: list[str]):
+  """Every kernel about to run is also lowered, rendered and compiled for each of `devices` (NULL+ devices compile
+  only), so one kit run checks the kernels of several (renderer, arch) targets against their real compilers."""
+  from tinycore.device import Device
+  from tinycore.engine import run
+  for d in devices: Device[d]   # a device that can't open is the user's error now, not a silent no-op
+  def compile_elsewhere(ei):
+    if (ast := getattr(ei.runner, "ast", None)) is not None:
+      for d in devices: run.get_runner(d, ast)   # cached per (device, ast): each kernel compiles once per target
+  compile_elsewhere.kit_compile_also = True
+  if not any(getattr(h, "kit_compile_also", False) for h in run.capture_hooks): run.capture_hooks.append(compile_elsewhere)
 
 def pytest_report_header(config):
   try:

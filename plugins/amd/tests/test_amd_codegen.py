@@ -58,7 +58,7 @@ def test_llvm_fp8_says_use_hip():
   with pytest.raises(NotImplementedError, match="AMD:HIP"): get_program(ast("fp8"), AMDLLVMRenderer())
 
 HIP_ARCHS = [a for a in ("gfx1100", "gfx1030", "gfx942", "gfx1201") if find_clang(a)]
-@pytest.mark.skipif(not HIP_ARCHS, reason="no clang with the amdgcn target (Debian: apt-get install clang-16 lld-16; clang 14 has no gfx1100)")
+@pytest.mark.skipif(not HIP_ARCHS, reason="no clang with the amdgcn target (Debian: apt-get install clang-19 lld-19; clang 14 has no gfx1100, clang 16 no gfx1201)")
 @pytest.mark.parametrize("case", [*CASES, *FP8])
 def test_hip_code_object(case):
   arch = HIP_ARCHS[0]   # the newest arch this machine's clang knows, gfx1100 with clang >= 16

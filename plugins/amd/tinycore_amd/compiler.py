@@ -46,7 +46,7 @@ class HIPCompiler(Compiler):
     super().__init__(f"amd-hip-{ver}-{arch}-{bool(find_lld())}")
   def compile(self, src: str) -> bytes:
     if self.clang is None:
-      raise CompileError(f"no clang with the amdgcn target for {self.arch} on PATH (Debian: apt-get install clang-16 lld-16)", src)
+      raise CompileError(f"no clang with the amdgcn target for {self.arch} on PATH (Debian: apt-get install clang-19 lld-19)", src)
     with tempfile.TemporaryDirectory(prefix="tinycore-amd-") as d:
       s, o = os.path.join(d, "k.hip"), os.path.join(d, "k.o")
       with open(s, "w") as f: f.write(src)
