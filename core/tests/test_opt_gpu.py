@@ -15,7 +15,8 @@ from tinycore.emulator import open_emulated, mma_m16n8k16
 from tinycore.codegen import get_program
 from tinycore.codegen.gpudims import to_gpu_dims
 
-TC = TensorCore((16, 8, 16), dtypes.float16, dtypes.float32, 32, (8, 4, 4), "mma_m16n8k16_half_float")
+from tinycore.codegen.opt_tc import MMA_M16N8K16
+TC = TensorCore((16, 8, 16), dtypes.float16, dtypes.float32, 32, (8, 4, 4), "mma_m16n8k16_half_float", MMA_M16N8K16)
 
 class ToyGPU(CStyleRenderer):
   device, name, has_local, has_shared, local_max, shared_max = "TOYGPU", "TOYC", True, True, (1024, 1024, 64), 48 * 1024
@@ -108,10 +109,9 @@ def test_fragment_layout_matches_emulator():
   from tinycore.codegen.opt_tc import frag_a, frag_b, frag_c
   lay = mma_m16n8k16()
   for l in range(32):
-    g, t = l // 4, l % 4
-    assert tuple(frag_a(g, t, i) for i in range(8)) == lay.a[l]
-    assert tuple(frag_b(g, t, i) for i in range(4)) == lay.b[l]
-    assert tuple(frag_c(g, t, i) for i in range(4)) == lay.c[l]
+    assert tuple(frag_a(l, i) for i in range(8)) == lay.a[l]
+    assert tuple(frag_b(l, i) for i in range(4)) == lay.b[l]
+    assert tuple(frag_c(l, i) for i in range(4)) == lay.c[l]
 
 @pytest.mark.parametrize("sa,sb,wmma", [((32, 32), (32, 16), 4), ((64, 48), (48, 32), 4), ((2, 32, 16), (2, 16, 24), 2),
                                         ((16, 16), (16, 8), 1), ((37, 20), (20, 29), 0)])

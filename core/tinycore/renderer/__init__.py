@@ -8,13 +8,17 @@ from tinycore.dtype import DType
 
 @dataclass(frozen=True)
 class TensorCore:
-  """One matrix instruction: C[M,N] += A[M,K] @ B[K,N] with the per-lane element layout the emulator and renderers share."""
+  """One matrix instruction: C[M,N] += A[M,K] @ B[K,N] with the per-lane element layout the emulator and renderers share.
+
+  frags: (a, b, c), each fn(lane, element) -> (row, col) of A, B and C that lane's element holds; lane may be a UOp,
+  so they use only + * // % on it. Codegen (codegen/opt_tc.py) uses a tensor core only when it has them."""
   dims: tuple[int, int, int]
   dtype_in: DType
   dtype_out: DType
   threads: int
   elements_per_thread: tuple[int, int, int] = (0, 0, 0)
   name: str = ""
+  frags: tuple | None = None
 
 @dataclass
 class ProgramSpec:

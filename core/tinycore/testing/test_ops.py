@@ -183,6 +183,14 @@ def test_matmul():
   check(Tensor(a).linear(Tensor(b), Tensor(b[0])) if False else Tensor(rand(2, 3)).linear(Tensor(rand(3, 4, seed=1)), Tensor(rand(4, seed=2))),
         rand(2, 3) @ rand(3, 4, seed=1) + rand(4, seed=2), atol=1e-5)
 
+def test_matmul_half():
+  """Half matmuls at sizes a tensor core takes (multiples of 16, batched too) and at sizes it doesn't; checked against
+  float32 math on the same half inputs (a wrong fragment layout is off by whole products, far outside the tolerance)."""
+  for sa, sb in [((64, 32), (32, 48)), ((2, 32, 16), (2, 16, 32)), ((16, 64), (64, 16)), ((37, 20), (20, 29))]:
+    a, b = rand(*sa, dtype=np.float16, seed=5), rand(*sb, dtype=np.float16, seed=6)
+    check(Tensor(a) @ Tensor(b), (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16), atol=6e-2, rtol=1e-2)
+  check((Tensor(a).float() @ Tensor(b).float()), a.astype(np.float32) @ b.astype(np.float32), atol=1e-4)
+
 def test_einsum():
   a, b, c = rand(2, 3), rand(3, 4, seed=1), rand(2, 3, 4, seed=2)
   for f, ops in [("ij,jk->ik", (a, b)), ("ij->ji", (a,)), ("ij->", (a,)), ("ij,ij->i", (a, a)), ("bij,jk->bik", (c.transpose(0, 2, 1) if False else c[:, :, :3], b)),

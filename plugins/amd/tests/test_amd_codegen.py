@@ -153,3 +153,53 @@ def test_emu_wmma_layouts(arch):
   D = np.zeros((16, 16), np.float32)
   prg(*[memoryview(x).cast("B") for x in (D, A, B, C, *tabs)], global_size=(1, 1, 1), local_size=(tc.threads, 1, 1))
   np.testing.assert_allclose(D, A.astype(np.float32) @ B.astype(np.float32) + C, rtol=1e-3, atol=1e-3)
+
+# ---- tensor cores: codegen's WMMA UOps, run in the emulator and compiled to the real instructions
+TC_INSN = {"gfx1100": "v_wmma_f32_16x16x16_f16", "gfx1201": "v_wmma_f32_16x16x16_f16", "gfx942": "v_mfma_f32_16x16x16_f16"}
+
+@needs_emu
+@pytest.mark.parametrize("arch", sorted(TC_INSN))
+def test_wmma_matmul(registry, arch):
+  """A half matmul becomes WMMA/MFMA UOps (2x2 tiles per warp where they fit), gives A@B in the emulator under the
+  arch's lane layouts, and both renderers compile it to the arch's matrix instruction."""
+  from tinycore.device import Device
+  from tinycore.uop import Ops
+  dev = f"EMU+AMD::{arch}"
+  rng = np.random.default_rng(2)
+  for sa, sb, n in [((64, 32), (32, 48), 2), ((32, 64), (64, 64), 4), ((2, 32, 16), (2, 16, 32), 4), ((37, 20), (20, 29), 0)]:
+    a, b = rng.standard_normal(sa).astype(np.float16), rng.standard_normal(sb).astype(np.float16)
+    out = Tensor(a, device=dev) @ Tensor(b, device=dev)
+    p = get_program(out.schedule()[-1].ast, Device[dev].renderer)
+    assert sum(u.op is Ops.WMMA for u in p.uops) == n and (n == 0 or p.local_size[0] % parse_arch(arch).wave == 0)
+    np.testing.assert_allclose(out.numpy().astype(np.float32), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=2e-2)
+  a, b = Tensor(np.ones((64, 32), np.float16), device=dev), Tensor(np.ones((32, 48), np.float16), device=dev)
+  k = (a @ b).schedule()[-1].ast
+  if llvmlite is not None:
+    r = AMDLLVMRenderer(arch)
+    p = get_program(k, r)
+    assert r.compiler.to_asm(p.src).count(TC_INSN[arch]) == 2
+    check_code_object(r.compiler.compile(p.src), p, arch)
+  if find_clang(arch):
+    r = HIPRenderer(arch)
+    p = get_program(k, r)
+    check_code_object(lib := r.compiler.compile(p.src), p, arch)
+    dis = r.compiler.disassemble(lib)
+    assert TC_INSN[arch] in dis or "vgprs" in dis   # without llvm-objdump: the kernel table (the compile still ran)
+
+def test_fragment_layouts_match_the_isa():
+  """The emulator runs WMMA with tables built from the same fragment functions codegen uses, so it can't catch a wrong
+  layout by itself: these are facts read off AMD's ISA guides, stated independently as (lane, element) -> (row, col)."""
+  from tinycore_amd.tensor_cores import FRAGS
+  facts = {  # RDNA3: A/B replicated on both half-waves, C VGPR i holds rows 2i (lanes 0-15) and 2i+1 (lanes 16-31)
+    "wmma_rdna3": {"a": [(0, 0, 0, 0), (5, 9, 5, 9), (21, 3, 5, 3)], "b": [(0, 0, 0, 0), (7, 2, 2, 7), (23, 15, 15, 7)],
+                   "c": [(0, 0, 0, 0), (16, 0, 1, 0), (3, 7, 14, 3), (31, 7, 15, 15)]},
+    # RDNA4: lanes 16-31 hold k 8-15 of A/B (no replication); C VGPR i holds rows i (lanes 0-15) and i+8 (lanes 16-31)
+    "wmma_rdna4": {"a": [(0, 0, 0, 0), (17, 2, 1, 10), (15, 7, 15, 7)], "b": [(31, 7, 15, 15), (4, 3, 3, 4)],
+                   "c": [(16, 0, 8, 0), (9, 5, 5, 9), (31, 7, 15, 15)]},
+    # CDNA3 MFMA 16x16x16 f16: lane group l//16 holds k 4*(l//16)..+3, C rows 4*(l//16)+i
+    "mfma": {"a": [(0, 0, 0, 0), (63, 3, 15, 15), (20, 1, 4, 5)], "b": [(37, 2, 10, 5)], "c": [(47, 1, 9, 15), (16, 0, 4, 0)]},
+  }
+  for kind, per in facts.items():
+    for which, rows in per.items():
+      f = FRAGS[kind]["abc".index(which)]
+      for lane, e, row, col in rows: assert f(lane, e) == (row, col), (kind, which, lane, e)

@@ -16,6 +16,11 @@ _HELPERS = r"""#define __global__ __attribute__((global))
 #define TCD static __attribute__((device, always_inline)) inline
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
+typedef _Float16 __tc_half4 __attribute__((ext_vector_type(4)));
+typedef _Float16 __tc_half8 __attribute__((ext_vector_type(8)));
+typedef _Float16 __tc_half16 __attribute__((ext_vector_type(16)));
+typedef float __tc_float4 __attribute__((ext_vector_type(4)));
+typedef float __tc_float8 __attribute__((ext_vector_type(8)));
 TCD float __tc_from_bfloat16(unsigned short x) { return __builtin_bit_cast(float, (unsigned int)x << 16); }
 TCD unsigned short __tc_to_bfloat16(float f) {   /* nearest even on the top half; NaN stays quiet */
   unsigned int u = __builtin_bit_cast(unsigned int, f);
@@ -93,3 +98,14 @@ class HIPRenderer(CStyleRenderer):
     # the flat workgroup size bounds register use, like CUDA's launch bounds (the default assumes 1024 lanes)
     attr = f"__attribute__((amdgpu_flat_work_group_size(1, {max(self._threads, 1)}))) "
     return self.prelude + self.typedefs + f"{self.kernel_prefix}{attr}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+
+  # ***** tensor cores: WMMA (codegen/opt_tc.py) as clang's amdgcn matrix builtins on ext_vector_type fragments
+  def render_wmma(self, u: UOp, r: dict) -> list[str]:
+    if u.op is Ops.GEP: return [f"float {r[u]} = {r[u.src[0]]}[{u.arg[0]}];"]
+    if u.op is Ops.VECTORIZE:
+      return [f"__tc_{u.dtype.scalar().name}{u.dtype.count} {r[u]} = {{{', '.join(r[s] for s in u.src)}}};"]
+    a, b, c = (r[s] for s in u.src[:3])
+    call = {"wmma_rdna3": f"__builtin_amdgcn_wmma_f32_16x16x16_f16_w32({a}, {b}, {c})",
+            "wmma_rdna4": f"__builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12({a}, {b}, {c})",
+            "mfma": f"__builtin_amdgcn_mfma_f32_16x16x16f16({a}, {b}, {c}, 0, 0, 0)"}[u.arg[0].split("_16x16x16")[0]]
+    return [f"__tc_float{u.dtype.count} {r[u]} = {call};"]

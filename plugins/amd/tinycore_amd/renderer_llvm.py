@@ -213,6 +213,14 @@ class AMDLLVMRenderer(Renderer):
           emit(f"br i1 {operand(ind.src[2], dtypes.bool)}, label %{y}, label %{n}"); label(y)
           emit(f"store {mtype(bdt)} {v}, ptr addrspace(1) {address(ind, None)}"); emit(f"br label %{n}"); label(n)
         else: emit(f"store {mtype(bdt)} {v}, ptr addrspace(1) {address(ind, None)}")
+      elif op is Ops.VECTORIZE:   # a tensor-core fragment (codegen/opt_tc.py)
+        vt, et = f"<{u.dtype.count} x {rtype(u.dtype.scalar())}>", rtype(u.dtype.scalar())
+        if all(x.op is Ops.CONST and x.arg == 0 for x in u.src): r[u] = "zeroinitializer"; continue
+        v = "poison"
+        for i, x in enumerate(u.src): v = ins(f"insertelement {vt} {v}, {et} {operand(x, u.dtype.scalar())}, i32 {i}")
+        r[u] = v
+      elif op is Ops.GEP: r[u] = ins(f"extractelement <{u.src[0].dtype.count} x {rtype(u.dtype)}> {r[u.src[0]]}, i32 {u.arg[0]}")
+      elif op is Ops.WMMA: r[u] = self.wmma(u, [r[x] for x in u.src[:3]], call)
       elif op is Ops.CAST: r[u] = cast(val(u.src[0]), u.src[0].dtype, u.dtype)
       elif op is Ops.BITCAST: r[u] = self.bitcast(u, val(u.src[0]), ins)
       elif op in GroupOp.ALU: r[u] = alu(u)
@@ -225,6 +233,14 @@ class AMDLLVMRenderer(Renderer):
            "  br label %exit", "exit:", "  ret void", "}", *sorted(decls), attrs,
            "!llvm.module.flags = !{!0}", '!0 = !{i32 1, !"amdhsa_code_object_version", i32 500}']   # v5: what ld.lld 16+ and ROCm 6 load
     return "\n".join(out) + "\n"
+
+  def wmma(self, u: UOp, args: list[str], call) -> str:
+    """AMD's matrix intrinsics, half fragments in, float accumulators in and out (LLVM 17+ overloads WMMA on its types)."""
+    (a, b, c), (na, nc) = args, (u.src[0].dtype.count, u.dtype.count)
+    va, vc = f"<{na} x half>", f"<{nc} x float>"
+    kind = u.arg[0].split("_16x16x16")[0]
+    if kind == "mfma": return call("llvm.amdgcn.mfma.f32.16x16x16f16", vc, (va, a), (va, b), (vc, c), ("i32", "0"), ("i32", "0"), ("i32", "0"))
+    return call(f"llvm.amdgcn.wmma.f32.16x16x16.f16.v{nc}f32.v{na}f16", vc, (va, a), (va, b), (vc, c))
 
   def bitcast(self, u: UOp, x: str, ins) -> str:
     src, dt = u.src[0].dtype, u.dtype
