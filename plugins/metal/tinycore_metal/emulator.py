@@ -8,9 +8,9 @@ q = lane/4; row = (q & 4) + (lane/2) % 4; col = (q & 2)*2 + (lane % 2)*2 + eleme
 from __future__ import annotations
 import os
 
-def _rc(lane: int, e: int) -> tuple[int, int]:
-  q = lane >> 2
-  return (q & 4) + ((lane >> 1) & 3), (q & 2) * 2 + (lane & 1) * 2 + e
+def _rc(lane, e: int):
+  """(row, col) of lane's element e; lane may be an int or a UOp (codegen's fragments), so only // and %."""
+  return (lane // 16 % 2) * 4 + lane // 2 % 4, (lane // 8 % 2) * 4 + lane % 2 * 2 + e
 
 def simdgroup_8x8(dtype_in, dtype_out):
   from tinycore.emulator import TCLayout, layout

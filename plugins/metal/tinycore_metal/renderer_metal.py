@@ -18,7 +18,12 @@ _PACKED = {"char", "uchar", "short", "ushort", "int", "uint", "half", "float"}  
 _SPACE = {"global": "device", "local": "threadgroup"}
 
 # simdgroup_matrix 8x8: 32 lanes, 2 elements each, the same lane layout for A, B and C (see emulator.py)
-TENSOR_CORES = [TensorCore((8, 8, 8), di, do, 32, (2, 2, 2), f"simdgroup_8x8x8_{di.name}_{do.name}")
+def _frags():
+  from tinycore_metal.emulator import _rc
+  return (_rc, _rc, _rc)
+# codegen (opt_tc.py) uses the half -> float one; the others are declared for the emulator
+TENSOR_CORES = [TensorCore((8, 8, 8), di, do, 32, (2, 2, 2), f"simdgroup_8x8x8_{di.name}_{do.name}",
+                           _frags() if (di, do) == (dtypes.float16, dtypes.float32) else None)
                 for di, do in ((dtypes.float32, dtypes.float32), (dtypes.float16, dtypes.float32), (dtypes.float16, dtypes.float16),
                                (dtypes.bfloat16, dtypes.float32))]
 
@@ -55,7 +60,7 @@ class MetalRenderer(CStyleRenderer):
   global_max = (2**32 - 1, 65535, 65535)   # threadgroups per grid dim
   local_max = (256, 256, 64)               # a pipeline may allow fewer than 1024: the runtime checks its maximum
   shared_max = 32 * 1024                   # threadgroup memory on Apple GPUs
-  tensor_cores = TENSOR_CORES              # codegen emits no WMMA yet; rendered when it does
+  tensor_cores = TENSOR_CORES
   arg_int = "constant int&"
   supported_dtypes = frozenset(d for d in _TYPES if d not in (dtypes.void, dtypes.index)) | {dtypes.fp8e4m3, dtypes.fp8e5m2}
   def __init__(self, arch: str | None = None, native_bf16: bool = True):
