@@ -1,7 +1,8 @@
 """The light entry-point module of tinycore-amd: declares the AMD device, its renderers (LLVM IR via llvmlite, HIP
-C++ via clang), interfaces (KFD, PCI, USB, EMU) and the probe/smi/emulator hooks.
+C++ via clang), interfaces (HIP, KFD, PCI, USB, EMU) and the probe/smi/emulator hooks.
 
-Nothing here opens /dev/kfd, starts llvmlite or looks for clang: device.py, compiler.py and smi.py do, on use."""
+Nothing here loads libamdhip64, opens /dev/kfd, starts llvmlite or looks for clang at import: device.py, hip.py,
+compiler.py and smi.py do, on use (HIP's count() loads the HIP runtime to ask it)."""
 import os
 from tinycore.interface import Interface, EmuInterface
 TINYCORE_PLUGIN_API = (1, 1)
@@ -11,22 +12,43 @@ def _gpus() -> list[dict]:
   from tinycore.pci import pci_devices
   return pci_devices(AMD)
 
+def _hip_count() -> tuple[int, str | None]:
+  """(GPUs ROCm's HIP runtime sees, why none)."""
+  try:
+    from tinycore_amd import hip
+    n = hip.device_count()
+    return n, None if n else "ROCm's HIP runtime sees no AMD GPU"
+  except Exception as e: return 0, str(e)
+
 def _missing() -> str:
-  if not _gpus(): return "no AMD GPU on the PCI bus"
-  if not os.path.exists("/dev/kfd"): return "the amdgpu kernel driver is not loaded (no /dev/kfd)"
-  return "the KFD runtime is not implemented in tinycore-amd yet (compile-only; DEV=EMU+AMD emulates)"
+  """Why DEV=AMD cannot open here, most basic reason first ('' when it can)."""
+  why = _hip_count()[1] or ""
+  return why if _gpus() or not why else f"no AMD GPU on the PCI bus; {why}"
 
 def _open(device_name: str, spec):
   from tinycore_amd.device import open_device
   return open_device(device_name, spec)
 
+class HIP(Interface):
+  name, default = "HIP", True     # ROCm's HIP runtime (libamdhip64), which drives the amdgpu kernel driver through KFD
+  def count(self): return _hip_count()[0]
+  def probe(self):
+    from tinycore_amd import hip
+    n = self.count()
+    return [{"index": i, "name": hip.device_name(i), "arch": hip.gcn_arch(i)} for i in range(n)] if n else _gpus()
+  def unavailable_reason(self): return None if self.count() else _missing()
 class KFD(Interface):
-  name, default = "KFD", True    # the amdgpu kernel driver's compute interface
+  name = "KFD"                    # the amdgpu kernel driver's compute interface, probed through its topology only
   def count(self): return len(_gpus()) if os.path.exists("/dev/kfd") else 0
   def probe(self):
     from tinycore_amd.topology import kfd_nodes
     return [n for n in kfd_nodes() if n.get("gfx")] or _gpus()
-  def unavailable_reason(self): return _missing()   # even with a GPU: no runtime yet
+  def open(self, index):
+    raise NotImplementedError("the KFD ioctl runtime is not implemented in tinycore-amd; DEV=AMD (HIP) dispatches through ROCm's HIP")
+  def unavailable_reason(self):
+    if not _gpus(): return "no AMD GPU on the PCI bus"
+    if not os.path.exists("/dev/kfd"): return "the amdgpu kernel driver is not loaded (no /dev/kfd)"
+    return "KFD+AMD only probes: the KFD ioctl runtime is not implemented (DEV=AMD dispatches through ROCm's HIP)"
 class PCIIface(Interface):
   name = "PCI"
   def count(self): return len(_gpus())
@@ -38,7 +60,7 @@ class USBIface(Interface):
   def unavailable_reason(self): return "no USB-attached AMD GPU found"
 
 def tinycore_devices():
-  return [{"name": "AMD", "factory": _open, "priority": 95, "description": "AMD GPU (RDNA2+, CDNA) through KFD"}]
+  return [{"name": "AMD", "factory": _open, "priority": 95, "description": "AMD GPU (RDNA2+, CDNA) through ROCm's HIP runtime"}]
 
 def tinycore_renderers(device):
   if device != "AMD": return None
@@ -48,7 +70,7 @@ def tinycore_renderers(device):
           {"name": "HIP", "archs": archs, "load": "tinycore_amd.renderer_hip:HIPRenderer", "description": "HIP C++ compiled by clang (-nogpulib)"}]
 
 def tinycore_interfaces(device):
-  return [KFD(), PCIIface(), USBIface(), EmuInterface()] if device == "AMD" else None
+  return [HIP(), KFD(), PCIIface(), USBIface(), EmuInterface()] if device == "AMD" else None
 
 def tinycore_probe():
   from tinycore_amd.topology import kfd_nodes
