@@ -49,6 +49,14 @@ class Renderer:
   tensor_cores: list[TensorCore] = []
   supports_float4: bool = True
   supported_dtypes: frozenset[DType] | None = None   # None: every dtype
-  compiler: Any = None
+  def make_compiler(self) -> Any:
+    """This renderer's compiler, made on first use, so rendering (codegen tests, the emulator) needs no toolchain."""
+    return None
+  @property
+  def compiler(self) -> Any:
+    if getattr(self, "_compiler", None) is None: self._compiler = self.make_compiler()
+    return self._compiler
+  @compiler.setter
+  def compiler(self, c): self._compiler = c
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError(f"{type(self).__name__} must implement render")
   def __repr__(self): return f"<{type(self).__name__} {self.name}{':' + self.arch if self.arch else ''}>"

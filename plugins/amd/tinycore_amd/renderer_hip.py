@@ -66,15 +66,10 @@ class HIPRenderer(CStyleRenderer):
     self.target = parse_arch(arch)
     self.arch, self.shared_max, self.tensor_cores = self.target.name, self.target.lds, tensor_cores(self.target.matrix)
     self._compiler = compiler
-  @property
-  def compiler(self):
+  def make_compiler(self):
     # clang is looked for on first compile: rendering (codegen tests, the emulator) works without it
-    if self._compiler is None:
-      from tinycore_amd.compiler import HIPCompiler
-      self._compiler = HIPCompiler(self.arch)
-    return self._compiler
-  @compiler.setter
-  def compiler(self, c): self._compiler = c
+    from tinycore_amd.compiler import HIPCompiler
+    return HIPCompiler(self.arch)
 
   def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
     d, local = "xyz"[int(name[-1])], u.arg[1]

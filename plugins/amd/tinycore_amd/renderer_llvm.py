@@ -53,14 +53,9 @@ class AMDLLVMRenderer(Renderer):
     self.target = parse_arch(arch)
     self.arch, self.shared_max, self.tensor_cores = self.target.name, self.target.lds, tensor_cores(self.target.matrix)
     self._compiler = compiler
-  @property
-  def compiler(self):
-    if self._compiler is None:
-      from tinycore_amd.compiler import AMDLLVMCompiler
-      self._compiler = AMDLLVMCompiler(self.arch)
-    return self._compiler
-  @compiler.setter
-  def compiler(self, c): self._compiler = c
+  def make_compiler(self):
+    from tinycore_amd.compiler import AMDLLVMCompiler
+    return AMDLLVMCompiler(self.arch)
 
   def render(self, name: str, uops: list[UOp]) -> str:
     r: dict[UOp, str] = {}

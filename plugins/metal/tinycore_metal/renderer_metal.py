@@ -71,16 +71,10 @@ class MetalRenderer(CStyleRenderer):
     self.type_map = dict(_TYPES)
     self.emulated = {dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
     if not native_bf16: self.emulated[dtypes.bfloat16] = dtypes.uint16
-    self._compiler = None
-  @property
-  def compiler(self):
+  def make_compiler(self):
     # the Metal framework compiles at load time; on Linux rendering works and compiling says why it can't
-    if self._compiler is None:
-      from tinycore_metal.compiler_metal import MetalCompiler
-      self._compiler = MetalCompiler(self.arch)
-    return self._compiler
-  @compiler.setter
-  def compiler(self, c): self._compiler = c
+    from tinycore_metal.compiler_metal import MetalCompiler
+    return MetalCompiler(self.arch)
 
   # ---- types and expressions
   def ctype(self, dt: DType) -> str:

@@ -75,15 +75,10 @@ class CUDARenderer(CStyleRenderer):
     if not self.native_half: self.emulated |= {dtypes.float16: dtypes.uint16, dtypes.bfloat16: dtypes.uint16}
     self.prelude = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" if self.native_half else "") + _HELPERS
     self._compiler = compiler
-  @property
-  def compiler(self):
+  def make_compiler(self):
     # NVRTC is loaded on first compile: rendering (codegen tests, the emulator) works without it
-    if self._compiler is None:
-      from tinycore_nv.nvrtc import NVRTCCompiler
-      self._compiler = NVRTCCompiler(self.arch)
-    return self._compiler
-  @compiler.setter
-  def compiler(self, c): self._compiler = c
+    from tinycore_nv.nvrtc import NVRTCCompiler
+    return NVRTCCompiler(self.arch)
 
   def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
     d, local = "xyz"[int(name[-1])], u.arg[1]

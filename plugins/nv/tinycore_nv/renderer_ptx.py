@@ -50,14 +50,9 @@ class PTXRenderer(Renderer):
   def __init__(self, arch: str | None = None, compiler=None):
     self.arch = parse_arch(arch)
     self._compiler = compiler
-  @property
-  def compiler(self):
-    if self._compiler is None:
-      from tinycore_nv.ptxas import PTXCompiler
-      self._compiler = PTXCompiler(self.arch)
-    return self._compiler
-  @compiler.setter
-  def compiler(self, c): self._compiler = c
+  def make_compiler(self):
+    from tinycore_nv.ptxas import PTXCompiler
+    return PTXCompiler(self.arch)
 
   def render(self, name: str, uops: list[UOp]) -> str:
     sm = int(self.arch[3:].rstrip("af"))
