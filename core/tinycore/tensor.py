@@ -136,6 +136,11 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     if device == self.device: return self
     if isinstance(device, tuple): return self.shard(device)
     return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), device))
+  def shard_like(self, y: Tensor) -> Tensor:
+    """Shard like `y`: its devices and axis (a single-device `y` moves this tensor to its device)."""
+    from tinycore.tensor_multi import is_multi
+    if is_multi(y.uop): return self.shard(y.uop.arg[2], y.uop.arg[1])
+    return self.to(y.device)
   def shard(self, devices: tuple | list, axis: int | None = None) -> Tensor:
     """Split along `axis` over `devices` (axis=None: a full copy on each). Semantics and limits: tensor_multi.py."""
     axis = self._resolve_dim(axis) if axis is not None else None
@@ -179,6 +184,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   def ones(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 1, **{**kw, "dtype": kw.get("dtype") or dtypes.default_float})
   def full_like(self, fill_value, **kw) -> Tensor:
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kw})
+  def const_like(self, b, dtype=None) -> Tensor:
+    """A constant with this tensor's shape, device and (unless given) dtype, broadcast: no memory."""
+    return Tensor(b, dtype=dtype or self.dtype, device=self.device).reshape((1,) * self.ndim).expand(self.shape)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
   def empty_like(self, **kw) -> Tensor: return Tensor.empty(*self.shape, **{"dtype": self.dtype, "device": self.device, **kw})
@@ -562,6 +570,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   def double(self) -> Tensor: return self.cast(dtypes.float64)
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def short(self) -> Tensor: return self.cast(dtypes.int16)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
   def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
 
@@ -682,6 +691,27 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     m = x - x.max(axis, keepdim=True).detach()
     e = m.exp()
     return e / e.sum(axis, keepdim=True)
+  def softmin(self, axis=-1, dtype=None) -> Tensor: return (-self).softmax(axis, dtype)
+  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p over `dim`, eps), like torch.nn.functional.normalize."""
+    x = self._float()
+    norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2 else (x * x).sum(dim, keepdim=True).sqrt()
+    return x / norm.maximum(eps)
+  def newton_schulz(self, steps: int, params: tuple, eps: float = 1e-7) -> Tensor:
+    """Orthogonalize the trailing matrices with an odd polynomial X <- sum_i params[i] * (X X^T)^i X, after scaling X
+    to unit Frobenius norm (Muon's iteration uses params (3.4445, -4.7750, 2.0315)). Wide or tall: iterates on the
+    short side."""
+    x = self._float()
+    tall = x.shape[-2] > x.shape[-1]
+    if tall: x = x.transpose(-1, -2)
+    x = x / ((x * x).sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      a, term, out = x @ x.transpose(-1, -2), x, x * params[0]
+      for c in params[1:]:
+        term = a @ term
+        out = out + term * c
+      x = out
+    return x.transpose(-1, -2) if tall else x
   def log_softmax(self, axis=-1, dtype=None) -> Tensor:
     x = self.cast(dtype) if dtype is not None else self._float()
     m = x - x.max(axis, keepdim=True).detach()

@@ -184,3 +184,58 @@ class MovementMixin:
     kept = [c for c in letters if c in out]
     return r.permute(tuple(kept.index(c) for c in out)) if out else r
 
+
+  def rearrange(self, formula: str, **sizes):
+    """einops-style axis rearrangement: 'b c (h p) w -> b (c p) h w', p=2. Names, groups in (), '...' and '1'."""
+    def err(msg): return ValueError(f"rearrange {formula!r}: {msg}")
+    def parse(side: str) -> list:   # a bare axis is a list, a (group) a tuple: '...' and '(...)' differ on the right
+      out, group = [], None
+      for tok in side.replace("(", " ( ").replace(")", " ) ").split():
+        if tok == "(":
+          if group is not None: raise err("nested parentheses")
+          group = []
+        elif tok == ")":
+          if group is None: raise err("unbalanced ')'")
+          out.append(tuple(group)); group = None
+        elif tok not in ("...", "1") and not tok.isidentifier(): raise err(f"bad axis name {tok!r}")
+        elif group is not None: group += [] if tok == "1" else [tok]
+        else: out.append([] if tok == "1" else [tok])
+      if group is not None: raise err("unbalanced '('")
+      return out
+    if formula.count("->") != 1: raise ValueError(f"rearrange needs exactly one '->', got {formula!r}")
+    lhs, rhs = (parse(s) for s in formula.split("->"))
+    names = lambda side: [n for g in side for n in g]
+    if sorted(names(lhs)) != sorted(names(rhs)) or len(set(names(lhs))) != len(names(lhs)): raise err("both sides must name the same axes, each once")
+    if any("..." in g and g != ["..."] for g in lhs): raise err("'...' on the left must stand alone, not in a group")
+    if (bad := set(sizes) - set(names(lhs))): raise err(f"sizes given for unknown axes {sorted(bad)}")
+    has_ell = ["..."] in lhs
+    if (self.ndim < len(lhs) - 1) if has_ell else (self.ndim != len(lhs)): raise err(f"the left side has {len(lhs)} axes, the tensor {self.ndim} ({self.shape})")
+    ell = [f"...{i}" for i in range(self.ndim - len(lhs) + 1)] if has_ell else []
+    known, dims, d = dict(sizes), [], 0
+    for g in lhs:
+      if g == ["..."]:
+        known.update(zip(ell, self.shape[d:d + len(ell)])); dims += ell; d += len(ell); continue
+      if len(unknown := [n for n in g if n not in known]) > 1: raise err(f"can't infer {unknown} from dim {self.shape[d]}: give all but one")
+      rest = prod(known[n] for n in g if n in known)
+      if unknown:
+        if rest == 0 or self.shape[d] % rest: raise err(f"dim {self.shape[d]} isn't divisible by {rest}")
+        known[unknown[0]] = self.shape[d] // rest
+      if prod(known[n] for n in g) != self.shape[d]: raise err(f"({' '.join(g)}) is {prod(known[n] for n in g)}, but the dim is {self.shape[d]}")
+      dims += g; d += 1
+    out_groups = []
+    for g in rhs: out_groups += [[e] for e in ell] if g == ["..."] else [[e for n in g for e in (ell if n == "..." else [n])]]
+    x = self.reshape(tuple(known[n] for n in dims)).permute(tuple(dims.index(n) for g in out_groups for n in g))
+    return x.reshape(tuple(prod(known[n] for n in g) for g in out_groups))
+
+  def pad_to(self, shape, *args, value=0):
+    """Pad at the end of each dim up to `shape` (None keeps a dim)."""
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,) + args
+    if len(shape) != self.ndim: raise ValueError(f"pad_to shape {shape} has {len(shape)} dims, the tensor {self.ndim} ({self.shape})")
+    if any(t is not None and t < s for s, t in zip(self.shape, shape)): raise ValueError(f"pad_to can't shrink {self.shape} to {shape}")
+    return self.pad(tuple((0, 0 if t is None else t - s) for s, t in zip(self.shape, shape)), value=value)
+  def shrink_to(self, shape, *args):
+    """Keep the first `shape` elements of each dim (None keeps a dim)."""
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,) + args
+    if len(shape) != self.ndim: raise ValueError(f"shrink_to shape {shape} has {len(shape)} dims, the tensor {self.ndim} ({self.shape})")
+    if any(t is not None and t > s for s, t in zip(self.shape, shape)): raise ValueError(f"shrink_to can't grow {self.shape} to {shape}")
+    return self.shrink(tuple((0, s if t is None else t) for s, t in zip(self.shape, shape)))

@@ -239,6 +239,20 @@ class NNMixin:
     first = wf.argmax(-1, keepdim=True)
     idx = (first == Tensor._index_range(nk, self.device)).where(flat_idx.reshape(*flat_idx.shape[:-len(k_)], nk), 0).sum(-1)
     return out, idx.cast(dtypes.int32)
+  def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None):
+    """The inverse of max_pool2d(return_indices=True): each value goes back to the input position its index names (flat
+    over the trailing window dims), zeros elsewhere; any number of window dims."""
+    from tinycore.tensor import Tensor
+    d = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
+    k_, s_, dl_, pads = self._pool_args(kernel_size, stride, dilation, padding, d)
+    if indices.shape != self.shape: raise ValueError(f"max_unpool2d: indices {indices.shape} must have the values' shape {self.shape}")
+    sp = tuple((o - 1) * s - pb - pa + dl * (k - 1) + 1 for o, k, s, dl, (pb, pa) in zip(self.shape[-d:], k_, s_, dl_, pads))
+    if output_size is not None: sp = tuple(output_size)[-d:]
+    lead, n = self.shape[:-d], prod(sp)
+    onehot = indices.reshape(*lead, -1, 1) == Tensor._index_range(n, self.device)   # pooled position x output position
+    # overlapping windows can name one position twice (with the same value): take it once, not summed
+    vals = onehot.where(self.reshape(*lead, -1, 1), dtypes.min(self.dtype)).max(-2)
+    return onehot.any(-2).where(vals, 0).reshape(*lead, *sp).cast(self.dtype)
   def max_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode=False):
     return self.max_pool2d((kernel_size,), None if stride is None else (stride,), dilation, padding, ceil_mode)
   def avg_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
