@@ -36,6 +36,8 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None) -> Prog
   from tinycore.helpers import NOOPT
   k = lower_kernel(ast)
   k = graph_rewrite(k, symbolic)
+  from tinycore.codegen.split import split_ranges
+  k = split_ranges(k)
   if not NOOPT or opts: k = optimize(k, renderer, opts)
   if renderer.has_local:
     from tinycore.codegen.gpudims import to_gpu_dims

@@ -1,0 +1,27 @@
+"""codegen/split.py: an output range read as g // c and g % c is split in two, so the optimizer sees the unit stride."""
+import numpy as np
+import pytest
+from tinycore import Tensor, Device
+from tinycore.uop import Ops
+from tinycore.codegen import get_program
+pytestmark = pytest.mark.needs_device
+
+def test_panel_packed_matmul_splits_and_vectorizes():
+  n, P = 64, 16
+  a, b = np.random.default_rng(0).standard_normal((2, n, n)).astype(np.float32)
+  bp = Tensor(b).reshape(n, n // P, P).permute(1, 0, 2).contiguous()          # panels [N/16][K][16]
+  out = Tensor(a) @ bp.permute(1, 0, 2).reshape(n, n)
+  p = get_program(out.schedule()[-1].ast, Device[Device.DEFAULT].renderer)
+  ranges = [u for u in p.uops if u.op is Ops.RANGE and u.arg[0] == "g"]
+  assert not any(u.op in (Ops.IDIV, Ops.MOD) and u.src[0] in ranges for u in p.uops)   # no n // 16, n % 16 left
+  if Device[Device.DEFAULT].renderer.supports_float4:   # the 16 columns of a panel are one vector load
+    assert any(u.op is Ops.LOAD and u.dtype.count > 1 for u in p.uops)
+  np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+def test_split_keeps_values_and_loop_names():
+  x = np.arange(2 * 3 * 4 * 6, dtype=np.float32).reshape(2, 3, 4, 6)
+  t = Tensor(x).permute(3, 2, 1, 0).reshape(24, 1, 6)   # (w h) merged: read back as g // 4, g % 4
+  np.testing.assert_array_equal(t.numpy(), x.transpose(3, 2, 1, 0).reshape(24, 1, 6))
+  p = get_program((t + 1).schedule()[-1].ast, Device[Device.DEFAULT].renderer)
+  names = [u.arg for u in p.uops if u.op is Ops.RANGE]
+  assert len(names) == len(set(names))

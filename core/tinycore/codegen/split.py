@@ -1,0 +1,33 @@
+"""Split an output range whose index math divides it: g used as g // c and g % c becomes two ranges, g = go * c + gi.
+
+A buffer laid out in panels (e.g. a matmul operand packed as [N/16][K][16]) is read at (n // 16) * K*16 + n % 16: one
+output axis with a non-affine index, in which the optimizer sees no unit stride. Split in two, the inner range is
+unit-stride in that buffer (and in the output), so it can take vector lanes and register tiles like any other axis."""
+from __future__ import annotations
+from tinycore.uop import UOp, Ops
+from tinycore.dtype import dtypes
+
+def _divisors(k: UOp, g: UOp) -> set[int]:
+  """Constants c with both g // c and g % c in the kernel."""
+  div, mod = set(), set()
+  for u in k.toposort():
+    if u.op in (Ops.IDIV, Ops.MOD) and u.src[0] is g and u.src[1].op is Ops.CONST: (div if u.op is Ops.IDIV else mod).add(u.src[1].arg)
+  return div & mod
+
+def split_ranges(k: UOp) -> UOp:
+  from tinycore.rewrite import graph_rewrite
+  from tinycore.symbolic import symbolic
+  split = False
+  for g in sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg):
+    b = g.src[0].arg if g.src[0].op is Ops.CONST else None
+    # the largest divisor that leaves the outer range at least 4 long (it may be the loop the CPU splits over threads)
+    cs = sorted(c for c in _divisors(k, g) if b and 1 < c < b and b % c == 0 and b // c >= 4)
+    if not cs: continue
+    c = cs[-1]
+    go = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, b // c),), g.arg)
+    gi = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, c),), g.arg + (1,))
+    k, split = graph_rewrite(k.substitute({g: go * c + gi}), symbolic), True
+  if not split: return k
+  # renumber in order: renderers name loops by the number (gidx0, gidx1, ...)
+  glob = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
+  return k.substitute({g: UOp(Ops.RANGE, g.dtype, g.src, ("g", i)) for i, g in enumerate(glob) if g.arg != ("g", i)})
