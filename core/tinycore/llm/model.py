@@ -81,11 +81,15 @@ class Transformer:
     slots = Tensor.arange(M).cast(dtypes.float32)
     hit = slots.reshape(M, 1) == posn.reshape(1, T)                      # (M, T): cache row m takes token t
     written = (hit.cast(dtypes.float32).sum(-1).reshape(M, 1) > 0).contiguous()
+    # a realize computes a contiguous() node only for its own targets: the per-layer cache writes below would otherwise
+    # recompute these (and every earlier layer's residual) each time, O(layers^2) kernels per step
+    Tensor.realize(cos, sin, written)
     symbolic_read = T == 1 and isinstance(pos, UOp)
     mask = None if symbolic_read else slots.reshape(1, M) <= posn.reshape(T, 1)   # causal over the whole cache
     rep = cfg.n_heads // cfg.n_kv_heads   # query head j reads kv head j // rep
     for i, (ck, cv) in enumerate(self.cache):
       b = f"blk.{i}."
+      x = x.realize()   # this layer's input as a buffer: both cache writes and the attention read it
       h = rms_norm(x, self.norms[b + "attn_norm.weight"], cfg.eps)
       q = self.lin(h, b + "attn_q").reshape(1, T, cfg.n_heads, cfg.head_dim)
       k = self.lin(h, b + "attn_k").reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
@@ -96,7 +100,8 @@ class Transformer:
       v = v.transpose(1, 2)
       for c, new in ((ck, k), (cv, v)):
         full = new if T == 1 else hit.cast(dtypes.float32).matmul(new)   # place token t at row pos+t
-        c.assign(written.where(full, c)).realize()
+        c.assign(written.where(full, c))
+      Tensor.realize(ck, cv)   # one schedule: h is normed once for both
       # attention by broadcasting in 6-d (kv head, group, query, key, feature): the cache is reshaped while its shape is
       # concrete and only then cut to pos+1 rows, since a symbolic dim can't pass through a reshape
       K, V = (c.reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for c in (ck, cv))
