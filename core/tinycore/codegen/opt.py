@@ -23,6 +23,10 @@ def _reused(k: UOp, r: UOp) -> bool:
   """Some load doesn't depend on `r`: unrolling `r` shares it between the copies."""
   return any(r not in ind.toposort() for ind in _loads(k))
 
+def _streamed(k: UOp, g: UOp) -> bool:
+  """Some load along `g` also walks a reduce range: a streamed operand, not a per-output bias or residual."""
+  return any(g in _terms(ind.src[1]) and any(u.op is Ops.RANGE and u.arg[0] == "r" for u in ind.src[1].toposort()) for ind in _loads(k))
+
 def _simplify(k: UOp) -> UOp:
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
@@ -43,6 +47,24 @@ def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
     # combine pairwise: a balanced tree keeps the final combine short
     while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     repl[red] = parts[0]
+  return _simplify(k.substitute(repl)) if repl else k
+
+def merge_reduce_loops(k: UOp) -> UOp:
+  """Side-by-side reductions over loops of the same sizes (SwiGLU's gate and up products) share one loop, so the
+  input they both read is loaded once and the optimizations below see one reduce loop. One that reads another's
+  result stays apart."""
+  reds = [u for u in k.toposort() if u.op is Ops.REDUCE]
+  if len(reds) < 2: return k
+  first: dict[tuple, tuple] = {}
+  repl: dict[UOp, UOp] = {}
+  for red in reds:
+    if any(u.op is Ops.REDUCE for u in red.src[0].toposort()) or any(red in x.src[0].toposort() for x in reds if x is not red): continue
+    # same loop sizes and the same enclosing output loops (a reduce that varies with none of them is hoisted apart)
+    outer = frozenset(u for u in red.src[0].toposort() if u.op is Ops.RANGE and u not in red.src[1:])
+    key = (tuple(_bound(r) for r in red.src[1:]), outer)
+    if None in key[0]: continue
+    if key not in first: first[key] = red.src[1:]
+    else: repl.update({r: f for r, f in zip(red.src[1:], first[key]) if r is not f})
   return _simplify(k.substitute(repl)) if repl else k
 
 class CantVectorize(Exception): pass
@@ -89,14 +111,17 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
   """Reduce along `r` in n vector lanes (a vector accumulator), then combine the lanes once after the loop."""
   rn = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg)
   reds = [u for u in k.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
-  if len(reds) != 1 or reds[0].arg not in (Ops.ADD, Ops.MAX) or reds[0].dtype != dtypes.float32: raise CantVectorize
-  red = reds[0]
-  val = _lanes(r, rn, n)(red.src[0])
-  if val.dtype.count != n: raise CantVectorize
-  vred = UOp(Ops.REDUCE, val.dtype, (val, *[rn if x is r else x for x in red.src[1:]]), red.arg)
-  parts = [vred.gep(i) for i in range(n)]
-  while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-  return _simplify(k.substitute({red: parts[0]}))
+  # several reductions over the same loop (SwiGLU's gate and up products of one input) share their loads
+  if not reds or any(red.arg not in (Ops.ADD, Ops.MAX) or red.dtype != dtypes.float32 for red in reds): raise CantVectorize
+  lanes, repl = _lanes(r, rn, n), {}
+  for red in reds:
+    val = lanes(red.src[0])
+    if val.dtype.count != n: raise CantVectorize
+    vred = UOp(Ops.REDUCE, val.dtype, (val, *[rn if x is r else x for x in red.src[1:]]), red.arg)
+    parts = [vred.gep(i) for i in range(n)]
+    while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    repl[red] = parts[0]
+  return _simplify(k.substitute(repl))
 
 # ---- actions: ("VEC", axis, n) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n) | ("SWAP", axis, axis); axes are RANGE args
 Opt = tuple
@@ -119,14 +144,17 @@ def apply_opt(k: UOp, opt: Opt) -> UOp:
   raise ValueError(f"unknown opt {opt!r}")
 
 def apply_opts(k: UOp, opts: tuple[Opt, ...]) -> UOp:
+  k = merge_reduce_loops(k)
   for o in opts: k = apply_opt(k, o)
   return k
 
 def _globals(k: UOp) -> list[UOp]: return sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
 
 def _tile_axes(k: UOp) -> list[UOp]:
-  """Output axes worth a vector/upcast tile: unit stride in some load, and some load reused across them."""
-  return [g for g in reversed(_globals(k)) if _bound(g) and _unit_stride(k, g) and _reused(k, g)]
+  """Output axes worth a vector/upcast tile: unit stride in some streamed load (one a residual or bias read doesn't count:
+  in `x + W @ v` the matrix is read along the reduce axis, which wants reduce lanes instead), and some load reused
+  across them."""
+  return [g for g in reversed(_globals(k)) if _bound(g) and _streamed(k, g) and _reused(k, g)]
 
 def _second_axes(k: UOp, first) -> list[UOp]:
   """Axes for the second tile dim, best first: the one most of the wide loads don't depend on."""
@@ -136,8 +164,10 @@ def _second_axes(k: UOp, first) -> list[UOp]:
 
 def _eligible(k: UOp, renderer: Renderer) -> bool:
   topo = k.toposort()
+  # one reduction, or several side by side over the same loops (not one inside another)
+  reds = [u for u in topo if u.op is Ops.REDUCE]
   return renderer.device == "CPU" and not getenv("NOUPCAST", 0) and any(u.op is Ops.RANGE and u.arg[0] == "r" for u in topo) \
-    and sum(1 for u in topo if u.op is Ops.REDUCE) == 1
+    and len(reds) >= 1 and all(set(x.src[1:]) == set(reds[0].src[1:]) and not any(y.op is Ops.REDUCE for y in x.src[0].toposort()) for x in reds)
 
 def heuristic_opts(k: UOp, renderer: Renderer) -> tuple[Opt, ...]: return _heuristic(k, renderer)[0]
 
@@ -146,6 +176,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   without an output tile, independent accumulators on the innermost unit-stride reduce. Returns the opts and the
   kernel with them applied."""
   vec = getattr(renderer, "vector_types", False) and getenv("VEC", 1)
+  if renderer.device == "CPU": k = merge_reduce_loops(k)
   if not _eligible(k, renderer):
     # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
     # vectorize inlined helpers like exp2 on its own)
@@ -169,6 +200,12 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       # a single output axis (matrix-vector): widen the tile along it, so each row of the streamed operand is read
       # as 4 consecutive vectors (whole cache lines, fewer strided passes)
       left = b // amt   # the tiled range's remaining trip count (a range of 1 was simplified away)
+      if first[0] == "VEC" and len(_globals(k2)) > 1 and _globals(k2)[0].arg != g.arg and _streamed(k, g):
+        # another output axis outside carries the threads (a row-chunked matrix-vector product, schedule.py): take up to
+        # 4096 columns at once, so every row is streamed whole; the accumulators spill to L1, which keeps up with DRAM
+        w = max(d for d in range(1, min(left, 4096 // amt) + 1) if left % d == 0)
+        if w > 1: return (first, ("UPCAST", g.arg, w)), upcast_global(k2, _range(k2, g.arg), w)
+        return (first,), k2
       if left % 4 == 0 and left // 4 >= 8:
         wide = ("UPCAST", g.arg, 4)
         return (first, wide), apply_opt(k2, wide)
@@ -202,6 +239,12 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     if b and b >= 64 and _unit_stride(k, r):
       amt = next((a for a in (16, 8, 4) if b % a == 0), None)
       if amt: return (("UPCAST_R", r.arg, amt),), upcast_reduce(k, r, amt)
+  # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole
+  # vectors along a contiguous output axis
+  glob = _globals(k)
+  if vec and glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
+    try: return (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+    except CantVectorize: pass
   return (), k
 
 def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:
