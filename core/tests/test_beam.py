@@ -102,3 +102,20 @@ def test_matvec_heuristics():
   out = (X + ((H @ WG.T).silu() * (H @ WU.T)) @ WD.T).numpy()
   np.testing.assert_allclose(out, x + (silu(h @ wg.T) * (h @ wu.T)) @ wd.T, atol=1e-4, rtol=1e-4)
   assert len((X + ((H @ WG.T).silu() * (H @ WU.T)) @ WD.T).schedule()) == 2   # the product is realized once
+
+def test_quantized_matvec_vector_lanes():
+  """Q8_0-style weights (int8 values, one half scale per 32): the int8 loads widen to float lanes and the block scale is
+  one scalar load per vector (the heuristic reduces in lanes instead of falling back to scalars); matches numpy."""
+  from tinycore import dtypes
+  rng = np.random.default_rng(7)
+  q, d = rng.integers(-128, 128, (64, 8, 32)).astype(np.int8), (rng.random((64, 8, 1)) / 50).astype(np.float16)
+  u = rng.integers(0, 256, (64, 256)).astype(np.uint8)
+  x = rng.standard_normal((1, 256)).astype(np.float32)
+  w = (Tensor(q).cast(dtypes.float32) * Tensor(d).cast(dtypes.float32)).reshape(64, 256)
+  for got, want in [(Tensor(x) @ w.T, x @ (q.astype(np.float32) * d.astype(np.float32)).reshape(64, 256).T),
+                    (Tensor(x) @ Tensor(u).cast(dtypes.float32).T, x @ u.astype(np.float32).T)]:
+    si = got.schedule()[-1]
+    dev = Device[si.bufs[0].device]
+    if dev.renderer.device == "CPU" and getattr(dev.renderer, "vector_types", False):
+      assert O.heuristic_opts(graph_rewrite(lower_kernel(si.ast), symbolic), dev.renderer)[0][0] == "VEC_R"
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-3, rtol=1e-4)

@@ -80,20 +80,35 @@ def _lanes(r: UOp, rn: UOp, n: int):
     if r not in u.toposort(): res = u
     elif u.op is Ops.INDEX:
       terms = _terms(u.src[1])
-      if r not in terms or any(r in t.toposort() for t in terms if t is not r) or terms.count(r) != 1: raise CantVectorize
       if len(u.src) > 2: raise CantVectorize   # a validity mask per lane would need masked vector loads
-      res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n})), ("vec", n))
+      if r in terms and terms.count(r) == 1 and not any(r in t.toposort() for t in terms if t is not r):
+        res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n})), ("vec", n))
+      else:
+        # every lane reads one element (a quantized block's scale: (r*16 + lane) // 32): one scalar load that the vector
+        # math broadcasts
+        first = _simplify(u.src[1].substitute({r: rn * n}))
+        if any(_simplify(u.src[1].substitute({r: rn * n + i})) is not first for i in range(1, n)): raise CantVectorize
+        res = UOp(Ops.INDEX, u.dtype, (u.src[0], first))
     elif u.op is Ops.LOAD:
-      # half loads widen to float lanes (weights stored in half: LLM matvecs); other types stay scalar
-      if u.dtype not in (dtypes.float32, dtypes.float16): raise CantVectorize
-      res = UOp(Ops.LOAD, u.dtype.vec(n), (f(u.src[0]),))
-    elif u.op is Ops.CAST and u.dtype == dtypes.float32 and u.src[0].dtype == dtypes.float16:
-      res = UOp(Ops.CAST, u.dtype.vec(n), (f(u.src[0]),))
-    elif u.op is Ops.STORE: res = UOp(Ops.STORE, dtypes.void, (f(u.src[0]), f(u.src[1])))
-    elif u.op in _VEC_ALU and u.dtype == dtypes.float32: res = UOp(u.op, u.dtype.vec(n), tuple(f(x) for x in u.src))
+      idx = f(u.src[0])
+      if idx.arg is None: res = UOp(Ops.LOAD, u.dtype, (idx,))   # the same element in every lane
+      # half and 8-bit integer loads widen to float lanes (LLM weights: F16, Q8_0's int8 values); other types stay scalar
+      elif u.dtype not in (dtypes.float32, dtypes.float16, dtypes.int8, dtypes.uint8): raise CantVectorize
+      else: res = UOp(Ops.LOAD, u.dtype.vec(n), (idx,))
+    elif u.op is Ops.CAST and u.dtype == dtypes.float32 and u.src[0].dtype in (dtypes.float16, dtypes.int8, dtypes.uint8):
+      x = f(u.src[0])
+      res = UOp(Ops.CAST, u.dtype.vec(x.dtype.count) if x.dtype.count > 1 else u.dtype, (x,))
+    elif u.op is Ops.STORE:
+      ind, val = f(u.src[0]), f(u.src[1])
+      if ind.arg is None or val.dtype.count != n: raise CantVectorize
+      res = UOp(Ops.STORE, dtypes.void, (ind, val))
+    elif u.op in _VEC_ALU and u.dtype == dtypes.float32:
+      srcs = tuple(f(x) for x in u.src)   # on lane-uniform values only, the math stays scalar
+      res = UOp(u.op, u.dtype.vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
     elif u.op in _VEC_SELECT and all(x.dtype in (dtypes.float32, dtypes.bool) for x in u.src):
       # comparisons give lane masks, WHERE/MAX select with them (relu, its gradient, clamps)
-      res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), tuple(f(x) for x in u.src))
+      srcs = tuple(f(x) for x in u.src)
+      res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
     elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32 and r not in u.src[1:]:
       res = UOp(Ops.REDUCE, u.dtype.vec(n), (f(u.src[0]), *u.src[1:]), u.arg)
     else: raise CantVectorize
