@@ -43,9 +43,14 @@ def _alu_cost(u: UOp, realize: set, limit: int = EXPAND_COST) -> int:
     if n in seen or n.op in (Ops.BUFFER, Ops.REDUCE_AXIS) or (n is not u and n in realize): continue
     if n.op is Ops.EXPAND and _really_expands(n): continue
     seen.add(n)
-    if n.op in GroupOp.ALU: cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP) else 1
+    # math on broadcast values only (softmax's 1/sum, taken after the expand) is hoisted out of the inner loops too
+    if n.op in GroupOp.ALU and not all(_broadcast(x) for x in n.src): cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP) else 1
     stack.extend(n.src)
   return cost
+
+def _broadcast(u: UOp) -> bool:
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u.op is Ops.CONST or (u.op is Ops.EXPAND and _really_expands(u))
 
 def _really_expands(u: UOp) -> bool: return any(s != n for s, n in zip(u.src[0].shape, u.shape))
 
