@@ -23,6 +23,11 @@ def _reused(k: UOp, r: UOp) -> bool:
   """Some load doesn't depend on `r`: unrolling `r` shares it between the copies."""
   return any(r not in ind.toposort() for ind in _loads(k))
 
+def _reused_big(k: UOp, g: UOp) -> bool:
+  """Some load that doesn't depend on `g` varies with another output axis: sharing it between copies of `g` saves real
+  memory traffic (a weight gradient's operands), unlike a vector every output reads (it stays in L1)."""
+  return any(g not in ind.toposort() and any(u.op is Ops.RANGE and u.arg[0] == "g" for u in ind.toposort()) for ind in _loads(k))
+
 def _streamed(k: UOp, g: UOp) -> bool:
   """Some load along `g` also walks a reduce range: a streamed operand, not a per-output bias or residual."""
   return any(g in _terms(ind.src[1]) and any(u.op is Ops.RANGE and u.arg[0] == "r" for u in ind.src[1].toposort()) for ind in _loads(k))
@@ -247,8 +252,14 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
           opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)
           # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
           # each vector load feeds several accumulators
-          glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k2, g)]
-          if glob: opts, k2 = opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+          glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k2, g)]
+          if glob: return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+          # a matrix-vector product (the only load not varying with an output is the vector, in L1 anyway): rows one
+          # after another, so a thread's loads are one sequential stream the prefetcher follows (interleaving 4 short
+          # rows halved the bandwidth), with independent accumulators to hide the add latency instead
+          left = _bound(_range(k2, r.arg))
+          if amt := next((a for a in (4, 2) if left and left % a == 0 and left // a >= 4), None):
+            return opts + (("UPCAST_R", r.arg, amt),), upcast_reduce(k2, _range(k2, r.arg), amt)
           return opts, k2
         except CantVectorize: pass
     if b and b >= 64 and _unit_stride(k, r):
