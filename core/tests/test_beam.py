@@ -84,8 +84,8 @@ def test_vector_matrix_streams_whole_rows():
 
 def test_matvec_heuristics():
   """x + W @ v reduces in vector lanes along W's rows, one row at a time (the residual x isn't a reason to tile the
-  output), and SwiGLU's
-  gate and up products share one reduce loop, the silu computed once rather than inside the down projection."""
+  output), and SwiGLU's gate and up products share one reduce loop, the silu computed once rather than inside the down
+  projection."""
   rng = np.random.default_rng(6)
   x, h = rng.standard_normal((1, 64)).astype(np.float32), rng.standard_normal((1, 128)).astype(np.float32)
   wg, wu, wd = (rng.standard_normal(s).astype(np.float32) / 10 for s in ((96, 128), (96, 128), (64, 96)))
