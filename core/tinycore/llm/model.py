@@ -103,7 +103,8 @@ class Transformer:
     for i, (ck, cv) in enumerate(self.cache):
       b = f"blk.{i}."
       x = x.realize()   # this layer's input as a buffer: both cache writes and the attention read it
-      h = rms_norm(x, self.norms[b + "attn_norm.weight"], cfg.eps)
+      # normed once into a buffer: the matvecs reading it go row by row and would redo the norm for every row
+      h = rms_norm(x, self.norms[b + "attn_norm.weight"], cfg.eps).contiguous()
       if b + "attn_qkv.weight" in self.w:
         # one matvec for the three projections, computed once: the cache writes and the attention both read it
         qkv = self.lin(h, b + "attn_qkv").contiguous().realize()
@@ -125,6 +126,6 @@ class Transformer:
       if mask is not None: s = mask.reshape(1, 1, 1, T, M, 1).where(s, -math.inf)
       att = (s.softmax(-2) * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
       x = (x + self.lin(att, b + "attn_output")).contiguous()
-      h = rms_norm(x, self.norms[b + "ffn_norm.weight"], cfg.eps)
+      h = rms_norm(x, self.norms[b + "ffn_norm.weight"], cfg.eps).contiguous()
       x = (x + self.lin(self.lin(h, b + "ffn_gate").silu() * self.lin(h, b + "ffn_up"), b + "ffn_down")).contiguous()   # one residual buffer per step
     return self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), self.out_name[:-len(".weight")])
