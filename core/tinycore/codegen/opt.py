@@ -253,6 +253,8 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
           # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
           # each vector load feeds several accumulators
           glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k2, g)]
+          # the axis that shares the biggest operand first (a batch of token rows x @ W.T: reuse each W load for 4 tokens)
+          glob.sort(key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k2) if g not in ind.toposort()), default=0))
           if glob: return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
           # a matrix-vector product (the only load not varying with an output is the vector, in L1 anyway): rows one
           # after another, so a thread's loads are one sequential stream the prefetcher follows (interleaving 4 short
