@@ -115,7 +115,8 @@ def _lanes(r: UOp, rn: UOp, n: int):
       srcs = tuple(f(x) for x in u.src)
       res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
     elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32 and r not in u.src[1:]:
-      res = UOp(Ops.REDUCE, u.dtype.vec(n), (f(u.src[0]), *u.src[1:]), u.arg)
+      if (x := f(u.src[0])).dtype.count != n: raise CantVectorize   # lane-uniform: nothing to gain
+      res = UOp(Ops.REDUCE, u.dtype.vec(n), (x, *u.src[1:]), u.arg)
     else: raise CantVectorize
     memo[u] = res
     return res
