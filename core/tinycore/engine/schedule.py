@@ -120,8 +120,8 @@ def _split_reduce(r: UOp) -> UOp | None:
   if osize >= 8 and rsize >= 1024 and not _has_local(r.device) and _streams_across(r):
     # vector @ row-major matrix on a CPU: split the rows into chunks, each (a thread's share) streaming whole rows into
     # a row of partial sums; reading column panels instead strides 4*N bytes per row and runs at half the bandwidth.
-    # Chunks are 64-256 rows, so the first stage (rsize <= 256) is never split again
-    ln = next((c for c in (256, 128, 64) if rsize % c == 0 and rsize // c >= 4), None)
+    # Chunks are 64-512 rows (the fewer, the less left to sum), so the first stage (rsize <= 512) is never split again
+    ln = next((c for c in (512, 256, 128, 64) if rsize % c == 0 and rsize // c >= 4), None)
     if ln is None: return None
     keep = [i for i in range(len(src.shape)) if i not in axes]
     x = src.permute(tuple(axes) + tuple(keep)).reshape((rsize // ln, ln) + tuple(src.shape[i] for i in keep))
