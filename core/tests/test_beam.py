@@ -69,3 +69,56 @@ def test_costly_broadcast_elementwise_is_computed_once():
   from math import erf
   want = (0.5 * h * (1 + np.vectorize(erf)(h / math.sqrt(2)))) @ w
   np.testing.assert_allclose((g(Tensor(h)) @ Tensor(w)).numpy(), want, atol=1e-4, rtol=1e-4)
+
+def test_vector_matrix_streams_whole_rows():
+  """v @ W with W row-major: the rows are split into chunks summed in a second kernel (each chunk streams whole rows);
+  W.T (rows along the reduce) and a batch of rows stay one kernel. All match numpy."""
+  rng = np.random.default_rng(5)
+  v, w, b = rng.standard_normal((1, 2048)).astype(np.float32), rng.standard_normal((2048, 96)).astype(np.float32), rng.standard_normal((4, 2048)).astype(np.float32)
+  assert len((Tensor(v) @ Tensor(w)).schedule()) == 2
+  assert len((Tensor(v) @ Tensor(w.T.copy()).T).schedule()) == 1
+  assert len((Tensor(b) @ Tensor(w)).schedule()) == 1
+  np.testing.assert_allclose((Tensor(v) @ Tensor(w)).numpy(), v @ w, atol=1e-3, rtol=1e-4)
+  np.testing.assert_allclose((Tensor(v[0]) @ Tensor(w)).numpy(), v[0] @ w, atol=1e-3, rtol=1e-4)
+  np.testing.assert_allclose((Tensor(b) @ Tensor(w)).numpy(), b @ w, atol=1e-3, rtol=1e-4)
+
+def test_matvec_heuristics():
+  """x + W @ v reduces in vector lanes along W's rows, one row at a time (the residual x isn't a reason to tile the
+  output), and SwiGLU's gate and up products share one reduce loop, the silu computed once rather than inside the down
+  projection."""
+  rng = np.random.default_rng(6)
+  x, h = rng.standard_normal((1, 64)).astype(np.float32), rng.standard_normal((1, 128)).astype(np.float32)
+  wg, wu, wd = (rng.standard_normal(s).astype(np.float32) / 10 for s in ((96, 128), (96, 128), (64, 96)))
+  X, H, WG, WU, WD = (Tensor(a) for a in (x, h, wg, wu, wd))
+  si = (X + H @ WU[:64].T).schedule()[-1]
+  dev = Device[si.bufs[0].device]
+  if dev.renderer.device == "CPU" and getattr(dev.renderer, "vector_types", False):
+    opts = O.heuristic_opts(graph_rewrite(lower_kernel(si.ast), symbolic), dev.renderer)
+    # rows one after another (no output tile interleaving short rows), several accumulators along the row instead
+    assert opts[0][0] == "VEC_R" and "UPCAST" not in [o[0] for o in opts]
+  sched = ((H @ WG.T).silu() * (H @ WU.T)).contiguous().schedule()
+  assert len(sched) == 1
+  if dev.renderer.device == "CPU":
+    p = get_program(sched[0].ast, dev.renderer)
+    assert sum(1 for u in p.uops if u.op.name == "RANGE" and u.arg[0] == "r") == 1
+  silu = lambda t: t / (1 + np.exp(-t))
+  out = (X + ((H @ WG.T).silu() * (H @ WU.T)) @ WD.T).numpy()
+  np.testing.assert_allclose(out, x + (silu(h @ wg.T) * (h @ wu.T)) @ wd.T, atol=1e-4, rtol=1e-4)
+  assert len((X + ((H @ WG.T).silu() * (H @ WU.T)) @ WD.T).schedule()) == 2   # the product is realized once
+
+def test_quantized_matvec_vector_lanes():
+  """Q8_0-style weights (int8 values, one half scale per 32): the int8 loads widen to float lanes and the block scale is
+  one scalar load per vector (the heuristic reduces in lanes instead of falling back to scalars); matches numpy."""
+  from tinycore import dtypes
+  rng = np.random.default_rng(7)
+  q, d = rng.integers(-128, 128, (64, 8, 32)).astype(np.int8), (rng.random((64, 8, 1)) / 50).astype(np.float16)
+  u = rng.integers(0, 256, (64, 256)).astype(np.uint8)
+  x = rng.standard_normal((1, 256)).astype(np.float32)
+  w = (Tensor(q).cast(dtypes.float32) * Tensor(d).cast(dtypes.float32)).reshape(64, 256)
+  for got, want in [(Tensor(x) @ w.T, x @ (q.astype(np.float32) * d.astype(np.float32)).reshape(64, 256).T),
+                    (Tensor(x) @ Tensor(u).cast(dtypes.float32).T, x @ u.astype(np.float32).T)]:
+    si = got.schedule()[-1]
+    dev = Device[si.bufs[0].device]
+    if dev.renderer.device == "CPU" and getattr(dev.renderer, "vector_types", False):
+      assert O.heuristic_opts(graph_rewrite(lower_kernel(si.ast), symbolic), dev.renderer)[0][0] == "VEC_R"
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-3, rtol=1e-4)

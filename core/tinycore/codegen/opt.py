@@ -23,6 +23,15 @@ def _reused(k: UOp, r: UOp) -> bool:
   """Some load doesn't depend on `r`: unrolling `r` shares it between the copies."""
   return any(r not in ind.toposort() for ind in _loads(k))
 
+def _reused_big(k: UOp, g: UOp) -> bool:
+  """Some load that doesn't depend on `g` varies with another output axis: sharing it between copies of `g` saves real
+  memory traffic (a weight gradient's operands), unlike a vector every output reads (it stays in L1)."""
+  return any(g not in ind.toposort() and any(u.op is Ops.RANGE and u.arg[0] == "g" for u in ind.toposort()) for ind in _loads(k))
+
+def _streamed(k: UOp, g: UOp) -> bool:
+  """Some load along `g` also walks a reduce range: a streamed operand, not a per-output bias or residual."""
+  return any(g in _terms(ind.src[1]) and any(u.op is Ops.RANGE and u.arg[0] == "r" for u in ind.src[1].toposort()) for ind in _loads(k))
+
 def _simplify(k: UOp) -> UOp:
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
@@ -45,6 +54,24 @@ def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
     repl[red] = parts[0]
   return _simplify(k.substitute(repl)) if repl else k
 
+def merge_reduce_loops(k: UOp) -> UOp:
+  """Side-by-side reductions over loops of the same sizes (SwiGLU's gate and up products) share one loop, so the
+  input they both read is loaded once and the optimizations below see one reduce loop. One that reads another's
+  result stays apart."""
+  reds = [u for u in k.toposort() if u.op is Ops.REDUCE]
+  if len(reds) < 2: return k
+  first: dict[tuple, tuple] = {}
+  repl: dict[UOp, UOp] = {}
+  for red in reds:
+    if any(u.op is Ops.REDUCE for u in red.src[0].toposort()) or any(red in x.src[0].toposort() for x in reds if x is not red): continue
+    # same loop sizes and the same enclosing output loops (a reduce that varies with none of them is hoisted apart)
+    outer = frozenset(u for u in red.src[0].toposort() if u.op is Ops.RANGE and u not in red.src[1:])
+    key = (tuple(_bound(r) for r in red.src[1:]), outer)
+    if None in key[0]: continue
+    if key not in first: first[key] = red.src[1:]
+    else: repl.update({r: f for r, f in zip(red.src[1:], first[key]) if r is not f})
+  return _simplify(k.substitute(repl)) if repl else k
+
 class CantVectorize(Exception): pass
 _VEC_ALU = {Ops.ADD, Ops.MUL, Ops.SUB, Ops.NEG, Ops.EXP2, Ops.RECIP, Ops.FDIV}
 _VEC_SELECT = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MAX}
@@ -58,22 +85,38 @@ def _lanes(r: UOp, rn: UOp, n: int):
     if r not in u.toposort(): res = u
     elif u.op is Ops.INDEX:
       terms = _terms(u.src[1])
-      if r not in terms or any(r in t.toposort() for t in terms if t is not r) or terms.count(r) != 1: raise CantVectorize
       if len(u.src) > 2: raise CantVectorize   # a validity mask per lane would need masked vector loads
-      res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n})), ("vec", n))
+      if r in terms and terms.count(r) == 1 and not any(r in t.toposort() for t in terms if t is not r):
+        res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n})), ("vec", n))
+      else:
+        # every lane reads one element (a quantized block's scale: (r*16 + lane) // 32): one scalar load that the vector
+        # math broadcasts
+        first = _simplify(u.src[1].substitute({r: rn * n}))
+        if any(_simplify(u.src[1].substitute({r: rn * n + i})) is not first for i in range(1, n)): raise CantVectorize
+        res = UOp(Ops.INDEX, u.dtype, (u.src[0], first))
     elif u.op is Ops.LOAD:
-      # half loads widen to float lanes (weights stored in half: LLM matvecs); other types stay scalar
-      if u.dtype not in (dtypes.float32, dtypes.float16): raise CantVectorize
-      res = UOp(Ops.LOAD, u.dtype.vec(n), (f(u.src[0]),))
-    elif u.op is Ops.CAST and u.dtype == dtypes.float32 and u.src[0].dtype == dtypes.float16:
-      res = UOp(Ops.CAST, u.dtype.vec(n), (f(u.src[0]),))
-    elif u.op is Ops.STORE: res = UOp(Ops.STORE, dtypes.void, (f(u.src[0]), f(u.src[1])))
-    elif u.op in _VEC_ALU and u.dtype == dtypes.float32: res = UOp(u.op, u.dtype.vec(n), tuple(f(x) for x in u.src))
+      idx = f(u.src[0])
+      if idx.arg is None: res = UOp(Ops.LOAD, u.dtype, (idx,))   # the same element in every lane
+      # half and 8-bit integer loads widen to float lanes (LLM weights: F16, Q8_0's int8 values); other types stay scalar
+      elif u.dtype not in (dtypes.float32, dtypes.float16, dtypes.int8, dtypes.uint8): raise CantVectorize
+      else: res = UOp(Ops.LOAD, u.dtype.vec(n), (idx,))
+    elif u.op is Ops.CAST and u.dtype == dtypes.float32 and u.src[0].dtype in (dtypes.float16, dtypes.int8, dtypes.uint8):
+      x = f(u.src[0])
+      res = UOp(Ops.CAST, u.dtype.vec(x.dtype.count) if x.dtype.count > 1 else u.dtype, (x,))
+    elif u.op is Ops.STORE:
+      ind, val = f(u.src[0]), f(u.src[1])
+      if ind.arg is None or val.dtype.count != n: raise CantVectorize
+      res = UOp(Ops.STORE, dtypes.void, (ind, val))
+    elif u.op in _VEC_ALU and u.dtype == dtypes.float32:
+      srcs = tuple(f(x) for x in u.src)   # on lane-uniform values only, the math stays scalar
+      res = UOp(u.op, u.dtype.vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
     elif u.op in _VEC_SELECT and all(x.dtype in (dtypes.float32, dtypes.bool) for x in u.src):
       # comparisons give lane masks, WHERE/MAX select with them (relu, its gradient, clamps)
-      res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), tuple(f(x) for x in u.src))
+      srcs = tuple(f(x) for x in u.src)
+      res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
     elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32 and r not in u.src[1:]:
-      res = UOp(Ops.REDUCE, u.dtype.vec(n), (f(u.src[0]), *u.src[1:]), u.arg)
+      if (x := f(u.src[0])).dtype.count != n: raise CantVectorize   # lane-uniform: nothing to gain
+      res = UOp(Ops.REDUCE, u.dtype.vec(n), (x, *u.src[1:]), u.arg)
     else: raise CantVectorize
     memo[u] = res
     return res
@@ -89,14 +132,17 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
   """Reduce along `r` in n vector lanes (a vector accumulator), then combine the lanes once after the loop."""
   rn = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg)
   reds = [u for u in k.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
-  if len(reds) != 1 or reds[0].arg not in (Ops.ADD, Ops.MAX) or reds[0].dtype != dtypes.float32: raise CantVectorize
-  red = reds[0]
-  val = _lanes(r, rn, n)(red.src[0])
-  if val.dtype.count != n: raise CantVectorize
-  vred = UOp(Ops.REDUCE, val.dtype, (val, *[rn if x is r else x for x in red.src[1:]]), red.arg)
-  parts = [vred.gep(i) for i in range(n)]
-  while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-  return _simplify(k.substitute({red: parts[0]}))
+  # several reductions over the same loop (SwiGLU's gate and up products of one input) share their loads
+  if not reds or any(red.arg not in (Ops.ADD, Ops.MAX) or red.dtype != dtypes.float32 for red in reds): raise CantVectorize
+  lanes, repl = _lanes(r, rn, n), {}
+  for red in reds:
+    val = lanes(red.src[0])
+    if val.dtype.count != n: raise CantVectorize
+    vred = UOp(Ops.REDUCE, val.dtype, (val, *[rn if x is r else x for x in red.src[1:]]), red.arg)
+    parts = [vred.gep(i) for i in range(n)]
+    while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    repl[red] = parts[0]
+  return _simplify(k.substitute(repl))
 
 # ---- actions: ("VEC", axis, n) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n) | ("SWAP", axis, axis); axes are RANGE args
 Opt = tuple
@@ -119,14 +165,17 @@ def apply_opt(k: UOp, opt: Opt) -> UOp:
   raise ValueError(f"unknown opt {opt!r}")
 
 def apply_opts(k: UOp, opts: tuple[Opt, ...]) -> UOp:
+  k = merge_reduce_loops(k)
   for o in opts: k = apply_opt(k, o)
   return k
 
 def _globals(k: UOp) -> list[UOp]: return sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda r: r.arg)
 
 def _tile_axes(k: UOp) -> list[UOp]:
-  """Output axes worth a vector/upcast tile: unit stride in some load, and some load reused across them."""
-  return [g for g in reversed(_globals(k)) if _bound(g) and _unit_stride(k, g) and _reused(k, g)]
+  """Output axes worth a vector/upcast tile: unit stride in some streamed load (one a residual or bias read doesn't count:
+  in `x + W @ v` the matrix is read along the reduce axis, which wants reduce lanes instead), and some load reused
+  across them."""
+  return [g for g in reversed(_globals(k)) if _bound(g) and _streamed(k, g) and _reused(k, g)]
 
 def _second_axes(k: UOp, first) -> list[UOp]:
   """Axes for the second tile dim, best first: the one most of the wide loads don't depend on."""
@@ -136,8 +185,10 @@ def _second_axes(k: UOp, first) -> list[UOp]:
 
 def _eligible(k: UOp, renderer: Renderer) -> bool:
   topo = k.toposort()
+  # one reduction, or several side by side over the same loops (not one inside another)
+  reds = [u for u in topo if u.op is Ops.REDUCE]
   return renderer.device == "CPU" and not getenv("NOUPCAST", 0) and any(u.op is Ops.RANGE and u.arg[0] == "r" for u in topo) \
-    and sum(1 for u in topo if u.op is Ops.REDUCE) == 1
+    and len(reds) >= 1 and all(set(x.src[1:]) == set(reds[0].src[1:]) and not any(y.op is Ops.REDUCE for y in x.src[0].toposort()) for x in reds)
 
 def heuristic_opts(k: UOp, renderer: Renderer) -> tuple[Opt, ...]: return _heuristic(k, renderer)[0]
 
@@ -146,6 +197,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   without an output tile, independent accumulators on the innermost unit-stride reduce. Returns the opts and the
   kernel with them applied."""
   vec = getattr(renderer, "vector_types", False) and getenv("VEC", 1)
+  if renderer.device == "CPU": k = merge_reduce_loops(k)
   if not _eligible(k, renderer):
     # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
     # vectorize inlined helpers like exp2 on its own)
@@ -169,6 +221,12 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       # a single output axis (matrix-vector): widen the tile along it, so each row of the streamed operand is read
       # as 4 consecutive vectors (whole cache lines, fewer strided passes)
       left = b // amt   # the tiled range's remaining trip count (a range of 1 was simplified away)
+      if first[0] == "VEC" and len(_globals(k2)) > 1 and _globals(k2)[0].arg != g.arg and _streamed(k, g):
+        # another output axis outside carries the threads (a row-chunked matrix-vector product, schedule.py): take up to
+        # 4096 columns at once, so every row is streamed whole; the accumulators spill to L1, which keeps up with DRAM
+        w = max(d for d in range(1, min(left, 4096 // amt) + 1) if left % d == 0)
+        if w > 1: return (first, ("UPCAST", g.arg, w)), upcast_global(k2, _range(k2, g.arg), w)
+        return (first,), k2
       if left % 4 == 0 and left // 4 >= 8:
         wide = ("UPCAST", g.arg, 4)
         return (first, wide), apply_opt(k2, wide)
@@ -195,13 +253,27 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
           opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)
           # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
           # each vector load feeds several accumulators
-          glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k2, g)]
-          if glob: opts, k2 = opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+          glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k2, g)]
+          # the axis that shares the biggest operand first (a batch of token rows x @ W.T: reuse each W load for 4 tokens)
+          glob.sort(key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k2) if g not in ind.toposort()), default=0))
+          if glob: return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+          # a matrix-vector product (the only load not varying with an output is the vector, in L1 anyway): rows one
+          # after another, so a thread's loads are one sequential stream the prefetcher follows (interleaving 4 short
+          # rows halved the bandwidth), with independent accumulators to hide the add latency instead
+          left = _bound(_range(k2, r.arg))
+          if amt := next((a for a in (4, 2) if left and left % a == 0 and left // a >= 4), None):
+            return opts + (("UPCAST_R", r.arg, amt),), upcast_reduce(k2, _range(k2, r.arg), amt)
           return opts, k2
         except CantVectorize: pass
     if b and b >= 64 and _unit_stride(k, r):
       amt = next((a for a in (16, 8, 4) if b % a == 0), None)
       if amt: return (("UPCAST_R", r.arg, amt),), upcast_reduce(k, r, amt)
+  # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole
+  # vectors along a contiguous output axis
+  glob = _globals(k)
+  if vec and glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
+    try: return (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+    except CantVectorize: pass
   return (), k
 
 def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:

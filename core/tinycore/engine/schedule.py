@@ -34,16 +34,23 @@ def _is_movement_of_buffer(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 
 EXPAND_COST = 12   # ALU ops above which broadcast elementwise work is realized rather than recomputed
 def _alu_cost(u: UOp, realize: set, limit: int = EXPAND_COST) -> int:
-  """ALU ops in the kernel-local graph of `u` (not crossing buffers, realized nodes or reductions), counted up to `limit`;
-  transcendentals count 4."""
+  """ALU ops per element in the kernel-local graph of `u` (not crossing buffers, realized nodes or reductions), counted
+  up to `limit`; transcendentals and divisions count 4. Work behind a broadcast (a norm's scale) is done once per
+  broadcast value, so it isn't counted."""
   seen, stack, cost = set(), [u], 0
   while stack and cost < limit:
     n = stack.pop()
     if n in seen or n.op in (Ops.BUFFER, Ops.REDUCE_AXIS) or (n is not u and n in realize): continue
+    if n.op is Ops.EXPAND and _really_expands(n): continue
     seen.add(n)
-    if n.op in GroupOp.ALU: cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV) else 1
+    # math on broadcast values only (softmax's 1/sum, taken after the expand) is hoisted out of the inner loops too
+    if n.op in GroupOp.ALU and not all(_broadcast(x) for x in n.src): cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP) else 1
     stack.extend(n.src)
   return cost
+
+def _broadcast(u: UOp) -> bool:
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u.op is Ops.CONST or (u.op is Ops.EXPAND and _really_expands(u))
 
 def _really_expands(u: UOp) -> bool: return any(s != n for s, n in zip(u.src[0].shape, u.shape))
 
@@ -83,12 +90,43 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
     if not (new - realize): return realize
     realize |= new
 
+def _streams_across(r: UOp) -> bool:
+  """`r` reads a buffer as big as its whole input once (a matrix-vector product: no reuse between outputs) with unit
+  stride along an output axis, not the reduced one (vector @ matrix, the matrix row-major)."""
+  from tinycore.codegen.lowerer import Lowerer, _c
+  from tinycore.rewrite import graph_rewrite
+  from tinycore.symbolic import symbolic
+  src, axes = r.src[0], r.arg[1]
+  bufs = list(dict.fromkeys(u for u in src.toposort() if u.op is Ops.BUFFER))
+  if not any(b.arg.size >= prod(src.shape) for b in bufs): return False
+  # lower the input's index math alone (buffers as numbered placeholders) to read each load's strides
+  gl = {b: UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.arg.size), (), i) for i, b in enumerate(bufs)}
+  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("r" if i in axes else "g", i)) for i, s in enumerate(src.shape))
+  try: val = graph_rewrite(Lowerer().emit(src.substitute(gl), rngs, None), symbolic)
+  except NotImplementedError: return False
+  big = {gl[b] for b in bufs if b.arg.size >= prod(src.shape)}
+  def terms(i: UOp) -> list[UOp]: return terms(i.src[0]) + terms(i.src[1]) if i.op is Ops.ADD else [i]
+  for ld in (u for u in val.toposort() if u.op is Ops.LOAD and u.src[0].src[0] in big):
+    t = terms(ld.src[0].src[1])
+    if any(x.op is Ops.RANGE and x.arg[0] == "g" for x in t) and not any(x.op is Ops.RANGE and x.arg[0] == "r" for x in t): return True
+  return False
+
 def _split_reduce(r: UOp) -> UOp | None:
   """A long reduction into few outputs runs on one core: split it in two stages (chunks, then the chunk results) so the
   first stage has a parallel axis. Results are deterministic: the split doesn't depend on the thread count."""
   src, (op, axes) = r.src[0], r.arg
   if not all_int(src.shape): return None
   rsize, osize = prod(src.shape[a] for a in axes), prod(r.shape)
+  if osize >= 8 and rsize >= 1024 and not _has_local(r.device) and _streams_across(r):
+    # vector @ row-major matrix on a CPU: split the rows into chunks, each (a thread's share) streaming whole rows into
+    # a row of partial sums; reading column panels instead strides 4*N bytes per row and runs at half the bandwidth.
+    # Chunks are 64-512 rows (the fewer, the less left to sum), so the first stage (rsize <= 512) is never split again
+    ln = next((c for c in (512, 256, 128, 64) if rsize % c == 0 and rsize // c >= 4), None)
+    if ln is None: return None
+    keep = [i for i in range(len(src.shape)) if i not in axes]
+    x = src.permute(tuple(axes) + tuple(keep)).reshape((rsize // ln, ln) + tuple(src.shape[i] for i in keep))
+    part = UOp(Ops.CONTIGUOUS, r.dtype, (x.r(op, (1,)),))
+    return part.r(op, (0,)).reshape(r.shape)
   if rsize < 32768 or osize >= 8: return None   # the first stage has >= 8 outputs, so it is never split again
   chunks = next((p for p in (32, 16, 8) if rsize % p == 0), None)
   if chunks is None: return None

@@ -1,7 +1,7 @@
 """The llama family forward pass (llama 2/3, mistral, qwen2/3 as GGUF names them): RMSNorm, RoPE, grouped-query
-attention over an in-place KV cache, SwiGLU. Batch 1. The position is an int or a bound Variable: the cache write and
-the rotary angles use it as a value, and single-token decode reads only the first pos+1 cache rows (a symbolic shape),
-so one captured set of kernels serves every position."""
+attention over an in-place KV cache, SwiGLU. Batch 1. The position is an int or a bound Variable: the cache write goes
+to the rows at that offset, the rotary angles use it as a value, and single-token decode reads only the first pos+1
+cache rows (a symbolic shape), so one captured set of kernels serves every position."""
 from __future__ import annotations
 import math
 from dataclasses import dataclass
@@ -31,6 +31,20 @@ class Config:
                   g("rope.dimension_count", hd), float(g("rope.freq_base", 10000.0)), float(g("attention.layer_norm_rms_epsilon", 1e-5)),
                   g("context_length", 2048), scale)
 
+def _fuse_qkv(w: dict[str, QWeight], b: str):
+  """Stack a layer's q, k and v weights (same block format) into one `attn_qkv` weight along the output axis, replacing
+  them in `w`: one matvec per decode step instead of three small ones (each of which pays a kernel launch)."""
+  names = [b + n + ".weight" for n in ("attn_q", "attn_k", "attn_v")]
+  if not all(n in w for n in names) or len({(w[n].kind, len(w[n].shape), w[n].shape[1:]) for n in names}) != 1: return
+  biases = [b + n + ".bias" for n in ("attn_q", "attn_k", "attn_v")]
+  if any(len(w[n].shape) != 2 for n in names) or sum(n in w for n in biases) not in (0, 3): return
+  ws = [w.pop(n) for n in names]
+  parts = {k: ws[0].parts[k].cat(*[x.parts[k] for x in ws[1:]], dim=0).realize() for k in ws[0].parts}
+  w[b + "attn_qkv.weight"] = QWeight(ws[0].kind, (sum(x.shape[0] for x in ws), ws[0].shape[1]), parts, sum(x.nbytes for x in ws))
+  if biases[0] in w:
+    bs = [w.pop(n) for n in biases]
+    w[b + "attn_qkv.bias"] = QWeight("F32", (sum(x.shape[0] for x in bs),), {"w": bs[0].dequant().cat(*[x.dequant() for x in bs[1:]]).realize()}, sum(x.nbytes for x in bs))
+
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
 
 class Transformer:
@@ -40,6 +54,7 @@ class Transformer:
     for k in ("token_embd.weight", "output_norm.weight"):
       if k not in weights: raise ValueError(f"GGUF file has no tensor {k!r}")
     self.out_name = "output.weight" if "output.weight" in weights else "token_embd.weight"   # tied embeddings
+    for i in range(cfg.n_layers): _fuse_qkv(weights, f"blk.{i}.")
     self.norms = {k: v.dequant().realize() for k, v in weights.items() if len(v.shape) == 1}  # norms/biases: small, float32
     for v in weights.values(): v.realize()
     # embedding rows are gathered on the host: reading one row beats a vocab-sized one-hot product per token
@@ -79,24 +94,30 @@ class Transformer:
     ang = posn.reshape(T, 1) * self.inv_freq.reshape(1, -1)
     cos, sin = ang.cos().contiguous(), ang.sin().contiguous()   # computed once, not inside every layer's kernels
     slots = Tensor.arange(M).cast(dtypes.float32)
-    hit = slots.reshape(M, 1) == posn.reshape(1, T)                      # (M, T): cache row m takes token t
-    written = (hit.cast(dtypes.float32).sum(-1).reshape(M, 1) > 0).contiguous()
+    # a realize computes a contiguous() node only for its own targets: the per-layer cache writes below would otherwise
+    # recompute these (and every earlier layer's residual) each time, O(layers^2) kernels per step
+    Tensor.realize(cos, sin)
     symbolic_read = T == 1 and isinstance(pos, UOp)
     mask = None if symbolic_read else slots.reshape(1, M) <= posn.reshape(T, 1)   # causal over the whole cache
     rep = cfg.n_heads // cfg.n_kv_heads   # query head j reads kv head j // rep
     for i, (ck, cv) in enumerate(self.cache):
       b = f"blk.{i}."
-      h = rms_norm(x, self.norms[b + "attn_norm.weight"], cfg.eps)
-      q = self.lin(h, b + "attn_q").reshape(1, T, cfg.n_heads, cfg.head_dim)
-      k = self.lin(h, b + "attn_k").reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
-      v = self.lin(h, b + "attn_v").reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
+      x = x.realize()   # this layer's input as a buffer: both cache writes and the attention read it
+      # normed once into a buffer: the matvecs reading it go row by row and would redo the norm for every row
+      h = rms_norm(x, self.norms[b + "attn_norm.weight"], cfg.eps).contiguous()
+      if b + "attn_qkv.weight" in self.w:
+        # one matvec for the three projections, computed once: the cache writes and the attention both read it
+        qkv = self.lin(h, b + "attn_qkv").contiguous().realize()
+        nq, nk = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+        q, k, v = qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]
+      else: q, k, v = (self.lin(h, b + n) for n in ("attn_q", "attn_k", "attn_v"))
+      q, k, v = q.reshape(1, T, cfg.n_heads, cfg.head_dim), k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
       if b + "attn_q_norm.weight" in self.norms:   # qwen3: per-head norms before rope
         q, k = rms_norm(q, self.norms[b + "attn_q_norm.weight"], cfg.eps), rms_norm(k, self.norms[b + "attn_k_norm.weight"], cfg.eps)
       q, k = self.rope(q, cos, sin).transpose(1, 2), self.rope(k, cos, sin).transpose(1, 2)   # (1, heads, T, hd)
       v = v.transpose(1, 2)
-      for c, new in ((ck, k), (cv, v)):
-        full = new if T == 1 else hit.cast(dtypes.float32).matmul(new)   # place token t at row pos+t
-        c.assign(written.where(full, c)).realize()
+      # only rows pos..pos+T-1 are written (a view at a symbolic offset): the rest of the cache is neither read nor copied
+      Tensor.realize(*(c[:, :, pos:pos + T].assign(new) for c, new in ((ck, k), (cv, v))))   # one schedule for both
       # attention by broadcasting in 6-d (kv head, group, query, key, feature): the cache is reshaped while its shape is
       # concrete and only then cut to pos+1 rows, since a symbolic dim can't pass through a reshape
       K, V = (c.reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for c in (ck, cv))
@@ -105,6 +126,6 @@ class Transformer:
       if mask is not None: s = mask.reshape(1, 1, 1, T, M, 1).where(s, -math.inf)
       att = (s.softmax(-2) * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
       x = (x + self.lin(att, b + "attn_output")).contiguous()
-      h = rms_norm(x, self.norms[b + "ffn_norm.weight"], cfg.eps)
+      h = rms_norm(x, self.norms[b + "ffn_norm.weight"], cfg.eps).contiguous()
       x = (x + self.lin(self.lin(h, b + "ffn_gate").silu() * self.lin(h, b + "ffn_up"), b + "ffn_down")).contiguous()   # one residual buffer per step
     return self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), self.out_name[:-len(".weight")])

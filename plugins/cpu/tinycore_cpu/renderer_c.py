@@ -104,6 +104,11 @@ class CRenderer(CStyleRenderer):
         parts += (f"static inline tc_float_{n} __tc_from_half_v{n}(const unsigned short* p) {{ tc_float_{n} r; "
                   f"for (int i = 0; i < {n}; i++) r[i] = __tc_from_half(p[i]); return r; }}\n")
     return self.prelude + self.typedefs + parts + f"void {name}({', '.join(params)}) {{\n" + text + "\n}\n"
+  def cast(self, x: str, src, dt) -> str:
+    # a C cast between vector types reinterprets bits: int8 lanes -> float lanes need a lane-wise conversion
+    if dt.count > 1 and src.count > 1 and src.scalar() not in self.emulated and src.scalar() != dt.scalar() and dt.scalar() != dtypes.bool:
+      return f"__builtin_convertvector({x}, {self.ctype(dt)})"
+    return super().cast(x, src, dt)
   def math(self, fn: str, dt, *a: str) -> str:
     if fn == "exp2" and dt.count > 1 and dt.scalar() == dtypes.float32: return f"__tc_exp2_v{dt.count}({a[0]})"
     if fn == "exp2" and dt in (dtypes.float32, *self.emulated): return f"__tc_exp2({a[0]})"
