@@ -1,4 +1,5 @@
-"""codegen/split.py: an output range read as g // c and g % c is split in two, so the optimizer sees the unit stride."""
+"""codegen/split.py: an output range read as g // c and g % c is split in two, so the optimizer sees the unit stride;
+and the panel-packed matmul operand (Tensor._panels) that relies on it."""
 import numpy as np
 import pytest
 from tinycore import Tensor, Device
@@ -25,3 +26,17 @@ def test_split_keeps_values_and_loop_names():
   p = get_program((t + 1).schedule()[-1].ast, Device[Device.DEFAULT].renderer)
   names = [u.arg for u in p.uops if u.op is Ops.RANGE]
   assert len(names) == len(set(names))
+
+def test_big_matmul_reads_b_through_panels():
+  """Where the device asks for it (renderer.matmul_panel, the C renderer), a big matmul's right operand is copied into
+  panels first: one more kernel, the same values, also for transposed operands; small ones are left alone."""
+  p = getattr(Device[Device.DEFAULT].renderer, "matmul_panel", 0)
+  rng = np.random.default_rng(1)
+  a, b = rng.standard_normal((256, 512)).astype(np.float32), rng.standard_normal((512, 768)).astype(np.float32)
+  for ta, tb, ref in [(Tensor(a), Tensor(b), a @ b), (Tensor(a), Tensor(b.T.copy()).T, a @ b), (Tensor(a.T.copy()).T, Tensor(b), a @ b)]:
+    out = ta @ tb
+    kernels = [si for si in out.schedule() if not si.is_copy]
+    assert len(kernels) == (2 if p else 1)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
+  small = Tensor(a[:64]) @ Tensor(b)   # 64 rows don't pay for the copy
+  assert len([si for si in small.schedule() if not si.is_copy]) == 1

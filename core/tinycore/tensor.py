@@ -673,8 +673,18 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     try: _broadcast_shape(self.shape[:-2], w.shape[:-2])
     except ValueError: raise ValueError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
     x = self.unsqueeze(-2)                        # (..., n, 1, k)
-    wt = w.transpose(-1, -2).unsqueeze(-3)        # (..., 1, m, k)
+    wt = w._panels(self).transpose(-1, -2).unsqueeze(-3)   # (..., 1, m, k)
     return (x * wt).sum(-1, dtype=dtype).cast(out_dt)
+  def _panels(self, x: Tensor) -> Tensor:
+    """This right operand (K, N) of x @ self, read through a panel-major copy where the device asks for one
+    (renderer.matmul_panel) and the matmul is big enough to pay for the copy: the same values, a better layout."""
+    if self.ndim != 2 or self.dtype != dtypes.float32 or x.dtype != dtypes.float32 or not isinstance(self.device, str): return self
+    (K, N), M = self.shape, prod(x.shape[:-1])
+    if not all(isinstance(v, int) for v in (K, N, M)) or M < 256 or K < 64 or K * N * 4 < (1 << 20): return self
+    from tinycore.device import Device
+    p = getattr(Device[self.device].renderer, "matmul_panel", 0)
+    if not p or N % p: return self
+    return self.reshape(K, N // p, p).permute(1, 0, 2).contiguous().permute(1, 0, 2).reshape(K, N)
   def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device)
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)

@@ -237,10 +237,14 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     # when the operand streamed along the vector axis outgrows the last-level cache (a 2048^2 matmul's B), put that
     # axis outermost: each thread then keeps one panel of it hot while the other operand streams (measured 38 -> 54
     # GFLOP/s at 2048^3; at 1024^3 the default order is faster)
+    # The panel is chosen by the output axes the vector loads depend on: the vector axis itself, or, for an operand
+    # packed in panels ([N/16][K][16], split by codegen/split.py), the outer panel axis.
     glob = _globals(k3)
-    red_len = prod(_bound(u) or 1 for u in k3.toposort() if u.op is Ops.RANGE and u.arg[0] == "r")
-    if glob and glob[0].arg != g.arg and red_len * b * 4 > (8 << 20):
-      swap = ("SWAP", glob[0].arg, g.arg)
+    wide = [ind for ind in _loads(k3) if ind.arg is not None]
+    panel = [h for h in glob if h.arg != sec[0].arg and any(h in ind.toposort() for ind in wide)]
+    big = max((ind.src[0].dtype.size * ind.src[0].dtype.base.itemsize for ind in wide), default=0)
+    if glob and len(panel) == 1 and glob[0].arg != panel[0].arg and big > (8 << 20):
+      swap = ("SWAP", glob[0].arg, panel[0].arg)
       k3, opts = apply_opt(k3, swap), opts + (swap,)
     return opts, k3
   reds = [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]

@@ -49,6 +49,9 @@ class Renderer:
   tensor_cores: list[TensorCore] = []
   supports_float4: bool = True
   supported_dtypes: frozenset[DType] | None = None   # None: every dtype
+  # a big matmul's right operand (K, N) is first copied into panels [N/p][K][p] of this many float32 columns, so the
+  # kernel streams each panel contiguously instead of walking B down its rows, a new page every step (0: never)
+  matmul_panel: int = 0
   def make_compiler(self) -> Any:
     """This renderer's compiler, made on first use, so rendering (codegen tests, the emulator) needs no toolchain."""
     return None
