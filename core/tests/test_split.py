@@ -28,15 +28,15 @@ def test_split_keeps_values_and_loop_names():
   assert len(names) == len(set(names))
 
 def test_big_matmul_reads_b_through_panels():
-  """Where the device asks for it (renderer.matmul_panel, the C renderer), a big matmul's right operand is copied into
-  panels first: one more kernel, the same values, also for transposed operands; small ones are left alone."""
+  """Where the device asks for it (renderer.matmul_panel, the C renderer), a matmul's right operand is copied into
+  panels first when that pays: a transposed B (x @ W.T) from 512 rows of x, a row-major B only in a big matmul.
+  One more kernel, the same values; small or row-major-and-medium matmuls are left alone."""
   p = getattr(Device[Device.DEFAULT].renderer, "matmul_panel", 0)
   rng = np.random.default_rng(1)
-  a, b = rng.standard_normal((256, 512)).astype(np.float32), rng.standard_normal((512, 768)).astype(np.float32)
-  for ta, tb, ref in [(Tensor(a), Tensor(b), a @ b), (Tensor(a), Tensor(b.T.copy()).T, a @ b), (Tensor(a.T.copy()).T, Tensor(b), a @ b)]:
+  a, b = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((256, 768)).astype(np.float32)
+  big = rng.standard_normal((1024, 1024)).astype(np.float32)
+  for ta, tb, ref, packs in [(Tensor(a), Tensor(b.T.copy()).T, a @ b, True), (Tensor(a), Tensor(b), a @ b, False),
+                             (Tensor(a[:256]), Tensor(b.T.copy()).T, a[:256] @ b, False), (Tensor(big), Tensor(big), big @ big, True)]:
     out = ta @ tb
-    kernels = [si for si in out.schedule() if not si.is_copy]
-    assert len(kernels) == (2 if p else 1)
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
-  small = Tensor(a[:64]) @ Tensor(b)   # 64 rows don't pay for the copy
-  assert len([si for si in small.schedule() if not si.is_copy]) == 1
+    assert len([si for si in out.schedule() if not si.is_copy]) == (2 if p and packs else 1)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=2e-3)

@@ -680,7 +680,15 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     (renderer.matmul_panel) and the matmul is big enough to pay for the copy: the same values, a better layout."""
     if self.ndim != 2 or self.dtype != dtypes.float32 or x.dtype != dtypes.float32 or not isinstance(self.device, str): return self
     (K, N), M = self.shape, prod(x.shape[:-1])
-    if not all(isinstance(v, int) for v in (K, N, M)) or M < 256 or K < 64 or K * N * 4 < (1 << 20): return self
+    if not all(isinstance(v, int) for v in (K, N, M)) or K < 64: return self
+    # measured on a 2-core x86: a transposed operand (x @ W.T) gathers 16 strided floats per step, so the copy pays
+    # from ~512 rows of x or a 4 MB B; a row-major B only in a big matmul (1024^3 and up: walking B down its rows
+    # misses the TLB and the prefetcher)
+    u = self.uop
+    while u.op in GroupOp.Movement and u.op is not Ops.PERMUTE: u = u.src[0]
+    transposed = u.op is Ops.PERMUTE and u.arg[-1] != len(u.arg) - 1
+    big = K * N * 4 >= (4 << 20)
+    if not ((transposed and (M >= 512 or big)) or (big and M * K * N >= (1 << 30))): return self
     from tinycore.device import Device
     p = getattr(Device[self.device].renderer, "matmul_panel", 0)
     if not p or N % p: return self
