@@ -40,3 +40,11 @@ def test_big_matmul_reads_b_through_panels():
     out = ta @ tb
     assert len([si for si in out.schedule() if not si.is_copy]) == (2 if p and packs else 1)
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=2e-3)
+
+def test_matvec_never_packs(monkeypatch):
+  """Decode (one row of x against a big transposed weight) must not copy the weight every call."""
+  w = Tensor(np.random.default_rng(2).standard_normal((2816, 1024)).astype(np.float32))
+  x = Tensor(np.ones((1, 1024), np.float32))
+  n = len(( x @ w.T).schedule())
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel", 0, raising=False)
+  assert len((x @ w.T).schedule()) == n

@@ -688,7 +688,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
     while u.op in GroupOp.Movement and u.op is not Ops.PERMUTE: u = u.src[0]
     transposed = u.op is Ops.PERMUTE and u.arg[-1] != len(u.arg) - 1
     big = K * N * 4 >= (4 << 20)
-    if not ((transposed and (M >= 512 or big)) or (big and M * K * N >= (1 << 30))): return self
+    if M < 256 or not ((transposed and (M >= 512 or big)) or (big and M * K * N >= (1 << 30))): return self
     from tinycore.device import Device
     p = getattr(Device[self.device].renderer, "matmul_panel", 0)
     if not p or N % p: return self

@@ -243,8 +243,10 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     wide = [ind for ind in _loads(k3) if ind.arg is not None]
     panel = [h for h in glob if h.arg != sec[0].arg and any(h in ind.toposort() for ind in wide)]
     big = max((ind.src[0].dtype.size * ind.src[0].dtype.base.itemsize for ind in wide), default=0)
-    # (packed panels are always worth it: one 16-column panel stays in L2 while the other operand streams past it)
-    if glob and len(panel) == 1 and glob[0].arg != panel[0].arg and (big > (8 << 20) or panel[0].arg != g.arg):
+    # (packed panels, where the tile took the whole vector axis, always: one 16-column panel stays in L2 while the
+    # other operand streams past it)
+    packed = b == amt and panel and panel[0].arg != g.arg
+    if glob and len(panel) == 1 and glob[0].arg != panel[0].arg and (big > (8 << 20) or packed):
       swap = ("SWAP", glob[0].arg, panel[0].arg)
       k3, opts = apply_opt(k3, swap), opts + (swap,)
     return opts, k3

@@ -77,12 +77,14 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
         # a padded input read through a sliding window (conv, pooling) is cheaper padded once, in memory: the window
         # kernel then has no per-element bounds checks and its loads vectorize
         if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD: new.add(n); continue
-        # costly elementwise work broadcast into a reduction (gelu(h) @ w) would be recomputed for every output it is
-        # broadcast over: compute it once into a buffer instead
+        # costly elementwise work broadcast into a reduction (gelu(h) @ w, softmax(s) @ v) would be recomputed for
+        # every output it is broadcast over: compute it once into a buffer instead. A register tile shares each value
+        # across ~16 outputs, so the recompute factor is the broadcast over 16 (softmax @ v with 64-wide heads: 4x).
         if n.op is Ops.EXPAND and in_reduce and _really_expands(n):
           b = n.src[0]
           while b.op in GroupOp.Movement: b = b.src[0]
-          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) >= EXPAND_COST: new.add(b); continue
+          fan = prod(n.shape) // max(prod(n.src[0].shape), 1) if all_int(n.shape) and all_int(n.src[0].shape) else 16
+          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST: new.add(b); continue
         e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
         r = in_reduce or n.op is Ops.REDUCE_AXIS
         src = n.src[1:] if n.op is Ops.ASSIGN else n.src
