@@ -122,3 +122,16 @@ def test_quantized_matvec_vector_lanes():
     if dev.renderer.device == "CPU" and getattr(dev.renderer, "vector_types", False):
       assert O.heuristic_opts(graph_rewrite(lower_kernel(si.ast), symbolic), dev.renderer)[0][0] == "VEC_R"
     np.testing.assert_allclose(got.numpy(), want, atol=1e-3, rtol=1e-4)
+
+def test_short_axes_of_a_classifier_head():
+  """A 10-class head: its 10-wide output axis (no vector divides it) is unrolled whole with rows sharing each weight
+  row, and the backward product over the 10 classes unrolls that short reduce, 4 rows sharing the weight loads."""
+  rng = np.random.default_rng(7)
+  h, w, g = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((96, 10)).astype(np.float32), rng.standard_normal((64, 10)).astype(np.float32)
+  for out, ref, want in [(Tensor(h) @ Tensor(w), h @ w, ("UPCAST", 10)), (Tensor(g) @ Tensor(w).T, g @ w.T, ("UPCAST_R", 10))]:
+    si = out.schedule()[-1]
+    dev = Device[si.bufs[0].device]
+    if dev.renderer.device == "CPU":
+      opts = O.heuristic_opts(graph_rewrite(lower_kernel(si.ast), symbolic), dev.renderer)
+      assert (opts[0][0], opts[0][2]) == want and opts[1][0] == "UPCAST"
+    np.testing.assert_allclose(out.numpy(), ref, atol=1e-4, rtol=1e-4)

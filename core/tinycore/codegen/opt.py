@@ -209,10 +209,11 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     return (), k
   for g in _tile_axes(k):
     b = _bound(g)
-    amt = next((a for a in (16, 8, 4) if b % a == 0), None)
+    # a short axis no vector divides (a 10-class head) is unrolled whole
+    amt = next((a for a in (16, 8, 4) if b % a == 0), b if b <= 16 else None)
     if amt is None: continue
     first: Opt = ("UPCAST", g.arg, amt)
-    if vec and amt >= 8:
+    if vec and amt in (8, 16):
       try: k2, first = vectorize_global(k, g, amt), ("VEC", g.arg, amt)
       except CantVectorize: k2 = upcast_global(k, g, amt)
     else: k2 = upcast_global(k, g, amt)
@@ -275,6 +276,14 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     if b and b >= 64 and _unit_stride(k, r):
       amt = next((a for a in (16, 8, 4) if b % a == 0), None)
       if amt: return (("UPCAST_R", r.arg, amt),), upcast_reduce(k, r, amt)
+    if b and b <= 16 and len(reds) == 1:
+      # a short reduce (the 10-wide gradient of a classifier head) unrolled whole, and 4 rows of an output axis that
+      # share the other operand's loads
+      opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)
+      glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k2, g)]
+      glob.sort(key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k2) if g not in ind.toposort()), default=0))
+      if glob: return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+      return opts, k2
   # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole
   # vectors along a contiguous output axis
   glob = _globals(k)
