@@ -87,3 +87,24 @@ def test_skips_params_without_grad_and_lr_scheduler():
   sched = optim.StepLR(opt, step_size=1, gamma=0.5)
   sched.step()
   np.testing.assert_allclose(opt.lr.numpy(), [0.5])
+
+def test_sgd_update_writes_in_place_and_shifted_reads_still_copy():
+  """The update of a weight the forward pass read through a transpose is computed straight into the weight (the forward
+  kernel has already run), while an assign that itself reads the target shifted goes through a temporary."""
+  import numpy as np
+  from tinycore import Tensor
+  rng = np.random.default_rng(3)
+  x, w0 = rng.standard_normal((32, 24)).astype(np.float32), rng.standard_normal((16, 24)).astype(np.float32)
+  X, W = Tensor(x), Tensor(w0.copy()).realize()
+  y = (X @ W.T).relu()
+  loss = y.sum()
+  (g,) = loss.gradient(W)
+  sched = [si for si in Tensor.schedule(loss, W.assign(W - g * 0.1)) if not si.is_copy]
+  from tinycore.uop import GroupOp
+  assert not [si for si in sched if len(si.bufs) == 2 and not any(u.op in GroupOp.ALU for u in si.ast.toposort())]   # no copy kernel
+  Tensor.realize(loss, W)
+  gy = (x @ w0.T > 0).astype(np.float32)
+  np.testing.assert_allclose(W.numpy(), w0 - 0.1 * (gy.T @ x), rtol=1e-5, atol=1e-5)
+  a = Tensor(np.arange(6, dtype=np.float32)).realize()
+  a.assign(a.flip(0) + 1).realize()
+  np.testing.assert_array_equal(a.numpy(), np.arange(6, dtype=np.float32)[::-1] + 1)

@@ -164,7 +164,7 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       out_buf = target.base.arg
       value = u.src[1]
       # reading the target through a different view while writing it would race: compute into a fresh buffer first
-      if any(n.op is Ops.BUFFER and n.arg is out_buf for n in value.toposort()) and _reads_shifted(value, target.base):
+      if _reads_shifted(value, target.base, buf_of):
         tmp = _kernel_item(value, Buffer(value.device, value.size, value.dtype), buf_of, items)
         value = tmp
       _kernel_item(value, out_buf, buf_of, items, out_node=u, store_view=None if _is_view_of_buffer(target) else target)
@@ -198,9 +198,19 @@ def _unbind_arg(arg, var_vals: dict):
     return arg.substitute(binds) if binds else arg
   return arg
 
-def _reads_shifted(value: UOp, buf: UOp) -> bool:
-  """`value` reads `buf` through a view that moves elements (anything but a reshape), so element i may read j != i."""
-  return any(n.op in GroupOp.Movement and n.op is not Ops.RESHAPE and buf in n.toposort() for n in value.toposort())
+def _reads_shifted(value: UOp, buf: UOp, done: dict) -> bool:
+  """`value`'s kernel reads `buf` through a view that moves elements (anything but a reshape), so element i may read
+  j != i. Nodes already computed by earlier kernels (`done`, e.g. the forward pass an SGD update's gradient came from)
+  are read from their own buffers, so what they read doesn't count."""
+  seen, stack, moved = set(), [(value, False)], False
+  while stack:
+    n, shifted = stack.pop()
+    if (n, shifted) in seen or (n is not value and n in done): continue
+    seen.add((n, shifted))
+    if n is buf: moved = moved or shifted; continue
+    s = shifted or (n.op in GroupOp.Movement and n.op is not Ops.RESHAPE)
+    stack.extend((x, s) for x in n.src)
+  return moved
 
 def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp | None = None, store_view: UOp | None = None) -> UOp:
   """Schedule one kernel computing `u` into `out` (or into the view `store_view` of it); returns the BUFFER view that
