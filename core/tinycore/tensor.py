@@ -10,6 +10,8 @@ from tinycore.tensor_random import RandomMixin
 from tinycore.tensor_indexing import IndexingMixin
 from tinycore.tensor_movement import MovementMixin
 from tinycore.tensor_nn import NNMixin
+from tinycore.tensor_linalg import LinalgMixin
+from tinycore.tensor_hash import HashMixin
 from tinycore import tensor_multi as _multi   # multi-device (sharded) tensors: the hooks below are marked "multi:"
 
 sint = Union[int, UOp]
@@ -34,7 +36,7 @@ def _from_np(x, device: str, dtype: DType | None) -> UOp:
   if x.size: buf.allocate().copyin(memoryview(x.reshape(-1).view(np.uint8)))
   return UOp(Ops.BUFFER, dt, (), buf).reshape(x.shape)
 
-class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
+class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, HashMixin):
   """A lazily evaluated multi-dimensional array on a device, with autograd."""
   __slots__ = ("uop", "_requires_grad", "grad", "__weakref__")
   training: bool = False
@@ -78,6 +80,11 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   @property
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> sint: return prod(self.shape)
+  @property
+  def max_shape(self) -> tuple[int, ...]:
+    """The shape with every symbolic dimension replaced by its maximum."""
+    return tuple(s.vmax if isinstance(s, UOp) else s for s in self.shape)
+  def max_numel(self) -> int: return prod(self.max_shape)
   def element_size(self) -> int: return self.dtype.itemsize
   def nbytes(self) -> int: return self.numel() * self.element_size()
   def __len__(self):
@@ -172,6 +179,27 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin):
   @staticmethod
   def empty(*shape, device=None, dtype=None, **kw) -> Tensor:
     return Tensor(_empty(_canon_device(device), _shape_arg(shape), to_dtype(dtype) if dtype else dtypes.default_float), **kw)
+  @staticmethod
+  def from_blob(ptr: int, shape: tuple[int, ...], **kwargs) -> Tensor:
+    """A tensor over `prod(shape)` elements at address `ptr` on `device` (default: the default device), without copying or
+    taking ownership: the memory must outlive the tensor. `dtype`/`device` pick the type and device; other kwargs go to Tensor."""
+    dt, dev = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float), _canon_device(kwargs.pop("device", None))
+    if not isinstance(ptr, int) or ptr <= 0: raise ValueError(f"from_blob needs a non-null integer address, got {ptr!r}")
+    shape = _shape_arg((shape,) if isinstance(shape, int) else shape)
+    buf = Buffer(dev, prod(shape), dt, opaque=ptr)
+    if isinstance(sizes := getattr(buf.allocator, "sizes", None), dict): sizes[ptr] = buf.nbytes   # CPU's zero-copy host view needs the size
+    return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
+  @staticmethod
+  def from_url(url: str, gunzip: bool = False, **kwargs) -> Tensor:
+    """The bytes at `url` (http(s), file, ...) as a 1-D uint8 tensor, gzip-extracted if `gunzip`; a `dtype` reinterprets them."""
+    import urllib.request, gzip
+    with urllib.request.urlopen(url) as r: data = r.read()
+    if gunzip: data = gzip.decompress(data)
+    dt = to_dtype(kwargs.pop("dtype", None) or dtypes.uint8)
+    if len(data) % dt.itemsize: raise ValueError(f"from_url: {len(data)} bytes from {url} aren't a whole number of {dt} ({dt.itemsize} bytes)")
+    import numpy as np
+    arr = np.frombuffer(data, dtype={1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize])   # same-size bitcast below
+    return Tensor(arr, **kwargs).bitcast(dt)
   @staticmethod
   def full(shape, fill_value: ConstType, device=None, dtype=None, **kw) -> Tensor:
     shape = _shape_arg((shape,) if isinstance(shape, int) else shape)

@@ -45,6 +45,16 @@ class RandomMixin:
     a, b = threefry2x32(ctr, ctr.zeros_like(), key[0], key[1])
     return a.cat(b).shrink(((0, n),))
 
+  def threefry(self, seed):
+    """Threefry-2x32 of each uint64 element (low word first) keyed by a uint64 `seed` (int or one-element tensor), as tinygrad's."""
+    if self.dtype != dtypes.uint64: raise TypeError(f"threefry works on uint64 tensors, got {self.dtype}")
+    if isinstance(seed, int): k0, k1 = seed & _M32, (seed >> 32) & _M32
+    else:
+      seed = seed.cast(dtypes.uint64).reshape(())
+      k0, k1 = (seed & _M32).cast(dtypes.uint32), (seed >> 32).cast(dtypes.uint32)
+    lo, hi = threefry2x32((self & _M32).cast(dtypes.uint32), (self >> 32).cast(dtypes.uint32), k0, k1)
+    return (hi.cast(dtypes.uint64) << 32) | lo.cast(dtypes.uint64)
+
   @staticmethod
   def rand(*shape, device=None, dtype=None, contiguous=False, **kw):
     """Uniform in [0, 1): 23 random mantissa bits under exponent 0 give a float in [1, 2), minus 1."""
