@@ -5,6 +5,7 @@ import gzip, hashlib, http.server, threading, functools
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes, Variable
+pytestmark = pytest.mark.needs_device
 
 def _orth_err(q, rows: bool = False):
   q = np.swapaxes(q, -1, -2) if rows else q
