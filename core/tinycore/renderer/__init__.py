@@ -3,7 +3,7 @@ that codegen reads (locals, shared memory, limits, dtypes, tensor cores)."""
 from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
-from tinycore.uop import UOp
+from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType
 
 @dataclass(frozen=True)
@@ -19,6 +19,14 @@ class TensorCore:
   elements_per_thread: tuple[int, int, int] = (0, 0, 0)
   name: str = ""
   frags: tuple | None = None
+
+def workgroup_threads(uops: list[UOp]) -> int:
+  """Threads in one workgroup of a linearized GPU program: the product of its SPECIALs' local sizes (renderers put it in
+  launch bounds, so the compiler may use every register a thread of that block can have)."""
+  n = 1
+  for u in uops:
+    if u.op is Ops.SPECIAL: n *= u.arg[1]
+  return n
 
 @dataclass
 class ProgramSpec:

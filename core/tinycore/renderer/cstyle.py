@@ -3,12 +3,13 @@ from __future__ import annotations
 import math
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import DType, dtypes, PtrDType
-from tinycore.renderer import Renderer
+from tinycore.renderer import Renderer, workgroup_threads
 
 class CStyleRenderer(Renderer):
   kernel_prefix = ""
   buffer_prefix = ""
   arg_int = "const int"
+  restrict = "restrict"   # C; the C++ dialects (CUDA, HIP) spell it __restrict__
   type_map: dict[DType, str] = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
     dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
     dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double",
@@ -101,7 +102,7 @@ class CStyleRenderer(Renderer):
     raise NotImplementedError(f"{type(self).__name__} has no thread indices (has_local is False)")
   def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str: return f"for (int {name} = 0; {name} < {bound}; {name}++) {{"
   def kernel_params(self, bufs: list[tuple[str, DType, bool]], vars: list[tuple[str, DType]]) -> list[str]:
-    return [f"{self.buffer_prefix}{self.ctype(dt)} restrict {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
+    return [f"{self.buffer_prefix}{self.ctype(dt)} {self.restrict} {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
   def vec_select(self, op: Ops, u: UOp, a: list[str]) -> str:
     """WHERE/MAX on vector lanes as bit selects with a lane mask (C has no vector ?:). Scalars are splatted first."""
     dt, mt = u.dtype, self.ctype(dtypes.bool.vec(u.dtype.count))
@@ -121,6 +122,7 @@ class CStyleRenderer(Renderer):
     return self.prelude + self.typedefs + f"{self.kernel_prefix}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
 
   def render(self, name: str, uops: list[UOp]) -> str:
+    self.threads = workgroup_threads(uops)   # for render_kernel's launch bounds (GPU dialects)
     r: dict[UOp, str] = {}
     bufs: list[tuple[str, DType, bool]] = []
     vars: list[tuple[str, DType]] = []

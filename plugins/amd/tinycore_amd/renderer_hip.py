@@ -58,7 +58,7 @@ class HIPRenderer(CStyleRenderer):
   has_local, has_shared = True, True
   global_max = (2**31 - 1, 65535, 65535)   # workgroups per grid dim
   local_max = (256, 1024, 1024)            # 256 lanes = 8 wave32 / 4 wave64: the hardware allows 1024
-  kernel_prefix = 'extern "C" __global__ '
+  kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
   prelude = _HELPERS
   type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "_Float16"}
   emulated = {dtypes.bfloat16: dtypes.uint16, dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
@@ -76,22 +76,15 @@ class HIPRenderer(CStyleRenderer):
     gid, lid = f"__builtin_amdgcn_workgroup_id_{d}()", f"__builtin_amdgcn_workitem_id_{d}()"
     idx = f"(int)({gid}*{local}+{lid})" if local > 1 else f"(int){gid}"
     return [f"int {name} = {idx};", f"if ({name} >= {bound}) return;"]   # no barriers yet, so early exit is safe
-  def kernel_params(self, bufs, vars) -> list[str]:
-    return [f"{self.ctype(dt)} __restrict__ {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
   def _bits(self, x: str, src: DType, dt: DType) -> str: return f"__builtin_bit_cast({self.ctype(dt)}, ({self.ctype(src)})({x}))"
   def math(self, fn: str, dt: DType, *a: str) -> str:
     if fn == "pow": return self.math("exp2", dt, f"({a[1]})*{self.math('log2', dt, a[0])}")
     if dt == dtypes.float64 and fn in ("sqrt", "trunc"): return f"__builtin_{fn}({', '.join(a)})"
     f = f"__builtin_{fn}f({', '.join(f'(float)({x})' for x in a)})"
     return f if dt == dtypes.float32 or dt in self.emulated else f"(({self.ctype(dt)}){f})"
-  def render(self, name: str, uops: list[UOp]) -> str:
-    self._threads = 1
-    for u in uops:
-      if u.op is Ops.SPECIAL: self._threads *= u.arg[1]
-    return super().render(name, uops)
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the flat workgroup size bounds register use, like CUDA's launch bounds (the default assumes 1024 lanes)
-    attr = f"__attribute__((amdgpu_flat_work_group_size(1, {max(self._threads, 1)}))) "
+    attr = f"__attribute__((amdgpu_flat_work_group_size(1, {max(self.threads, 1)}))) "
     return self.prelude + self.typedefs + f"{self.kernel_prefix}{attr}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
 
   # ***** tensor cores: WMMA (codegen/opt_tc.py) as clang's amdgcn matrix builtins on ext_vector_type fragments

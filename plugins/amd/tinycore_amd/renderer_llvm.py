@@ -6,9 +6,9 @@ indices from llvm.amdgcn.workgroup.id.* / workitem.id.*, WMMA/MFMA tensor cores,
 `bfloat` type (i16 in memory, float in registers). float64 exp2/log2/sin have no AMDGPU instruction, so they are
 computed in float32; pow is exp2(y*log2(x)). fp8 is not supported here (use AMD:HIP)."""
 from __future__ import annotations
-import math
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp
 from tinycore.dtype import DType, dtypes
+from tinycore.renderer import workgroup_threads
 from tinycore.renderer.llvmir import LLVMIRRenderer
 from tinycore_amd.arch import parse_arch
 from tinycore_amd.tensor_cores import tensor_cores
@@ -60,7 +60,7 @@ class AMDLLVMRenderer(LLVMIRRenderer):
     return self.call(f"llvm.amdgcn.wmma.f32.16x16x16.f16.v{nc}f32.v{na}f16", vc, (va, a), (va, b), (vc, c))
 
   def kernel(self, name: str, params: list[str], uops: list[UOp]) -> str:
-    threads = math.prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)
+    threads = workgroup_threads(uops)
     # no hidden kernargs (this runtime passes none); the flat size caps registers like CUDA's launch bounds
     attrs = f'attributes #0 = {{ nounwind "amdgpu-flat-work-group-size"="1,{max(threads, 1)}" "amdgpu-no-implicitarg-ptr" }}'
     out = ['target triple = "amdgcn-amd-amdhsa"', f'define amdgpu_kernel void @"{name}"({", ".join(params)}) #0 {{', "entry:", *self.allocas,

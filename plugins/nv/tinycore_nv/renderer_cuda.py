@@ -61,7 +61,7 @@ class CUDARenderer(CStyleRenderer):
   global_max = (2**31 - 1, 65535, 65535)   # grid dims (in blocks)
   local_max = (1024, 1024, 64)             # block dims; __launch_bounds__ keeps big blocks launchable
   shared_max = 48 * 1024
-  kernel_prefix = 'extern "C" __global__ '
+  kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
   def __init__(self, arch: str | None = None, native_half: bool | None = None, compiler=None):
     from tinycore_nv.nvrtc import find_cuda_include
     self.arch = parse_arch(arch)
@@ -85,8 +85,6 @@ class CUDARenderer(CStyleRenderer):
     idx = f"blockIdx.{d}*{local}+threadIdx.{d}" if local > 1 else f"blockIdx.{d}"
     # threads past the bound retire at once: safe while kernels have no barriers
     return [f"int {name} = {idx};", f"if ({name} >= {bound}) return;"]
-  def kernel_params(self, bufs, vars) -> list[str]:
-    return [f"{self.ctype(dt)} __restrict__ {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
   def _bits(self, x: str, src: DType, dt: DType) -> str: return f"__tc_bits<{self.ctype(dt)}>(({self.ctype(src)})({x}))"
   def math(self, fn: str, dt: DType, *a: str) -> str:
     if dt in (dtypes.float16, dtypes.bfloat16) and self.native_half: return f"(({self.ctype(dt)}){fn}f({', '.join(f'(float){x}' for x in a)}))"
@@ -97,14 +95,9 @@ class CUDARenderer(CStyleRenderer):
     if self.native_half and dt in (dtypes.float16, dtypes.bfloat16) and src not in (dtypes.float32, dtypes.float64, dtypes.bool): x = f"(float)({x})"
     if self.native_half and src == dtypes.bool and dt in (dtypes.float16, dtypes.bfloat16): x = f"(float)({x})"
     return super().cast(x, src, dt)
-  def render(self, name: str, uops: list[UOp]) -> str:
-    self._threads = 1
-    for u in uops:
-      if u.op is Ops.SPECIAL: self._threads *= u.arg[1]
-    return super().render(name, uops)
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the block size caps registers per thread, so a 1024-thread block always launches
-    return self.prelude + self.typedefs + f"{self.kernel_prefix}__launch_bounds__({self._threads}) void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+    return self.prelude + self.typedefs + f"{self.kernel_prefix}__launch_bounds__({self.threads}) void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
 
   # ***** tensor cores: WMMA (codegen/opt_tc.py) as mma.sync inline PTX
   def render_wmma(self, u: UOp, r: dict) -> list[str]:

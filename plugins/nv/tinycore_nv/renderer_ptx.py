@@ -7,8 +7,8 @@ past their bound branch to the exit. Transcendentals use the .approx instruction
 from __future__ import annotations
 import struct
 from tinycore.uop import UOp, Ops, GroupOp
-from tinycore.dtype import DType, dtypes, PtrDType
-from tinycore.renderer import Renderer
+from tinycore.dtype import DType, dtypes
+from tinycore.renderer import Renderer, workgroup_threads
 from tinycore_nv.renderer_cuda import parse_arch
 
 EMULATED = {dtypes.float16: "b16", dtypes.bfloat16: "b16", dtypes.fp8e4m3: "b8", dtypes.fp8e5m2: "b8"}   # their memory type
@@ -62,7 +62,7 @@ class PTXRenderer(Renderer):
     params: list[str] = []
     loops: dict[UOp, int] = {}
     preds: dict = {}   # shared registers: bool constants, a zero half-word
-    threads = 1
+    threads = workgroup_threads(uops)
     def reg(t: str) -> str:
       n = counts.get(t, 0); counts[t] = n + 1
       return f"{PREFIX[t]}{n}"
@@ -209,7 +209,6 @@ class PTXRenderer(Renderer):
       elif op in (Ops.INDEX, Ops.NOOP, Ops.SINK, Ops.REDUCE): pass   # folded into LOAD/STORE; REDUCE is its accumulator
       elif op is Ops.SPECIAL:
         d, local = "xyz"[int(u.arg[0][-1])], u.arg[1]
-        threads *= local
         blk = new("s32", f"mov.u32 {{d}}, %ctaid.{d};")
         r[u] = new("s32", f"mad.lo.s32 {{d}}, {blk}, {local}, {new('s32', f'mov.u32 {{d}}, %tid.{d};')};") if local > 1 else blk
         emit(f"@{new('pred', f'setp.ge.s32 {{d}}, {r[u]}, {val(u.src[0], S32)};')} bra $exit;")   # retire threads past the bound
