@@ -21,6 +21,17 @@ ARCHS = {a.name: a for a in (
   Arch("gfx1201", "RDNA4", 32, matrix="wmma_rdna4"), Arch("gfx90a", "CDNA2", 64, matrix="mfma"),
   Arch("gfx942", "CDNA3", 64, matrix="mfma"), Arch("gfx950", "CDNA4", 64, matrix="mfma"))}
 
+class AMDTarget:
+  """What both AMD renderers (LLVM, HIP) share: the arch DEV names and its limits."""
+  device, has_local, has_shared = "AMD", True, True
+  global_max = (2**31 - 1, 65535, 65535)   # workgroups per grid dim
+  local_max = (256, 1024, 1024)            # 256 lanes = 8 wave32 / 4 wave64: the hardware allows 1024
+  def __init__(self, arch: str | None = None, compiler=None):
+    from tinycore_amd.tensor_cores import tensor_cores
+    self.target = parse_arch(arch)
+    self.arch, self.shared_max, self.tensor_cores = self.target.name, self.target.lds, tensor_cores(self.target.matrix)
+    self._compiler = compiler
+
 def parse_arch(arch: str | None) -> Arch:
   """'gfx1100', 'GFX1100', '1100', 'gfx942:sramecc+:xnack-' (target features are dropped) -> Arch."""
   if not arch: return ARCHS[DEFAULT_ARCH]

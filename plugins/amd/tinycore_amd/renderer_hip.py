@@ -9,8 +9,7 @@ from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes
-from tinycore_amd.arch import parse_arch
-from tinycore_amd.tensor_cores import tensor_cores
+from tinycore_amd.arch import AMDTarget
 
 _HELPERS = r"""#define __global__ __attribute__((global))
 #define TCD static __attribute__((device, always_inline)) inline
@@ -53,19 +52,12 @@ TCD unsigned char __tc_to_fp8e5m2(float f) { return __tc_fp8_enc(f, 5, 2, 0); }
 TCD float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }
 """
 
-class HIPRenderer(CStyleRenderer):
-  name, device = "HIP", "AMD"
-  has_local, has_shared = True, True
-  global_max = (2**31 - 1, 65535, 65535)   # workgroups per grid dim
-  local_max = (256, 1024, 1024)            # 256 lanes = 8 wave32 / 4 wave64: the hardware allows 1024
+class HIPRenderer(AMDTarget, CStyleRenderer):
+  name = "HIP"
   kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
   prelude = _HELPERS
   type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "_Float16"}
   emulated = {dtypes.bfloat16: dtypes.uint16, dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
-  def __init__(self, arch: str | None = None, compiler=None):
-    self.target = parse_arch(arch)
-    self.arch, self.shared_max, self.tensor_cores = self.target.name, self.target.lds, tensor_cores(self.target.matrix)
-    self._compiler = compiler
   def make_compiler(self):
     # clang is looked for on first compile: rendering (codegen tests, the emulator) works without it
     from tinycore_amd.compiler import HIPCompiler

@@ -10,20 +10,12 @@ from tinycore.uop import UOp
 from tinycore.dtype import DType, dtypes
 from tinycore.renderer import workgroup_threads
 from tinycore.renderer.llvmir import LLVMIRRenderer
-from tinycore_amd.arch import parse_arch
-from tinycore_amd.tensor_cores import tensor_cores
+from tinycore_amd.arch import AMDTarget
 
-class AMDLLVMRenderer(LLVMIRRenderer):
-  name, device = "LLVM", "AMD"
-  has_local, has_shared = True, True
-  global_max = (2**31 - 1, 65535, 65535)
-  local_max = (256, 1024, 1024)
+class AMDLLVMRenderer(AMDTarget, LLVMIRRenderer):
+  name = "LLVM"
   buf_space, acc_space = 1, 5
   emulated = {dtypes.bfloat16: dtypes.uint16}
-  def __init__(self, arch: str | None = None, compiler=None):
-    self.target = parse_arch(arch)
-    self.arch, self.shared_max, self.tensor_cores = self.target.name, self.target.lds, tensor_cores(self.target.matrix)
-    self._compiler = compiler
   def make_compiler(self):
     from tinycore_amd.compiler import AMDLLVMCompiler
     return AMDLLVMCompiler(self.arch)
