@@ -18,11 +18,12 @@ class CPUAllocator(LRUAllocator):
   def _alloc(self, size: int, options=None) -> int:
     # big buffers on transparent huge pages where the kernel allows them ("madvise" mode): one TLB entry per 2 MiB
     # instead of a page walk every 4 KiB of a stream (gemv 4096^2 ~25% faster; a matmul walking a 2048-wide operand
-    # down its rows no longer misses the TLB every step). aligned_alloc wants a multiple of the alignment.
-    big = size >= HUGE
-    p = _libc.aligned_alloc(HUGE if big else 64, (size + HUGE - 1) // HUGE * HUGE if big else (size + 63) // 64 * 64)
+    # down its rows no longer misses the TLB every step)
+    align = HUGE if size >= HUGE else 64
+    n = -(-size // align) * align   # aligned_alloc wants a multiple of the alignment
+    p = _libc.aligned_alloc(align, n)
     if not p: raise MemoryError(f"CPU: can't allocate {size} bytes")
-    if big: _libc.madvise(p, (size + HUGE - 1) // HUGE * HUGE, MADV_HUGEPAGE)   # a hint: failure (no THP) changes nothing
+    if align == HUGE: _libc.madvise(p, n, MADV_HUGEPAGE)   # a hint: failure (no THP) changes nothing
     return p
   def _free(self, opaque: int, size: int, options=None) -> None: _libc.free(opaque)
   def _as_buffer(self, opaque: int) -> memoryview: raise NotImplementedError  # replaced below with a sized view
