@@ -214,7 +214,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kw})
   def const_like(self, b, dtype=None) -> Tensor:
     """A constant with this tensor's shape, device and (unless given) dtype, broadcast: no memory."""
-    return Tensor(b, dtype=dtype or self.dtype, device=self.device).reshape((1,) * self.ndim).expand(self.shape)
+    return Tensor(b, dtype=dtype or self.dtype, device=self.device)._expand_to(self.shape)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
   def empty_like(self, **kw) -> Tensor: return Tensor.empty(*self.shape, **{"dtype": self.dtype, "device": self.device, **kw})

@@ -96,6 +96,7 @@ def _streams_across(r: UOp) -> bool:
   """`r` reads a buffer as big as its whole input once (a matrix-vector product: no reuse between outputs) with unit
   stride along an output axis, not the reduced one (vector @ matrix, the matrix row-major)."""
   from tinycore.codegen.lowerer import Lowerer, _c
+  from tinycore.codegen.opt import _terms
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
   src, axes = r.src[0], r.arg[1]
@@ -107,9 +108,8 @@ def _streams_across(r: UOp) -> bool:
   try: val = graph_rewrite(Lowerer().emit(src.substitute(gl), rngs, None), symbolic)
   except NotImplementedError: return False
   big = {gl[b] for b in bufs if b.arg.size >= prod(src.shape)}
-  def terms(i: UOp) -> list[UOp]: return terms(i.src[0]) + terms(i.src[1]) if i.op is Ops.ADD else [i]
   for ld in (u for u in val.toposort() if u.op is Ops.LOAD and u.src[0].src[0] in big):
-    t = terms(ld.src[0].src[1])
+    t = _terms(ld.src[0].src[1])
     if any(x.op is Ops.RANGE and x.arg[0] == "g" for x in t) and not any(x.op is Ops.RANGE and x.arg[0] == "r" for x in t): return True
   return False
 
@@ -202,15 +202,17 @@ def _reads_shifted(value: UOp, buf: UOp, done: dict) -> bool:
   """`value`'s kernel reads `buf` through a view that moves elements (anything but a reshape), so element i may read
   j != i. Nodes already computed by earlier kernels (`done`, e.g. the forward pass an SGD update's gradient came from)
   are read from their own buffers, so what they read doesn't count."""
-  seen, stack, moved = set(), [(value, False)], False
+  seen, stack = set(), [(value, False)]
   while stack:
     n, shifted = stack.pop()
     if (n, shifted) in seen or (n is not value and n in done): continue
     seen.add((n, shifted))
-    if n is buf: moved = moved or shifted; continue
+    if n is buf:
+      if shifted: return True
+      continue
     s = shifted or (n.op in GroupOp.Movement and n.op is not Ops.RESHAPE)
     stack.extend((x, s) for x in n.src)
-  return moved
+  return False
 
 def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp | None = None, store_view: UOp | None = None) -> UOp:
   """Schedule one kernel computing `u` into `out` (or into the view `store_view` of it); returns the BUFFER view that
