@@ -6,7 +6,7 @@ accumulators that the C compiler turns into vector FMAs."""
 from __future__ import annotations
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import dtypes
-from tinycore.helpers import getenv, prod
+from tinycore.helpers import getenv
 from tinycore.renderer import Renderer
 
 def _c(x): return UOp.const(dtypes.index, x)
@@ -183,6 +183,12 @@ def _second_axes(k: UOp, first) -> list[UOp]:
   cands = [g for g in reversed(_globals(k)) if g.arg != first and _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k, g)]
   return sorted(cands, key=lambda g: -sum(g not in ind.toposort() for ind in wide))
 
+def _sharing_axes(k: UOp) -> list[UOp]:
+  """Output axes to unroll by 4 so each load of an operand that doesn't vary along them feeds 4 accumulators, the one
+  sharing the biggest operand first (a batch of token rows x @ W.T: each W load serves 4 tokens)."""
+  glob = [g for g in reversed(_globals(k)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k, g)]
+  return sorted(glob, key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k) if g not in ind.toposort()), default=0))
+
 def _eligible(k: UOp, renderer: Renderer) -> bool:
   topo = k.toposort()
   # one reduction, or several side by side over the same loops (not one inside another)
@@ -261,10 +267,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
           opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)
           # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
           # each vector load feeds several accumulators
-          glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k2, g)]
-          # the axis that shares the biggest operand first (a batch of token rows x @ W.T: reuse each W load for 4 tokens)
-          glob.sort(key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k2) if g not in ind.toposort()), default=0))
-          if glob: return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+          if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
           # a matrix-vector product (the only load not varying with an output is the vector, in L1 anyway): rows one
           # after another, so a thread's loads are one sequential stream the prefetcher follows (interleaving 4 short
           # rows halved the bandwidth), with independent accumulators to hide the add latency instead
@@ -280,9 +283,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       # a short reduce (the 10-wide gradient of a classifier head) unrolled whole, and 4 rows of an output axis that
       # share the other operand's loads
       opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)
-      glob = [g for g in reversed(_globals(k2)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k2, g)]
-      glob.sort(key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k2) if g not in ind.toposort()), default=0))
-      if glob: return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+      if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
       return opts, k2
   # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole
   # vectors along a contiguous output axis
