@@ -113,6 +113,24 @@ class CStyleRenderer(Renderer):
       m = a[0] if c.dtype.count > 1 else f"(({mt}){{0}}-(int)({a[0]}))"   # scalar condition: all lanes -1 or 0
       x, y = vals[1], vals[2]
     return f"(({self.ctype(dt)})(({m}&({mt}){x})|(~{m}&({mt}){y})))"
+  # ---- vector memory access: the lanes in memory always have the element type of the buffer addressed (a mask of int
+  # lanes into a bool buffer would write 4 bytes per 1-byte element, past the buffer's end)
+  def vload(self, ptr: str, buf: DType, dt: DType) -> str:
+    """An expression of type `dt` (n lanes) read from n consecutive elements of a `buf` buffer at `ptr`."""
+    n = dt.count
+    if buf != dt.scalar(): raise NotImplementedError(f"{type(self).__name__}: vector load of {dt} from a {buf} buffer")
+    if buf == dtypes.bool: return f"(__builtin_convertvector(*({self.ctype(dtypes.uint8.vec(n))}*){ptr}, {self.ctype(dt)})!=0)"
+    # formats held as float in registers are widened lane by lane by a helper
+    if buf in self.emulated: return f"__tc_from_{buf.name}_v{n}({ptr})"
+    return f"*({self.ctype(dt)}*){ptr}"
+  def vstore(self, ptr: str, buf: DType, x: str, dt: DType) -> str:
+    """A statement writing the n lanes of `x` (type `dt`) to n consecutive elements of a `buf` buffer at `ptr`."""
+    n = dt.count
+    if buf != dt.scalar(): raise NotImplementedError(f"{type(self).__name__}: vector store of {dt} into a {buf} buffer")
+    if buf == dtypes.bool:   # -1/0 int lanes -> 0/1 bytes
+      return f"*({self.ctype(dtypes.uint8.vec(n))}*){ptr} = __builtin_convertvector({x}&1, {self.ctype(dtypes.uint8.vec(n))});"
+    if buf in self.emulated: return f"__tc_to_{buf.name}_v{n}({ptr}, {x});"
+    return f"*({self.ctype(dt)}*){ptr} = {x};"
   def splat(self, x: str, dt: DType) -> str: return f"(({self.ctype(dt)}){{{', '.join([x] * dt.count)}}})"
   def render_wmma(self, u: UOp, r: dict) -> list[str]:
     """Lines declaring r[u] for a WMMA, or the VECTORIZE/GEP around one (codegen/opt_tc.py); dialects with tensor cores."""
@@ -169,7 +187,7 @@ class CStyleRenderer(Renderer):
       if op is Ops.REDUCE: continue   # aliased to its accumulator
       if op is Ops.STORE and u.src[0].arg is not None:   # a vector store of contiguous lanes
         ind = u.src[0]
-        line(f"*({self.ctype(u.src[1].dtype)}*)({r[ind.src[0]]}+{r[ind.src[1]]}) = {r[u.src[1]]};")
+        line(self.vstore(f"({r[ind.src[0]]}+{r[ind.src[1]]})", ind.src[0].dtype.base, r[u.src[1]], u.src[1].dtype))
         continue
       if op is Ops.STORE:
         ind = u.src[0]
@@ -183,9 +201,7 @@ class CStyleRenderer(Renderer):
         for l in self.render_wmma(u, r): line(l)
         continue
       if op is Ops.LOAD and u.src[0].arg is not None:
-        ptr = f"({r[u.src[0].src[0]]}+{r[u.src[0].src[1]]})"
-        # formats held as float in registers are widened lane by lane by a helper; float lanes load directly
-        expr = f"__tc_from_{u.dtype.scalar().name}_v{u.dtype.count}({ptr})" if u.dtype.scalar() in self.emulated else f"*({self.ctype(u.dtype)}*){ptr}"
+        expr = self.vload(f"({r[u.src[0].src[0]]}+{r[u.src[0].src[1]]})", u.src[0].src[0].dtype.base, u.dtype)
       elif op is Ops.LOAD:
         ind = u.src[0]
         v = self.load(r[ind.src[0]], r[ind.src[1]], ind.src[0].dtype.base)
@@ -203,7 +219,9 @@ class CStyleRenderer(Renderer):
     # emulated formats (half/bf16 held as float) use the float vector type of the same width
     vtypes = {dtypes.float32.vec(x.dtype.count) if x.dtype.scalar() in self.emulated else x.dtype
               for x in uops if x.dtype.count > 1 and not isinstance(x.dtype, PtrDType)}
-    vtypes = sorted(vtypes | {dtypes.bool.vec(d.count) for d in vtypes}, key=lambda d: (d.name, d.count))   # selects need masks
+    # selects need masks; bool lanes travel to and from memory as bytes
+    vtypes = sorted(vtypes | {dtypes.bool.vec(d.count) for d in vtypes} | {dtypes.uint8.vec(d.count) for d in vtypes if d.scalar() == dtypes.bool},
+                    key=lambda d: (d.name, d.count))
     # vector types with element alignment: lanes start anywhere in a buffer
     self.typedefs = "".join(f"typedef {'int' if d.scalar() == dtypes.bool else self.ctype(d.scalar())} {self.ctype(d)} "
                             f"__attribute__((vector_size({(4 if d.scalar() == dtypes.bool else d.itemsize) * d.count}), aligned({4 if d.scalar() == dtypes.bool else d.itemsize})));\n" for d in vtypes)

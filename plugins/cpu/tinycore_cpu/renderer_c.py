@@ -98,12 +98,19 @@ class CRenderer(CStyleRenderer):
     text = "\n".join(body)
     parts = "".join(code for trigger, code in _PRELUDE_PARTS.items() if trigger in text)
     parts += "".join(_exp2_vec(n) for n in (4, 8, 16) if f"__tc_exp2_v{n}(" in text)
-    for n in (4, 8, 16):
-      if f"__tc_from_half_v{n}(" in text:
-        if "_half" not in parts: parts = _PRELUDE_PARTS["_half"] + parts
-        # a fixed-count loop of F16C conversions: the compiler turns it into one vector convert
-        parts += (f"static inline tc_float_{n} __tc_from_half_v{n}(const unsigned short* p) {{ tc_float_{n} r; "
-                  f"for (int i = 0; i < {n}; i++) r[i] = __tc_from_half(p[i]); return r; }}\n")
+    for dt, st in self.emulated.items():
+      for n in (2, 4, 8, 16):
+        used = [f for f in (f"__tc_from_{dt.name}_v{n}(", f"__tc_to_{dt.name}_v{n}(") if f in text]
+        if not used: continue
+        # fixed-count loops of scalar conversions over the buffer's own element type (F16C: one vector convert); the
+        # scalar helpers came in with _PRELUDE_PARTS (their names contain its trigger)
+        ct = self.type_map[st]
+        if used[0].startswith("__tc_from"):
+          parts += (f"static inline tc_float_{n} __tc_from_{dt.name}_v{n}(const {ct}* p) {{ tc_float_{n} r; "
+                    f"for (int i = 0; i < {n}; i++) r[i] = __tc_from_{dt.name}(p[i]); return r; }}\n")
+        if any(f.startswith("__tc_to") for f in used):
+          parts += (f"static inline void __tc_to_{dt.name}_v{n}({ct}* p, tc_float_{n} v) {{ "
+                    f"for (int i = 0; i < {n}; i++) p[i] = __tc_to_{dt.name}(v[i]); }}\n")
     return self.prelude + self.typedefs + parts + f"void {name}({', '.join(params)}) {{\n" + text + "\n}\n"
   def cast(self, x: str, src, dt) -> str:
     # a C cast between vector types reinterprets bits: int8 lanes -> float lanes need a lane-wise conversion
