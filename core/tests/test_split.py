@@ -28,10 +28,10 @@ def test_split_keeps_values_and_loop_names():
   assert len(names) == len(set(names))
 
 def test_big_matmul_reads_b_through_panels():
-  """Where the device asks for it (renderer.matmul_panel, the C renderer), a matmul's right operand is copied into
+  """Where the device asks for it (Renderer.matmul_panels, the C renderer), a matmul's right operand is copied into
   panels first when that pays: a transposed B (x @ W.T) from 512 rows of x, a row-major B only in a big matmul.
   One more kernel, the same values; small or row-major-and-medium matmuls are left alone."""
-  p = getattr(Device[Device.DEFAULT].renderer, "matmul_panel", 0)
+  p = Device[Device.DEFAULT].renderer.matmul_panels(512, 256, 768, True)
   rng = np.random.default_rng(1)
   a, b = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((256, 768)).astype(np.float32)
   big = rng.standard_normal((1024, 1024)).astype(np.float32)
@@ -46,5 +46,5 @@ def test_matvec_never_packs(monkeypatch):
   w = Tensor(np.random.default_rng(2).standard_normal((2816, 1024)).astype(np.float32))
   x = Tensor(np.ones((1, 1024), np.float32))
   n = len(( x @ w.T).schedule())
-  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel", 0, raising=False)
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panels", lambda *a: 0)
   assert len((x @ w.T).schedule()) == n

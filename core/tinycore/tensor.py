@@ -705,20 +705,16 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return (x * wt).sum(-1, dtype=dtype).cast(out_dt)
   def _panels(self, x: Tensor) -> Tensor:
     """This right operand (K, N) of x @ self, read through a panel-major copy where the device asks for one
-    (renderer.matmul_panel) and the matmul is big enough to pay for the copy: the same values, a better layout."""
+    (Renderer.matmul_panels) and the matmul is big enough to pay for the copy: the same values, a better layout."""
     if self.ndim != 2 or self.dtype != dtypes.float32 or x.dtype != dtypes.float32 or not isinstance(self.device, str): return self
     (K, N), M = self.shape, prod(x.shape[:-1])
-    if not all(isinstance(v, int) for v in (K, N, M)) or K < 64: return self
-    # measured on a 2-core x86: a transposed operand (x @ W.T) gathers 16 strided floats per step, so the copy pays
-    # from ~512 rows of x or a 4 MB B; a row-major B only in a big matmul (1024^3 and up: walking B down its rows
-    # misses the TLB and the prefetcher)
+    if not all(isinstance(v, int) for v in (K, N, M)): return self
     u = self.uop
     while u.op in GroupOp.Movement and u.op is not Ops.PERMUTE: u = u.src[0]
     transposed = u.op is Ops.PERMUTE and u.arg[-1] != len(u.arg) - 1
-    big = K * N * 4 >= (4 << 20)
-    if M < 256 or not ((transposed and (M >= 512 or big)) or (big and M * K * N >= (1 << 30))): return self
     from tinycore.device import Device
-    p = getattr(Device[self.device].renderer, "matmul_panel", 0)
+    # the device's own policy (Renderer.matmul_panels): whether the copy pays depends on its caches and vector width
+    p = Device[self.device].renderer.matmul_panels(M, K, N, transposed)
     if not p or N % p: return self
     return self.reshape(K, N // p, p).permute(1, 0, 2).contiguous().permute(1, 0, 2).reshape(K, N)
   def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:

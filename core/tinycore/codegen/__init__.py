@@ -28,8 +28,11 @@ def _estimate(uops: list[UOp]) -> tuple[int, int]:
       mem += mult * dt.itemsize * dt.count
   return ops, mem
 
-def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None) -> ProgramSpec:
-  """`opts`: optimization actions to apply (codegen/opt.py); None uses the heuristic, () none."""
+def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device: str | None = None) -> ProgramSpec:
+  """`opts`: optimization actions to apply (codegen/opt.py); None uses the heuristic, () none. `device`: whose plugin rules
+  apply at the kernel and program stages (tinycore/stages.py); default the renderer's own device."""
+  from tinycore.stages import apply_stage, apply_program_stage
+  device = device or renderer.device
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
   from tinycore.codegen.opt import optimize
@@ -38,11 +41,12 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None) -> Prog
   k = graph_rewrite(k, symbolic)
   from tinycore.codegen.split import split_ranges
   k = split_ranges(k)
+  k = apply_stage(k, device, "kernel")
   if not NOOPT or opts: k = optimize(k, renderer, opts)
   if renderer.has_local:
     from tinycore.codegen.gpudims import to_gpu_dims
     k = graph_rewrite(to_gpu_dims(k, (renderer.local_max or (256,))[0]), symbolic)
-  uops = linearize(k)
+  uops = apply_program_stage(linearize(k), device)
   # a buffer the simplified kernel no longer reads is still a parameter: the runtime passes every buffer
   have = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}
   uops = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL and u.arg not in have] + uops

@@ -193,7 +193,7 @@ def _eligible(k: UOp, renderer: Renderer) -> bool:
   topo = k.toposort()
   # one reduction, or several side by side over the same loops (not one inside another)
   reds = [u for u in topo if u.op is Ops.REDUCE]
-  return renderer.device == "CPU" and not getenv("NOUPCAST", 0) and any(u.op is Ops.RANGE and u.arg[0] == "r" for u in topo) \
+  return not renderer.has_local and not getenv("NOUPCAST", 0) and any(u.op is Ops.RANGE and u.arg[0] == "r" for u in topo) \
     and len(reds) >= 1 and all(set(x.src[1:]) == set(reds[0].src[1:]) and not any(y.op is Ops.REDUCE for y in x.src[0].toposort()) for x in reds)
 
 def heuristic_opts(k: UOp, renderer: Renderer) -> tuple[Opt, ...]: return _heuristic(k, renderer)[0]
@@ -202,12 +202,12 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   """Hand-tuned choice: a vector (or unrolled) tile on a unit-stride output axis, a second axis by 8 or 4 for reuse;
   without an output tile, independent accumulators on the innermost unit-stride reduce. Returns the opts and the
   kernel with them applied."""
-  vec = getattr(renderer, "vector_types", False) and getenv("VEC", 1)
-  if renderer.device == "CPU": k = merge_reduce_loops(k)
+  vec = renderer.vector_types and getenv("VEC", 1)
+  k = merge_reduce_loops(k)
   if not _eligible(k, renderer):
     # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
     # vectorize inlined helpers like exp2 on its own)
-    if vec and renderer.device == "CPU" and not any(u.op is Ops.REDUCE for u in k.toposort()):
+    if vec and not any(u.op is Ops.REDUCE for u in k.toposort()):
       glob = _globals(k)
       if glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
         try: return (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
@@ -298,7 +298,7 @@ def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:
   with the vector axis outermost (so its panel of the other operand stays in cache)."""
   cands: list[tuple[Opt, ...]] = [(), heuristic_opts(k, renderer)]
   if not _eligible(k, renderer): return cands
-  vec = getattr(renderer, "vector_types", False)
+  vec = renderer.vector_types
   for g in _tile_axes(k)[:2]:
     for amt in (16, 8):
       if _bound(g) % amt: continue

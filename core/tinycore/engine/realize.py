@@ -10,6 +10,9 @@ def realize_uops(uops: list[UOp]) -> list[UOp]:
   if REFERENCE: return _realize_reference(uops)
   from tinycore.engine.schedule import create_schedule
   from tinycore.engine.run import run_schedule
+  from tinycore.stages import apply_stage
+  # the tensor stage: each target's device rewrites the graph it is about to realize
+  uops = [apply_stage(u, u.device if isinstance(u.device, str) else None, "tensor") for u in uops]
   sched, outputs = create_schedule(uops, return_outputs=True)
   run_schedule(sched)
   return outputs

@@ -43,7 +43,7 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   if BEAM >= 1:
     from tinycore.codegen.search import beam_search
     opts = beam_search(ast, dev, int(BEAM.value))
-  p = get_program(ast, dev.renderer, opts)
+  p = get_program(ast, dev.renderer, opts, device=device)
   if DEBUG >= 4: print(p.src)
   lib = dev.compiler.compile_cached(p.src)
   r = _runners[key] = CompiledRunner(p, dev.runtime(p.name, lib), device, ast)

@@ -56,10 +56,15 @@ class Renderer:
   shared_max: int = 0
   tensor_cores: list[TensorCore] = []
   supports_float4: bool = True
+  # codegen may emit n-wide vector values (dtype.vec(n)): loads/stores of n consecutive elements and lane-wise math on
+  # them (renderer/cstyle.py vload/vstore); False: every value is a scalar
+  vector_types: bool = False
   supported_dtypes: frozenset[DType] | None = None   # None: every dtype
-  # a big matmul's right operand (K, N) is first copied into panels [N/p][K][p] of this many float32 columns, so the
-  # kernel streams each panel contiguously instead of walking B down its rows, a new page every step (0: never)
-  matmul_panel: int = 0
+  def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
+    """For a float32 matmul (M, K) @ (K, N): copy the right operand into panels [N/p][K][p] of p columns first, so the
+    kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).
+    `transposed`: the operand is a transposed view (x @ W.T)."""
+    return 0
   def make_compiler(self) -> Any:
     """This renderer's compiler, made on first use, so rendering (codegen tests, the emulator) needs no toolchain."""
     return None

@@ -88,7 +88,14 @@ class CRenderer(CStyleRenderer):
   device = "CPU"
   prelude = _HEADER
   vector_types = True   # GCC/clang vector extensions: codegen may emit float.vec(n) loads, math and stores
-  matmul_panel = 16     # one 64-byte line per panel row = the vector tile (2048^3: 52 -> 107 GFLOP/s per thread)
+  def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
+    # 16 columns: one 64-byte line per panel row = the vector tile (2048^3: 52 -> 107 GFLOP/s per thread). Measured on a
+    # 2-core x86: a transposed operand (x @ W.T) gathers 16 strided floats per step, so the copy pays from ~512 rows of
+    # x or a 4 MB operand; a row-major one only in a big matmul (1024^3 and up: walking it down its rows misses the TLB
+    # and the prefetcher); never under 256 rows (decode matvecs would copy weights every token)
+    big = K * N * 4 >= (4 << 20)
+    if K < 64 or M < 256 or not ((transposed and (M >= 512 or big)) or (big and M * K * N >= (1 << 30))): return 0
+    return 16
   # half too is held as float: clang on x86 has no _Float16 arithmetic without AVX512-FP16; F16C converts in hardware
   emulated = {**CStyleRenderer.emulated, dtypes.float16: dtypes.uint16}
   def __init__(self, compiler=None):
