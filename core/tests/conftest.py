@@ -3,6 +3,7 @@ HYPOTHESIS_PROFILE=ci (default: fast, a few thousand examples in all) or nightly
 are deselected unless `-m nightly` (or any -m expression) is given."""
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))   # _mma_layout.py
 from hypothesis import settings, HealthCheck
 
 settings.register_profile("ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

@@ -1,6 +1,6 @@
 """Tensor cores: a kernel whose one REDUCE is a sum over k of A[m,k] * B[k,n] (in the tensor core's input dtype, or
 widened from it) becomes warp-wide WMMA UOps (D[M0,N0] = A[M0,K0] @ B[K0,N0] + C) for renderers that declare a
-TensorCore with fragment layouts: NVIDIA mma.sync m16n8k16, AMD WMMA (RDNA3/4) and MFMA (CDNA) 16x16x16.
+TensorCore with fragment layouts (each plugin declares its own: NVIDIA mma.sync m16n8k16, AMD WMMA and MFMA, ...).
 
 Each warp computes WM x WN instruction tiles (M0*WM rows, N0*WN columns): per k step of K0 it loads its lanes' A and B
 fragments (shared between the tiles of a row/column by hash-consing), issues WM*WN WMMAs and adds each result's
@@ -14,12 +14,6 @@ from tinycore.helpers import ContextVar
 from tinycore.codegen.opt import _bound, _globals, _simplify, _c
 
 TC = ContextVar("TC", 1)
-
-# NVIDIA mma.m16n8k16 fragments (PTX ISA): lane l, element i -> (row, col) of A[16,16], B[16,8], C[16,8]; g = l//4, t = l%4
-def frag_a(l, i): return l // 4 + 8 * ((i >> 1) & 1), (l % 4) * 2 + (i & 1) + 8 * (i >> 2)
-def frag_b(l, i): return (l % 4) * 2 + (i & 1) + 8 * (i >> 1), l // 4
-def frag_c(l, i): return l // 4 + 8 * (i >> 1), (l % 4) * 2 + (i & 1)
-MMA_M16N8K16 = (frag_a, frag_b, frag_c)
 
 def _strip(x: UOp, din) -> UOp | None:
   """The operand as a `din` value: itself, or what a widening CAST converts."""

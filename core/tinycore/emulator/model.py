@@ -6,7 +6,7 @@ the result back, so a wrong layout in a renderer shows up as a wrong number."""
 from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
-from tinycore.dtype import DType, dtypes
+from tinycore.dtype import DType
 
 Layout = tuple[tuple[tuple[int, int], ...], ...]   # [lane][element] -> (row, col)
 
@@ -34,15 +34,6 @@ class TCLayout:
 def layout(threads: int, elems: int, fn: Callable[[int, int], tuple[int, int]]) -> Layout:
   """A layout from fn(lane, element) -> (row, col)."""
   return tuple(tuple(fn(l, e) for e in range(elems)) for l in range(threads))
-
-def mma_m16n8k16(dtype_in: DType = dtypes.float16, dtype_out: DType = dtypes.float32) -> TCLayout:
-  # NVIDIA PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" (sec. 9.7.14.5.8):
-  # groupID = lane>>2, threadID_in_group = lane%4; a_i: row g+8*((i>>1)&1), col 2t+(i&1)+8*(i>>2);
-  # b_i: row 2t+(i&1)+8*(i>>1), col g; c_i: row g+8*(i>>1), col 2t+(i&1)
-  return TCLayout(f"mma_m16n8k16_{dtype_in.name}_{dtype_out.name}", (16, 8, 16), dtype_in, dtype_out, 32,
-    layout(32, 8, lambda l, i: ((l >> 2) + 8 * ((i >> 1) & 1), 2 * (l % 4) + (i & 1) + 8 * (i >> 2))),
-    layout(32, 4, lambda l, i: (2 * (l % 4) + (i & 1) + 8 * (i >> 1), l >> 2)),
-    layout(32, 4, lambda l, i: ((l >> 2) + 8 * (i >> 1), 2 * (l % 4) + (i & 1))))
 
 @dataclass(frozen=True)
 class ExecModel:

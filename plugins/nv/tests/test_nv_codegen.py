@@ -93,3 +93,16 @@ def test_emu_renderer_follows_dev(registry):
   d = Device["EMU+NV:CUDA:sm_90"]
   assert d.renderer.arch == "sm_90" and d.renderer.has_local and d.renderer.model.warp_size == 32
   assert Device["EMU+NV:PTX"].renderer.base.name == "PTX"
+
+def test_mma_fragments_follow_the_ptx_isa():
+  """Spot checks from the PTX ISA's figures for mma.m16n8k16 (f16/bf16): the renderers' fragment functions and the
+  emulator's tables come from the same functions, so these points pin both to the documented layout."""
+  from tinycore_nv.tensor_cores import frag_a, frag_b, frag_c, layouts, tensor_cores
+  # lane 0 holds a0,a1 = (0,0),(0,1); a2,a3 = (8,0),(8,1); a4..a7 = (0,8),(0,9),(8,8),(8,9)
+  assert [frag_a(0, i) for i in range(8)] == [(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)]
+  # lane 5: groupID 1, threadID_in_group 1
+  assert [frag_a(5, i) for i in range(2)] == [(1, 2), (1, 3)] and [frag_b(5, i) for i in range(4)] == [(2, 1), (3, 1), (10, 1), (11, 1)]
+  assert [frag_c(31, i) for i in range(4)] == [(7, 6), (7, 7), (15, 6), (15, 7)]
+  lays = layouts("sm_90")
+  assert [t.name for t in lays] == [t.name for t in tensor_cores("sm_90")] == ["mma_m16n8k16_half_float", "mma_m16n8k16_bfloat16_float"]
+  assert lays[0].a[5][:2] == ((1, 2), (1, 3)) and layouts("sm_75") == () and tensor_cores("sm_75") == []

@@ -4,12 +4,11 @@ The CUDA renderer drives codegen (so its choices are NV's); the interpreter runs
 from __future__ import annotations
 
 def model(device: str, arch: str | None = None):
-  from tinycore.dtype import dtypes
-  from tinycore.emulator import ExecModel, mma_m16n8k16
+  from tinycore.emulator import ExecModel
   from tinycore_nv.renderer_cuda import parse_arch
+  from tinycore_nv.tensor_cores import layouts
   arch = parse_arch(arch)
-  tcs = (mma_m16n8k16(dtypes.float16, dtypes.float32), mma_m16n8k16(dtypes.bfloat16, dtypes.float32)) if int(arch[3:].rstrip("af")) >= 80 else ()
-  return ExecModel(name=f"{device.lower()}-{arch}", warp_size=32, local_mem=48 * 1024, max_workgroup=1024, tensor_cores=tcs)
+  return ExecModel(name=f"{device.lower()}-{arch}", warp_size=32, local_mem=48 * 1024, max_workgroup=1024, tensor_cores=layouts(arch))
 
 def open_emu(device_name: str, spec):
   try: from tinycore.emulator import open_emulated

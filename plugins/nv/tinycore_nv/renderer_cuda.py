@@ -8,7 +8,6 @@ from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes
-from tinycore.renderer import TensorCore
 
 DEFAULT_ARCH = "sm_80"
 
@@ -65,10 +64,9 @@ class CUDARenderer(CStyleRenderer):
   def __init__(self, arch: str | None = None, native_half: bool | None = None, compiler=None):
     from tinycore_nv.nvrtc import find_cuda_include
     self.arch = parse_arch(arch)
-    # mma.sync.m16n8k16 f16/bf16 -> f32 exists from sm_80 (names match the emulator's mma_m16n8k16 layouts)
-    from tinycore.codegen.opt_tc import MMA_M16N8K16
-    self.tensor_cores = [TensorCore((16, 8, 16), di, dtypes.float32, 32, (8, 4, 4), f"mma_m16n8k16_{di.name}_float", MMA_M16N8K16)
-                         for di in (dtypes.float16, dtypes.bfloat16)] if int(self.arch[3:].rstrip("af")) >= 80 else []
+    # mma.sync.m16n8k16 f16/bf16 -> f32 exists from sm_80 (tensor_cores.py: the same layouts the emulator runs)
+    from tinycore_nv.tensor_cores import tensor_cores
+    self.tensor_cores = tensor_cores(self.arch)
     self.native_half = find_cuda_include() is not None if native_half is None else native_half
     self.type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
     self.emulated = {dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}

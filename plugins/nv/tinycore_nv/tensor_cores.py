@@ -1,0 +1,27 @@
+"""NVIDIA mma.sync.m16n8k16 (sm_80+): its shape and fragment layout, declared on the CUDA/PTX renderers
+(renderer.tensor_cores, which codegen/opt_tc.py reads) and handed to the shared emulator (EMU+NV), both from the
+functions below. PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" (sec. 9.7.14.5.8): with
+groupID g = lane>>2 and threadID_in_group t = lane%4, a_i is row g+8*((i>>1)&1), col 2t+(i&1)+8*(i>>2); b_i is row
+2t+(i&1)+8*(i>>1), col g; c_i is row g+8*(i>>1), col 2t+(i&1). Lane may be a UOp (codegen) or an int (emulator)."""
+from __future__ import annotations
+from tinycore.dtype import dtypes, DType
+from tinycore.renderer import TensorCore
+
+def frag_a(l, i): return l // 4 + 8 * ((i >> 1) & 1), (l % 4) * 2 + (i & 1) + 8 * (i >> 2)
+def frag_b(l, i): return (l % 4) * 2 + (i & 1) + 8 * (i >> 1), l // 4
+def frag_c(l, i): return l // 4 + 8 * (i >> 1), (l % 4) * 2 + (i & 1)
+INPUTS = (dtypes.float16, dtypes.bfloat16)   # -> float32 accumulation
+
+def has_mma(arch: str) -> bool: return int(arch[3:].rstrip("af")) >= 80
+
+def tensor_cores(arch: str) -> list[TensorCore]:
+  """What the CUDA and PTX renderers declare for `arch` (sm_XX)."""
+  if not has_mma(arch): return []
+  return [TensorCore((16, 8, 16), di, dtypes.float32, 32, (8, 4, 4), f"mma_m16n8k16_{di.name}_float", (frag_a, frag_b, frag_c)) for di in INPUTS]
+
+def layouts(arch: str) -> tuple:
+  """The emulator's per-lane tables for the same instructions (names match the renderers' WMMA args)."""
+  from tinycore.emulator.model import TCLayout, layout
+  if not has_mma(arch): return ()
+  return tuple(TCLayout(f"mma_m16n8k16_{di.name}_{dtypes.float32.name}", (16, 8, 16), di, dtypes.float32, 32,
+                        layout(32, 8, frag_a), layout(32, 4, frag_b), layout(32, 4, frag_c)) for di in INPUTS)
