@@ -2,6 +2,7 @@
 from tinycore.device import LRUAllocator, Compiled, DeviceUnavailable
 from tinycore.interface import Interface
 from tinycore.plugins import DeviceInfo, RendererInfo
+from tinycore.renderer import Renderer
 
 class FakeAllocator(LRUAllocator):
   def __init__(self):
@@ -16,6 +17,7 @@ class FakeAllocator(LRUAllocator):
   def _offset(self, opaque, size, offset): return opaque[offset:offset + size]
 
 class Emu(Interface): name, kind = "EMU", "emulator"
+class FakeRenderer(Renderer): name = "R1"   # EMU+FAKE: core builds it for the emulator
 class Host(Interface): name, default = "HOST", True
 class Bus(Interface):
   name = "BUS"
@@ -28,7 +30,7 @@ class FakePlugin:
     self.name, self.priority, self.kind, self.fail, self.opened = name, priority, kind, fail, []
   def tinycore_devices(self): return [DeviceInfo(self.name, self.open, self.priority, self.kind)]
   def tinycore_renderers(self, device):
-    return [RendererInfo("R1", default=True), RendererInfo("R2", aliases=("RTWO",))] if device == self.name else None
+    return [RendererInfo("R1", load=FakeRenderer, default=True), RendererInfo("R2", aliases=("RTWO",))] if device == self.name else None
   def tinycore_interfaces(self, device): return [Host(), Bus(), Emu()] if device == self.name else None
   def tinycore_smi(self, device): return [{"device": self.name, "index": 0, "mem_used": 1, "mem_total": 2}] if device == self.name else None
   def open(self, name, spec):

@@ -83,17 +83,15 @@ def test_new_device_with_cpu_renderer_gets_cpu_kernels(stg):
   from tinycore.codegen import get_program
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal((512, 512)).astype(np.float32), rng.standard_normal((512, 512)).astype(np.float32)
-  srcs, best = {}, {}
+  srcs, best, ins = {}, {"CPU": 1e9, "STG": 1e9}, {}
   for dev in ("CPU", "STG"):
-    ta, tb = Tensor(a, device=dev).realize(), Tensor(b, device=dev).realize()
+    ta, tb = ins[dev] = Tensor(a, device=dev).realize(), Tensor(b, device=dev).realize()
     sched = [si for si in (ta @ tb).schedule() if not si.is_copy]
     srcs[dev] = [get_program(si.ast, Device[dev].renderer, device=dev).src for si in sched]
-    (ta @ tb).realize()
-    ts = []
-    for _ in range(7):
-      t0 = time.perf_counter(); (ta @ tb).realize(); ts.append(time.perf_counter() - t0)
-    best[dev] = min(ts)
     np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-3)
   assert srcs["CPU"] == srcs["STG"] and "tc_float_16" in srcs["STG"][-1]
-  # a loose bound in the test (a shared 2-core CI machine); bench/ measures the real ratio
-  assert best["STG"] < 1.5 * best["CPU"], best
+  for _ in range(9):   # interleaved, best of each: other load on the machine hits both alike
+    for dev, (ta, tb) in ins.items():
+      t0 = time.perf_counter(); (ta @ tb).realize(); best[dev] = min(best[dev], time.perf_counter() - t0)
+  # a loose bound in the test (a shared 2-core CI machine): it catches the 4.4x of a device-name gate; bench/ measures
+  assert best["STG"] < 2 * best["CPU"], best

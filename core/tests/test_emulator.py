@@ -26,9 +26,8 @@ class ToyGPUPlugin:
   def tinycore_devices(self): return [{"name": "TOYGPU", "factory": self.open, "priority": 1}]
   def tinycore_interfaces(self, device): return [Real(), Emu()] if device == "TOYGPU" else None
   def tinycore_emulator(self, device): return {"name": "toy", "warp_size": 32, "local_mem": 16384} if device == "TOYGPU" else None
-  def open(self, name, spec):
-    if spec.iface == "EMU": return open_emulated(name, ToyGPURenderer())
-    raise DeviceUnavailable("no toy GPU here")
+  def tinycore_renderers(self, device): return [{"name": "TOYC", "load": ToyGPURenderer, "default": True}] if device == "TOYGPU" else None
+  def open(self, name, spec): raise DeviceUnavailable("no toy GPU here")   # EMU+TOYGPU is core's to open
 
 @pytest.fixture
 def toy(no_autoload):

@@ -11,7 +11,7 @@ from tinycore.device import Device, DeviceUnavailable
 from tinycore.interface import Interface
 from tinycore.renderer import TensorCore
 from tinycore.renderer.cstyle import CStyleRenderer
-from tinycore.emulator import open_emulated
+
 from _mma_layout import mma_m16n8k16, MMA_M16N8K16
 from tinycore.codegen import get_program
 from tinycore.codegen.gpudims import to_gpu_dims
@@ -31,9 +31,8 @@ class ToyPlugin:
   def tinycore_interfaces(self, device): return [Emu()] if device == "TOYGPU" else None
   def tinycore_emulator(self, device):
     return {"name": "toy", "warp_size": 32, "local_mem": 48 * 1024, "tensor_cores": (mma_m16n8k16(),)} if device == "TOYGPU" else None
-  def open(self, name, spec):
-    if spec.iface == "EMU": return open_emulated(name, ToyGPU())
-    raise DeviceUnavailable("no toy GPU here")
+  def tinycore_renderers(self, device): return [{"name": "TOYC", "load": ToyGPU, "default": True}] if device == "TOYGPU" else None
+  def open(self, name, spec): raise DeviceUnavailable("no toy GPU here")   # EMU+TOYGPU is core's to open
 
 @pytest.fixture
 def toy(no_autoload):

@@ -218,9 +218,14 @@ class _Device:
     info, rec = self._plugins().find_device(spec.device)
     dname = spec.device + (f":{idx}" if idx else "")
     try:
+      # compile-only and emulated devices are core's to open, from what the plugin declares
+      ren_info = lambda: next((r for r in self._plugins().renderers(info.name) if r.name.upper() == spec.renderer), None)
       if spec.iface == "NULL":
         from tinycore.nulldev import open_null
-        dev = open_null(dname, spec, next((r for r in self._plugins().renderers(info.name) if r.name.upper() == spec.renderer), None))
+        dev = open_null(dname, spec, ren_info())
+      elif spec.iface == "EMU":
+        from tinycore.emudev import open_emu
+        dev = open_emu(dname, spec, ren_info())
       else: dev = info.factory(dname, spec)
     except DeviceUnavailable as e:
       err = DeviceUnavailable(f"{dname} (DEV={self.dev_string(spec)}) is not available on this machine: {e}")

@@ -4,7 +4,6 @@ Every kernel is rendered by the device's renderer and compiled by its compiler (
 test suite's kernels can be checked against the real toolchain on a machine without the hardware. Buffers live in
 host memory and keep whatever was copied in; results are not computed."""
 from __future__ import annotations
-import inspect
 from tinycore.device import Compiled, Allocator
 
 class NullAllocator(Allocator):
@@ -22,11 +21,7 @@ class NullProgram:
 def open_null(device_name: str, spec, renderer_info) -> Compiled:
   """`renderer_info`: the plugin's RendererInfo for spec.renderer; its class is built with the DEV arch when it takes one."""
   from tinycore.device import DeviceUnavailable
-  if renderer_info is None: raise DeviceUnavailable(f"{spec.device} declares no renderer to compile with")
-  cls = renderer_info.get()
-  if not inspect.isclass(cls):
-    raise DeviceUnavailable(f"{spec.device}:{renderer_info.name} doesn't name its Renderer class ('module:Class'), so NULL can't build it")
-  params = inspect.signature(cls).parameters
-  ren = cls(arch=spec.arch) if "arch" in params else cls()
+  from tinycore.emudev import build_renderer
+  ren = build_renderer(spec, renderer_info)
   if ren.compiler is None: raise DeviceUnavailable(f"{spec.device}:{renderer_info.name} has no compiler to run in NULL mode")
   return Compiled(device_name, NullAllocator(), ren, NullProgram)

@@ -74,7 +74,7 @@ class Hooks:
   def tinycore_rewrite_rules(self, device: str, stage: str) -> Any:
     """An extra PatternMatcher (or list of them) for `device` at pipeline stage `stage`, or None."""
   @hookspec
-  def tinycore_emulator(self, device: str) -> Any:
+  def tinycore_emulator(self, device: str, arch: str | None) -> Any:
     """The device's execution model for the shared emulator (warp size, local memory, tensor-core layouts), or None."""
 
 HOOKS: dict[str, tuple[str, ...]] = {n: tuple(inspect.signature(f).parameters)[1:] for n, f in vars(Hooks).items() if n.startswith("tinycore_")}

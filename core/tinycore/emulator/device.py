@@ -21,7 +21,9 @@ class EmulatedRenderer(Renderer):
       if hasattr(base, a): setattr(self, a, getattr(base, a))
     self.name = f"EMU+{base.name or type(base).__name__}"
     self.compiler = EmulatorCompiler(f"emu{VERSION}-{type(base).__name__}-{base.name}-{base.arch}-{self.model.name}")
-  def render(self, name: str, uops: list) -> str: return serialize.encode(name, uops)
+  def render(self, name: str, uops: list) -> str:
+    if self.model.check is not None: self.model.check(self.base, name, uops)
+    return serialize.encode(name, uops)
 
 class EmulatorCompiler(Compiler):
   def compile(self, src: str) -> bytes: return serialize.decode_bytes(src)
@@ -57,9 +59,10 @@ def open_emulated(device_name: str, base_renderer: Renderer, model=None) -> Comp
   ren = EmulatedRenderer(base_renderer, model)
   return Compiled(device_name, EmuAllocator(), ren, lambda name, lib: EmulatorProgram(name, lib, model))
 
-def emulator_model(device: str) -> ExecModel:
-  """The execution model installed plugins give for `device` (their `tinycore_emulator` hook), else the generic one."""
+def emulator_model(device: str, arch: str | None = None) -> ExecModel:
+  """The execution model installed plugins give for `device` and `arch` (their `tinycore_emulator` hook), else the
+  generic one."""
   from tinycore.plugins import registry
-  for _, m in registry.call("tinycore_emulator", device=device.split(":")[0].upper()):
+  for _, m in registry.call("tinycore_emulator", device=device.split(":")[0].upper(), arch=arch):
     if m is not None: return as_model(m)
   return ExecModel()

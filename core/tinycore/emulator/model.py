@@ -44,6 +44,9 @@ class ExecModel:
   local_mem: int = 48 * 1024
   max_workgroup: int = 1024
   tensor_cores: tuple[TCLayout, ...] = field(default=())
+  # check(base_renderer, name, uops): called for every kernel the emulator renders, so a plugin can also render it
+  # with its real renderer and check the source (Metal's MSL checks); raise to fail the kernel
+  check: Callable | None = field(default=None, compare=False)
   def tc(self, name: str) -> TCLayout:
     for t in self.tensor_cores:
       if t.name == name: return t

@@ -121,9 +121,6 @@ class HIPDevice(Compiled):
 
 _contexts: dict[int, HIPContext] = {}
 def open_device(device_name: str, spec):
-  if spec.iface == "EMU":
-    from tinycore_amd.emulator import open_emu
-    return open_emu(device_name, spec)
   from tinycore.pci import pci_devices
   if spec.iface == "USB": raise DeviceUnavailable("no USB-attached AMD GPU found (the USB bridge interface is not implemented)")
   if spec.iface == "PCI": raise DeviceUnavailable("PCI+AMD only probes (sysfs); a userspace PCI driver is not implemented: use DEV=AMD (HIP)")

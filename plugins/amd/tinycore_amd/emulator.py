@@ -9,12 +9,3 @@ def model(device: str = "AMD", arch: str | None = None):
   from tinycore_amd.tensor_cores import all_layouts
   a = parse_arch(arch)
   return ExecModel(name=f"amd-{a.name}", warp_size=a.wave, local_mem=a.lds, max_workgroup=1024, tensor_cores=all_layouts(a.matrix))
-
-def open_emu(device_name: str, spec):
-  try: from tinycore.emulator import open_emulated
-  except ImportError:
-    from tinycore.device import DeviceUnavailable
-    raise DeviceUnavailable("EMU+AMD needs tinycore's shared emulator (tinycore.emulator), missing from this tinycore") from None
-  from tinycore_amd.device import make_renderer
-  # rendering only: neither clang nor llvmlite is needed to emulate
-  return open_emulated(device_name, make_renderer(spec.renderer, spec.arch), model(spec.device, spec.arch))

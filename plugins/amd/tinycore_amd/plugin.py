@@ -82,7 +82,7 @@ def tinycore_smi(device):
   from tinycore_amd.smi import smi
   return smi(_missing())
 
-def tinycore_emulator(device):
+def tinycore_emulator(device, arch):
   if device != "AMD": return None
   from tinycore_amd.emulator import model
-  return model(device)
+  return model(device, arch)

@@ -20,39 +20,22 @@ def simdgroup_8x8(dtype_in, dtype_out):
 def model(device: str = "METAL"):
   from tinycore.emulator import ExecModel
   from tinycore_metal.renderer_metal import TENSOR_CORES
-  return ExecModel(name="apple-metal", warp_size=32, local_mem=32 * 1024, max_workgroup=1024,
-                   tensor_cores=tuple(simdgroup_8x8(t.dtype_in, t.dtype_out) for t in TENSOR_CORES))
-
-def open_emu(device_name: str, spec):
-  try: from tinycore.emulator import open_emulated
-  except ImportError:
-    from tinycore.device import DeviceUnavailable
-    raise DeviceUnavailable("EMU+METAL needs tinycore's shared emulator (tinycore.emulator), missing from this tinycore") from None
-  from tinycore_metal.renderer_metal import MetalRenderer
-  if (spec.renderer or "METAL").upper() != "METAL": raise ValueError(f"METAL has no renderer {spec.renderer!r}: use METAL")
-  dev = open_emulated(device_name, MetalRenderer(spec.arch), model(spec.device))
   # read per open (helpers.getenv caches)
-  if (level := int(os.environ.get("METAL_MSLCHECK") or 0)): dev.renderer = checked_renderer(dev.renderer, level)
-  return dev
+  level = int(os.environ.get("METAL_MSLCHECK") or 0)
+  return ExecModel(name="apple-metal", warp_size=32, local_mem=32 * 1024, max_workgroup=1024,
+                   tensor_cores=tuple(simdgroup_8x8(t.dtype_in, t.dtype_out) for t in TENSOR_CORES),
+                   check=(lambda base, name, uops: check_msl(base, name, uops, level)) if level else None)
 
 STATS = {"checked": 0, "float64": 0}   # over the process: kernels checked, kernels skipped (float64)
 
-def checked_renderer(emu, level: int):
+def check_msl(base, name: str, uops: list, level: int) -> None:
   """METAL_MSLCHECK=1: every kernel EMU+METAL runs is also rendered as MSL and checked structurally; =2 also
   type-checked by clang against the shim (mslcheck.py). Kernels Metal can't express (float64) are counted, not run."""
-  from tinycore.emulator import EmulatedRenderer
   from tinycore_metal.mslcheck import structure, clang_check
-  class Checked(EmulatedRenderer):
-    stats = STATS
-    def render(self, name: str, uops: list) -> str:
-      try: src = self.base.render(name, uops)
-      except NotImplementedError as e:
-        if "float64" not in str(e): raise
-        self.stats["float64"] += 1
-        return super().render(name, uops)
-      if (errs := structure(src)) or (level >= 2 and (errs := clang_check(src))): raise AssertionError(f"MSL check failed for {name}: {errs}\n{src}")
-      self.stats["checked"] += 1
-      return super().render(name, uops)
-  r = Checked(emu.base, emu.model)
-  r.compiler = emu.compiler
-  return r
+  try: src = base.render(name, uops)
+  except NotImplementedError as e:
+    if "float64" not in str(e): raise
+    STATS["float64"] += 1
+    return
+  if (errs := structure(src)) or (level >= 2 and (errs := clang_check(src))): raise AssertionError(f"MSL check failed for {name}: {errs}\n{src}")
+  STATS["checked"] += 1

@@ -10,9 +10,6 @@ def _missing() -> str:
   return metal_missing() or "Metal reports no GPU"
 
 def _open(device_name: str, spec):
-  if spec.iface == "EMU":
-    from tinycore_metal.emulator import open_emu
-    return open_emu(device_name, spec)
   if sys.platform != "darwin":
     from tinycore.device import DeviceUnavailable
     raise DeviceUnavailable(_missing())
@@ -44,7 +41,7 @@ def tinycore_smi(device):
   from tinycore_metal.smi import smi
   return smi()
 
-def tinycore_emulator(device):
+def tinycore_emulator(device, arch):
   if device != "METAL": return None
   from tinycore_metal.emulator import model
   return model(device)

@@ -99,9 +99,6 @@ class NVDevice(Compiled):
 
 _contexts: dict[int, NVContext] = {}
 def open_device(device_name: str, spec) -> Compiled:
-  if spec.iface == "EMU":
-    from tinycore_nv.emulator import open_emu
-    return open_emu(device_name, spec)
   if spec.iface == "PCI": raise DeviceUnavailable("PCI+NV only probes (sysfs); compute over a userspace PCI driver is not implemented yet: use DEV=NV")
   idx = int(device_name.partition(":")[2] or 0)
   phys = spec.physical(idx)

@@ -9,12 +9,3 @@ def model(device: str, arch: str | None = None):
   from tinycore_nv.tensor_cores import layouts
   arch = parse_arch(arch)
   return ExecModel(name=f"{device.lower()}-{arch}", warp_size=32, local_mem=48 * 1024, max_workgroup=1024, tensor_cores=layouts(arch))
-
-def open_emu(device_name: str, spec):
-  try: from tinycore.emulator import open_emulated
-  except ImportError: 
-    from tinycore.device import DeviceUnavailable
-    raise DeviceUnavailable("EMU+NV needs tinycore's shared emulator (tinycore.emulator), missing from this tinycore") from None
-  from tinycore_nv.device import make_renderer
-  # the renderer is never compiled here: NVRTC need not be installed
-  return open_emulated(device_name, make_renderer(spec.renderer, spec.arch), model(spec.device, spec.arch))

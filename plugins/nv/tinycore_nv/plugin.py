@@ -20,7 +20,7 @@ def _missing() -> str:
 
 def _open(device_name: str, spec):
   from tinycore.device import DeviceUnavailable
-  if spec.iface != "EMU" and (why := _missing()) != "the CUDA driver sees no usable GPU": raise DeviceUnavailable(why)   # cheap checks first
+  if (why := _missing()) != "the CUDA driver sees no usable GPU": raise DeviceUnavailable(why)   # cheap checks first
   from tinycore_nv.device import open_device
   return open_device(device_name, spec)
 
@@ -63,7 +63,7 @@ def tinycore_smi(device):
   from tinycore_nv.smi import smi
   return smi(device, _missing())
 
-def tinycore_emulator(device):
+def tinycore_emulator(device, arch):
   if device not in ("NV", "CUDA"): return None
   from tinycore_nv.emulator import model
-  return model(device)
+  return model(device, arch)
