@@ -5,20 +5,12 @@ its execution model; core builds the renderer DEV names from the plugin's Render
 makes the device's own choices, and hands the linearized programs to the interpreter. Rendering only: the device's
 compiler and runtime are never needed."""
 from __future__ import annotations
-import inspect
 from tinycore.device import Compiled, DeviceUnavailable
-
-def build_renderer(spec, renderer_info):
-  """The Renderer class a RendererInfo names, built with the DEV arch when it takes one (NULL+ and EMU+ share this)."""
-  if renderer_info is None: raise DeviceUnavailable(f"{spec.device} declares no renderer")
-  cls = renderer_info.get()
-  if not inspect.isclass(cls):
-    raise DeviceUnavailable(f"{spec.device}:{renderer_info.name} doesn't name its Renderer class ('module:Class'), so core can't build it")
-  return cls(arch=spec.arch) if "arch" in inspect.signature(cls).parameters else cls()
 
 def open_emu(device_name: str, spec, renderer_info) -> Compiled:
   try: from tinycore.emulator import open_emulated, emulator_model
   except ImportError: raise DeviceUnavailable("this tinycore has no shared emulator (tinycore.emulator)") from None
+  from tinycore.renderer.build import build_renderer
   ren = build_renderer(spec, renderer_info)
   # the model of the arch the renderer settled on (its default when DEV names none)
   return open_emulated(device_name, ren, emulator_model(spec.device, spec.arch or ren.arch))

@@ -21,7 +21,7 @@ class NullProgram:
 def open_null(device_name: str, spec, renderer_info) -> Compiled:
   """`renderer_info`: the plugin's RendererInfo for spec.renderer; its class is built with the DEV arch when it takes one."""
   from tinycore.device import DeviceUnavailable
-  from tinycore.emudev import build_renderer
+  from tinycore.renderer.build import build_renderer
   ren = build_renderer(spec, renderer_info)
   if ren.compiler is None: raise DeviceUnavailable(f"{spec.device}:{renderer_info.name} has no compiler to run in NULL mode")
   return Compiled(device_name, NullAllocator(), ren, NullProgram)

@@ -44,7 +44,9 @@ def test_smi_without_telemetry(tmp_path):
   (e,) = smi("no driver", str(tmp_path))
   assert "no amdgpu telemetry" in e["status"]
 
-def test_bad_renderer_is_a_clear_error():
-  from tinycore_amd.device import make_renderer
-  with pytest.raises(ValueError, match="LLVM .default. or HIP"): make_renderer("PTX", None)
-  assert make_renderer("hip", "gfx1201").arch == "gfx1201" and make_renderer(None, None).name == "LLVM"
+def test_bad_renderer_is_a_clear_error(registry):
+  from tinycore.device import Device, UnknownDeviceError
+  from tinycore.renderer.build import build_renderer
+  with pytest.raises(UnknownDeviceError, match="unknown renderer 'PTX' for AMD.*HIP, LLVM"): Device.spec_for("EMU+AMD:PTX")
+  # renderers are built from the plugin's RendererInfo (core's build_renderer), with the DEV arch
+  assert build_renderer(Device.spec_for("AMD:hip:gfx1201")[0]).arch == "gfx1201" and build_renderer(Device.spec_for("AMD")[0]).name == "LLVM"

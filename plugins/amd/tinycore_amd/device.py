@@ -10,16 +10,6 @@ from tinycore.device import Compiled, LRUAllocator, DeviceUnavailable
 from tinycore_amd import hip
 from tinycore_amd.hip import libhip, check
 
-def make_renderer(name: str | None, arch: str | None):
-  name = (name or "LLVM").upper()
-  if name == "LLVM":
-    from tinycore_amd.renderer_llvm import AMDLLVMRenderer
-    return AMDLLVMRenderer(arch)
-  if name == "HIP":
-    from tinycore_amd.renderer_hip import HIPRenderer
-    return HIPRenderer(arch)
-  raise ValueError(f"AMD has no renderer {name!r}: use LLVM (default) or HIP")
-
 def _kfd_arch(ordinal: int) -> str | None:
   from tinycore_amd.topology import kfd_nodes
   gpus = [n["gfx"] for n in kfd_nodes() if n.get("gfx")]
@@ -134,4 +124,5 @@ def open_device(device_name: str, spec):
   ctx = _contexts[phys]
   if not (arch := spec.arch or ctx.arch):
     raise DeviceUnavailable(f"could not tell the arch of {ctx.name} (neither hipDeviceProp_t.gcnArchName nor the KFD topology says): name it, e.g. DEV=AMD::gfx1100")
-  return HIPDevice(device_name, ctx, make_renderer(spec.renderer, arch))
+  from tinycore.renderer.build import build_renderer
+  return HIPDevice(device_name, ctx, build_renderer(spec, arch=arch))

@@ -6,16 +6,6 @@ from tinycore.device import Compiled, LRUAllocator, DeviceUnavailable
 from tinycore_nv import cuda
 from tinycore_nv.cuda import libcuda, check
 
-def make_renderer(name: str | None, arch: str | None):
-  name = (name or "CUDA").upper()
-  if name == "CUDA":
-    from tinycore_nv.renderer_cuda import CUDARenderer
-    return CUDARenderer(arch)
-  if name == "PTX":
-    from tinycore_nv.renderer_ptx import PTXRenderer
-    return PTXRenderer(arch)
-  raise ValueError(f"NV has no renderer {name!r}: use CUDA (default) or PTX")
-
 class NVContext:
   """One GPU: its primary context, made current before every driver call that needs it."""
   def __init__(self, ordinal: int):
@@ -104,4 +94,5 @@ def open_device(device_name: str, spec) -> Compiled:
   phys = spec.physical(idx)
   if phys not in _contexts: _contexts[phys] = NVContext(phys)
   ctx = _contexts[phys]
-  return NVDevice(device_name, ctx, make_renderer(spec.renderer, spec.arch or ctx.arch))
+  from tinycore.renderer.build import build_renderer
+  return NVDevice(device_name, ctx, build_renderer(spec, arch=spec.arch or ctx.arch))
