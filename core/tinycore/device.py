@@ -79,6 +79,7 @@ class Buffer:
     else:
       self._buf, self._owned = self.allocator.alloc(max(self.nbytes, 1), self.options), True   # empty tensors still get a handle
       GlobalCounters.mem_used += self.nbytes
+      GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
     return self
   def deallocate(self) -> None:
     if not self.is_allocated(): return

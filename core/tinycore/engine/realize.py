@@ -14,7 +14,7 @@ def realize_uops(uops: list[UOp]) -> list[UOp]:
   # the tensor stage: each target's device rewrites the graph it is about to realize
   uops = [apply_stage(u, u.device if isinstance(u.device, str) else None, "tensor") for u in uops]
   sched, outputs = create_schedule(uops, return_outputs=True)
-  run_schedule(sched)
+  run_schedule(sched, keep={o.base.arg for o in outputs if o.base.op is Ops.BUFFER})
   return outputs
 
 def _realize_reference(uops: list[UOp]) -> list[UOp]:

@@ -78,13 +78,28 @@ def lower_item(si) -> ExecItem:
 # TinyJit capture (engine/jit.py): each hook sees every ExecItem run_schedule is about to run
 capture_hooks: list = []
 
-def run_schedule(schedule: list, var_vals: dict | None = None) -> None:
-  # buffers are allocated as items run (ExecItem.run); intermediates are freed when the schedule drops them and their
-  # blocks go back to the allocator's LRU cache, where later allocations of the same size reuse them
+def _frees_after(schedule: list, keep: set) -> dict[int, list[Buffer]]:
+  """The memory plan: item index -> intermediates to free once it has run. An intermediate is a buffer this schedule
+  writes first (not allocated before it, not one of the results in `keep`); it is freed after its last reader, and its
+  block goes back to the allocator's LRU cache, where the next intermediate of that size reuses it."""
+  born, last = set(), {}
+  for i, si in enumerate(schedule):
+    out = si.bufs[0].base
+    if out not in keep and not out.is_allocated() and out not in last: born.add(out)
+    for b in si.bufs: last[b.base] = i
+  plan: dict[int, list[Buffer]] = {}
+  for b in born: plan.setdefault(last[b], []).append(b)
+  return plan
+
+def run_schedule(schedule: list, var_vals: dict | None = None, keep: set | None = None) -> None:
+  """Run `schedule` in order. Buffers are allocated as items run (ExecItem.run); with `keep` (the buffers the caller
+  reads afterwards), intermediates are freed after their last use (_frees_after), so a long chain peaks at a few."""
   st = time.perf_counter()
-  for si in schedule:
+  plan = _frees_after(schedule, {b.base for b in keep}) if keep is not None else {}
+  for i, si in enumerate(schedule):
     ei = lower_item(si)
     for h in capture_hooks: h(ei)
     ei.run(var_vals)
+    for b in plan.get(i, ()): b.deallocate()
   if DEBUG >= 1 and schedule:
-    print(f"realized {len(schedule)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms")
+    print(f"realized {len(schedule)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms" + (f", peak memory {GlobalCounters.mem_peak/1e6:.2f} MB" if DEBUG >= 2 else ""))
