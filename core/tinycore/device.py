@@ -23,7 +23,7 @@ class UnknownDeviceError(ValueError):
 class Allocator:
   """Device memory. Subclasses implement _alloc/_free/_copyin/_copyout (sizes in bytes); handles are opaque."""
   def alloc(self, size: int, options=None) -> Any:
-    assert size > 0, f"alloc size must be positive, got {size}"
+    if not isinstance(size, int) or size <= 0: raise ValueError(f"alloc size must be a positive int, got {size!r}")
     return self._alloc(size, options)
   def free(self, opaque, size: int, options=None) -> None: self._free(opaque, size, options)
   def _alloc(self, size: int, options=None) -> Any: raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
@@ -59,9 +59,11 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType, opaque=None, options=None, base: Buffer | None = None, offset: int = 0):
     self.device, self.size, self.dtype, self.options, self.offset = device, size, dtype, options, offset
     self._base: Buffer | None = None if base is None else base.base
+    # checks that guard memory: real exceptions, not asserts (python -O drops those)
+    if size < 0 or offset < 0: raise ValueError(f"a buffer of {size} elements at byte offset {offset}: both must be >= 0")
     if base is not None:
-      assert base.device == device, f"view on {device} of a buffer on {base.device}"
-      assert offset + self.nbytes <= self._base.nbytes, f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}"
+      if base.device != device: raise ValueError(f"view on {device} of a buffer on {base.device}")
+      if offset + self.nbytes > self._base.nbytes: raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
     if opaque is not None: self.allocate(opaque)
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
@@ -70,7 +72,7 @@ class Buffer:
   def is_allocated(self) -> bool: return hasattr(self, "_buf")
   def ensure_allocated(self) -> Buffer: return self if self.is_allocated() else self.allocate()
   def allocate(self, opaque=None) -> Buffer:
-    assert not self.is_allocated(), f"{self} is already allocated"
+    if self.is_allocated(): raise RuntimeError(f"{self} is already allocated")
     self.allocator = Device[self.device].allocator
     if self._base is not None:
       self._base.ensure_allocated()
@@ -92,12 +94,12 @@ class Buffer:
     except Exception: pass   # interpreter shutdown: the device may already be gone
   def copyin(self, mv: memoryview) -> Buffer:
     mv = memoryview(mv).cast("B")
-    assert mv.nbytes == self.nbytes, f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes}"
+    if mv.nbytes != self.nbytes: raise ValueError(f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes}")
     self.ensure_allocated().allocator._copyin(self._buf, mv)
     return self
   def copyout(self, mv: memoryview) -> memoryview:
     mv = memoryview(mv).cast("B")
-    assert mv.nbytes == self.nbytes, f"copyout of a buffer of {self.nbytes} bytes into {mv.nbytes}"
+    if mv.nbytes != self.nbytes: raise ValueError(f"copyout of a buffer of {self.nbytes} bytes into {mv.nbytes}")
     Device[self.device].synchronize()
     self.ensure_allocated().allocator._copyout(mv, self._buf)
     return mv
