@@ -146,6 +146,9 @@ class _Device:
   """`Device["CPU"]`, `Device["NV:1"]`, `Device["EMU+NV"]` open (once) and return a `Compiled`; `Device.DEFAULT` is the default."""
   def __init__(self):
     self._opened: dict[tuple[str, str], Compiled] = {}
+    # resolved once per (name, DEV value, plugin registry): a lookup is a dict hit, not a DEV parse and plugin hook calls
+    self._resolved: dict[tuple, Compiled] = {}
+    self._defaults: dict[tuple, str] = {}
     self._auto: str | None = None
     self._default_iface: dict[str, str] = {}
   @staticmethod
@@ -216,6 +219,11 @@ class _Device:
     return self.resolve(spec), idx
 
   def __getitem__(self, name: str) -> Compiled:
+    if (dev := self._resolved.get(key := (name, DEV.value, self._plugins().pm))) is not None: return dev
+    self._resolved[key] = dev = self._open(name)
+    return dev
+
+  def _open(self, name: str) -> Compiled:
     spec, idx = self.spec_for(name)
     if (dev := self._opened.get(key := (str(spec), idx))) is not None: return dev
     info, rec = self._plugins().find_device(spec.device)
@@ -256,6 +264,10 @@ class _Device:
   @property
   def DEFAULT(self) -> str:
     """The default device name without renderer: the first DEV target, else the highest-priority device that opens."""
+    if (d := self._defaults.get(key := (DEV.value, self._plugins().pm))) is not None: return d
+    self._defaults[key] = d = self._default()
+    return d
+  def _default(self) -> str:
     check_legacy_env()
     if (ts := _targets(DEV.value)):
       reg = self._plugins()
@@ -272,6 +284,7 @@ class _Device:
   def reset(self) -> None:
     """Forget opened devices and the chosen default (tests, or after installing a plugin)."""
     self._opened.clear()
+    self._resolved.clear(); self._defaults.clear()
     self._auto = None
 
 Device = _Device()

@@ -26,7 +26,7 @@ def device_rules(device: str, stage: str) -> PatternMatcher | None:
   if stage not in STAGES: raise ValueError(f"unknown pipeline stage {stage!r}; stages are {', '.join(STAGES)}")
   from tinycore.plugins import registry
   name = _owner(device)
-  key = (id(registry.pm), name, stage)
+  key = (registry.pm, name, stage)   # the manager itself, not its id: a new one may reuse a freed id
   if key in _cache: return _cache[key]
   found = registry.find_device(name)
   pms: list[PatternMatcher] = []
