@@ -1,7 +1,7 @@
 """Tokenizers from GGUF metadata: `llama` (SentencePiece: pieces with scores, '▁' for spaces, <0xXX> byte fallback) and
 `gpt2` (byte-level BPE with ranked merges, as used by llama 3 and qwen). Special/control tokens are matched verbatim."""
 from __future__ import annotations
-import heapq, math, re
+import codecs, heapq, math, re
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -111,17 +111,31 @@ class Tokenizer:
     return self.decode_bytes(ids, skip_special).decode("utf-8", errors="replace")
 
   def decode_bytes(self, ids: list[int], skip_special: bool = True, strip_prefix: bool = True) -> bytes:
-    buf = bytearray()
-    inv = _byte_values()
-    first = True
+    buf, first = bytearray(), strip_prefix
     for i in ids:
-      t, ty = self.tokens[i], self.types[i]
-      if ty in (2, 3) and skip_special: continue
-      if self.model == "llama":
-        if ty == 6 and re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t): buf.append(int(t[3:5], 16)); continue
-        s = t.replace("▁", " ")
-        if first and strip_prefix and self.add_space_prefix and s.startswith(" "): s = s[1:]
-        buf += s.encode()
-        first = False
-      else: buf += bytes(inv[c] for c in t if c in inv) if ty != 3 else t.encode()
+      b, is_text = self.piece_bytes(i, skip_special, first)
+      buf += b
+      first = first and not is_text
     return bytes(buf)
+
+  def piece_bytes(self, i: int, skip_special: bool = True, strip_space: bool = False) -> tuple[bytes, bool]:
+    """The bytes token i stands for, and whether it is a text piece (the first one drops SentencePiece's added space)."""
+    t, ty = self.tokens[i], self.types[i]
+    if ty in (2, 3) and skip_special: return b"", False
+    if self.model != "llama": return (bytes(inv[c] for c in t if c in (inv := _byte_values())) if ty != 3 else t.encode()), False
+    if ty == 6 and re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t): return bytes([int(t[3:5], 16)]), False
+    s = t.replace("▁", " ")
+    if strip_space and self.add_space_prefix and s.startswith(" "): s = s[1:]
+    return s.encode(), True
+
+class TextStream:
+  """Decodes generated tokens one at a time for streaming: add() returns the text that just became complete (a UTF-8
+  character split across tokens waits for its last byte), flush() the rest; together they equal Tokenizer.decode."""
+  def __init__(self, tok: Tokenizer, skip_special: bool = True):
+    self.tok, self.skip_special, self.first = tok, skip_special, True
+    self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+  def add(self, i: int) -> str:
+    b, is_text = self.tok.piece_bytes(i, self.skip_special, self.first)
+    self.first = self.first and not is_text
+    return self.utf8.decode(b)
+  def flush(self) -> str: return self.utf8.decode(b"", final=True)
