@@ -173,6 +173,7 @@ ROUTES = {"/v1/models": "GET", "/v1/chat/completions": "POST"}
 
 class Handler(BaseHTTPRequestHandler):
   protocol_version = "HTTP/1.1"
+  default_request_version = "HTTP/1.1"   # answer even a malformed request line with a status line and headers
   server: LLMServer
   def log_message(self, *a): pass
 
@@ -218,6 +219,8 @@ class Handler(BaseHTTPRequestHandler):
   def send_error(self, code: int, message: str | None = None, explain: str | None = None):
     """http.server's own refusals (bad request line, too many headers, unknown method) as JSON errors too."""
     self.close_connection = True
+    if self.server.deadlines.passed(self.connection):   # the line or headers were cut off by the deadline
+      code, message = 408, f"the request did not arrive within {self.server.request_timeout:g} s"
     try: self._error(RequestError(code, message or self.responses.get(code, ("error",))[0]))
     except OSError: pass
 
