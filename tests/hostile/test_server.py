@@ -244,3 +244,44 @@ def test_fifty_concurrent_clients_no_resets(llm):
   print("\nload 50 clients x 3:", r)
   assert r["status"] == {200: 150}, r["status"]   # no resets, no 5xx (the queue holds them all)
   assert r["wall_s"] < 60
+
+# ---- the command line
+@pytest.mark.parametrize("args,opt", [(["--chunk", "-3"], "--chunk"), (["--chunk", "0"], "--chunk"), (["--max-context", "1"], "--max-context"),
+                                      (["--temperature", "nan"], "--temperature"), (["--temperature", "-1"], "--temperature"),
+                                      (["--max-tokens", "x"], "--max-tokens"), (["--port", "70000"], "--port"), (["--seed", "-2"], "--seed"),
+                                      (["--top-k", "-1"], "--top-k"), (["--top-p", "0"], "--top-p"), (["--request-timeout", "inf"], "--request-timeout")])
+def test_cli_rejects_bad_arguments(tmp_path, capsys, args, opt):
+  from tinycore.llm.__main__ import main
+  p = str(tmp_path / "m.gguf"); tiny_llama(p)
+  with pytest.raises(SystemExit) as e: main(["--model", p, *args])
+  err = capsys.readouterr().err
+  assert e.value.code == 2 and opt in err and "Traceback" not in err, err
+
+def test_cli_bad_model_and_long_prompt(tmp_path, capsys):
+  from tinycore.llm.__main__ import main
+  bad = tmp_path / "bad.gguf"; bad.write_bytes(b"GGUF" + b"\xff" * 64)
+  assert main(["--model", str(bad)]) == 1 and "can't load" in capsys.readouterr().err
+  p = str(tmp_path / "m.gguf"); tiny_llama(p)
+  with pytest.raises(SystemExit) as e: main(["--model", p, "--max-context", "8", "--prompt", "hello world " * 20])
+  assert e.value.code == 2 and "--prompt" in capsys.readouterr().err
+
+def test_llm_rejects_bad_chunk_and_arguments(llm, tmp_path):
+  p = str(tmp_path / "m.gguf"); tiny_llama(p)
+  for chunk in (-3, 0, 2.5):
+    with pytest.raises(ValueError, match="chunk"): LLM(p, max_context=32, chunk=chunk)
+  toks = llm.tok.encode("hello")
+  for kw, word in ((dict(temperature=float("nan")), "temperature"), (dict(top_k=-1), "top_k"), (dict(seed=-1), "seed"), (dict(max_tokens=-1), "max_tokens")):
+    with pytest.raises(ValueError, match=word): list(llm.generate(toks, **{"max_tokens": 2, **kw}))
+  with pytest.raises(ValueError, match="vocabulary"): list(llm.generate([10**6], 2))
+  with pytest.raises(ValueError, match="empty"): list(llm.generate([], 2))
+  with pytest.raises(ValueError, match="context"): list(llm.generate(toks * CTX, 2))
+
+def test_top_p_keeps_the_nucleus():
+  rng = np.random.default_rng(0)
+  for _ in range(20):
+    logits = rng.standard_normal(50).astype(np.float32)
+    assert LLM.sample(logits, 1.0, 0, rng, top_p=1e-6) == int(logits.argmax())
+    p = np.exp(logits - logits.max()); p /= p.sum()
+    order = np.argsort(-p)
+    nucleus = set(order[:np.argmax(np.cumsum(p[order]) >= 0.5) + 1].tolist())   # smallest set with mass >= 0.5
+    assert {LLM.sample(logits, 1.0, 0, rng, top_p=0.5) for _ in range(200)} <= nucleus
