@@ -42,6 +42,29 @@ def merge_pairs(syms: list[str], priority: Callable[[str, str], Any]) -> list[st
       if e is not None: heapq.heappush(heap, e)
   return [sy for sy in syms if sy is not None]
 
+def _longest_of(words: list[str]) -> re.Pattern:
+  """A regex (one capturing group) finding any of `words`, the longest where several start at the same place. Built
+  as a trie of nested groups, so each position costs a character test per level rather than a try of every word: with
+  thousands of special tokens the plain alternation made splitting a prompt cost O(len * words)."""
+  trie: dict = {}
+  for w in words:
+    node = trie
+    for ch in w: node = node.setdefault(ch, {})
+    node[""] = {}   # a word ends here
+  def pattern(node: dict) -> str:
+    alts = []
+    for ch, child in node.items():
+      if ch == "": continue
+      run = ch
+      while len(child) == 1 and "" not in child: (c, child), = child.items(); run += c   # a chain without branches: one literal
+      alts.append(re.escape(run) + pattern(child))
+    if not alts: return ""
+    body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+    return f"(?:{body})?" if "" in node else body   # greedy: the longer word is tried first
+  try: return re.compile("(" + pattern(trie) + ")")
+  except (RecursionError, re.error):   # a vocabulary built to nest too deep: the plain alternation is slower, not wrong
+    return re.compile("(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
+
 # gpt2/llama3 pre-tokenizer, approximated with `re` (no \p{L}): contractions, words with an optional leading space, 1-3 digits, punctuation runs, spaces
 _PRE = re.compile(r"""'(?i:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d{1,3}| ?[^\s\w]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+|_+""")
 
@@ -66,8 +89,8 @@ class Tokenizer:
     self.add_space_prefix = kv.get("tokenizer.ggml.add_space_prefix", self.model == "llama")
     self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(kv.get("tokenizer.ggml.merges", []))}
     # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization
-    sp = sorted((t for t, ty in zip(self.tokens, self.types) if ty in (3, 4) and t), key=len, reverse=True)
-    self.special_re = re.compile("(" + "|".join(map(re.escape, sp)) + ")") if sp else None
+    sp = sorted({t for t, ty in zip(self.tokens, self.types) if ty in (3, 4) and t}, key=len, reverse=True)
+    self.special_re = _longest_of(sp) if sp else None
     self.stop = {i for i, t in enumerate(self.tokens) if t in ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")}
     if self.eos is not None: self.stop.add(self.eos)
 
