@@ -29,7 +29,8 @@ class serving:
   def __enter__(self):
     self.th = threading.Thread(target=self.srv.serve_forever, daemon=True); self.th.start()
     return self.srv.server_address[1]
-  def __exit__(self, *a): self.srv.shutdown(); self.srv.server_close(); self.th.join(10)
+  def __exit__(self, *a):
+    self.srv.shutdown(); self.srv.server_close(); self.th.join(10)
 
 def raw(port: int, data: bytes, timeout: float = 30) -> tuple[int, dict, bytes]:
   """Send bytes as they are; the status, headers and body of the answer (ConnectionError if there is none)."""
@@ -209,6 +210,30 @@ def test_full_queue_503_and_tokenizing_outside_the_model(llm, monkeypatch):
     assert err["code"] == "server_busy"
     release.set()
     assert first.result(60)[0] == 200 and second.result(60)[0] == 200
+
+def test_client_that_left_the_queue_is_not_served(llm, monkeypatch):
+  ctx = serving(llm, request_timeout=5)
+  with ctx as port, ThreadPoolExecutor(2) as ex:
+    release, entered = _block_model(llm, monkeypatch)
+    blocked_prefill, calls = llm.prefill, []
+    monkeypatch.setattr(llm, "prefill", lambda toks, start=0: (calls.append(len(toks)), blocked_prefill(toks, start))[1])
+    first = ex.submit(post, port, HELLO)
+    assert entered.wait(30)
+    body = json.dumps(HELLO).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    queue = ctx.srv.queue
+    deadline = time.time() + 30
+    while len(queue.waiting) == 0 and time.time() < deadline: time.sleep(0.02)
+    s.close()   # gives up while waiting
+    release.set()
+    assert first.result(60)[0] == 200
+    while (queue.busy or queue.waiting) and time.time() < deadline: time.sleep(0.02)
+    assert len(calls) == 1   # only the first request reached the model
+
+def test_too_many_messages_400(server):
+  msgs = [{"role": "user", "content": ""}] * (CTX + 1)
+  assert error_of(*post(server, {"messages": msgs}), 400)["code"] == "context_length_exceeded"
 
 def test_connection_cap_503(llm):
   with serving(llm, max_connections=2, request_timeout=5) as port:

@@ -147,8 +147,8 @@ class LLMServer(ThreadingHTTPServer):
   def process_request(self, request, client_address):
     if not self.slots.acquire(blocking=False):   # a thread per connection: past the cap, answer from here and close
       try:
-        request.settimeout(1.0)
-        request.sendall(_raw_response(503, RequestError(503, "too many open connections, retry later", code="server_busy").body()))
+        request.settimeout(0)   # never wait in the accepting thread: a short answer fits any fresh socket's buffer
+        request.send(_raw_response(503, RequestError(503, "too many open connections, retry later", code="server_busy").body()))
       except OSError: pass
       self.shutdown_request(request)
       return
@@ -286,8 +286,8 @@ class Handler(BaseHTTPRequestHandler):
     srv, llm = self.server, self.server.llm
     req = parse_chat_request(self._read_body(), llm.max_context, llm.cfg.vocab)
     n_chars = sum(len(m["content"]) for m in req.messages)
-    if n_chars > srv.max_prompt_chars:   # certainly too long: say so without spending the CPU to tokenize it
-      raise RequestError(400, f"the messages are {n_chars} characters, more than the context of {llm.max_context} tokens can hold", "messages", "context_length_exceeded")
+    if len(req.messages) > llm.max_context or n_chars > srv.max_prompt_chars:   # certainly too long: say so without spending the CPU to tokenize it
+      raise RequestError(400, f"the {len(req.messages)} messages of {n_chars} characters can't fit the context of {llm.max_context} tokens", "messages", "context_length_exceeded")
     toks = llm.chat_tokens(req.messages)   # in this thread, outside the model's queue
     if len(toks) >= llm.max_context:
       raise RequestError(400, f"the prompt is {len(toks)} tokens; the context holds {llm.max_context} including the reply", "messages", "context_length_exceeded")
@@ -317,6 +317,7 @@ class Handler(BaseHTTPRequestHandler):
     for t, fin in self._tokens(req, toks, max_tokens):
       if fin: return out, fin
       out.append(t)
+      if len(out) % 16 == 0 and _client_gone(self.connection): raise ConnectionResetError   # give the model to the next one
     return out, "length"
 
   def _stream(self, req: ChatRequest, toks: list[int], max_tokens: int):
