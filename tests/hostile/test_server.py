@@ -310,3 +310,14 @@ def test_top_p_keeps_the_nucleus():
     order = np.argsort(-p)
     nucleus = set(order[:np.argmax(np.cumsum(p[order]) >= 0.5) + 1].tolist())   # smallest set with mass >= 0.5
     assert {LLM.sample(logits, 1.0, 0, rng, top_p=0.5) for _ in range(200)} <= nucleus
+
+def test_refused_body_is_not_read_as_the_next_request(server):
+  # a 404 for a POST with a body: the body is still in the connection, so the server must not keep it alive
+  evil = b'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n'
+  with socket.create_connection(("127.0.0.1", server), timeout=30) as s:
+    s.sendall(b"POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(evil) + evil)
+    r = http.client.HTTPResponse(s); r.begin(); r.read()
+    assert r.status == 404 and r.getheader("Connection") == "close"
+    s.settimeout(5)
+    try: assert s.recv(4096) == b""   # nothing more: the smuggled GET was not answered
+    except ConnectionResetError: pass

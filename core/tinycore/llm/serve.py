@@ -227,6 +227,8 @@ class Handler(BaseHTTPRequestHandler):
   # -- routing
   def _route(self, method: str):
     self.server.deadlines.disarm(self.connection)
+    # until _read_body has consumed a body, answering leaves it in the stream: that connection must close
+    self.unread_body = "Content-Length" in self.headers or "Transfer-Encoding" in self.headers
     try:
       if self.server.deadlines.passed(self.connection):
         self.unread_body = True
@@ -234,7 +236,6 @@ class Handler(BaseHTTPRequestHandler):
       path = self.path.split("?", 1)[0].rstrip("/")
       if path not in ROUTES: raise RequestError(404, f"no route {path!r}; try POST /v1/chat/completions or GET /v1/models")
       if ROUTES[path] != method:
-        self.unread_body = "Content-Length" in self.headers or "Transfer-Encoding" in self.headers
         raise RequestError(405, f"{path} takes {ROUTES[path]}, not {method}")
       if path == "/v1/models": return self._send(200, {"object": "list", "data": [{"id": self.server.name, "object": "model", "owned_by": "tinycore"}]})
       self._chat()
