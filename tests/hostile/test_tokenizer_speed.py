@@ -90,9 +90,10 @@ HOSTILE = {"words": lambda n, r: "".join(r.choice(WORDS) + r.choice([" ", ", ", 
 def test_tokenizing_grows_about_linearly(tok, kind):
   r = random.Random(3)
   small, big = HOSTILE[kind](8 * 1024, r), HOSTILE[kind](64 * 1024, r)
-  t_small, t_big = _best_time(lambda: tok.encode(small)), _best_time(lambda: tok.encode(big))
-  # 8x the text: a linear tokenizer takes ~8x as long, the rescan loop took ~64x; generous for a busy machine
-  assert t_big < 20 * t_small + 0.05, (kind, t_small, t_big)
+  t_small, t_big = _best_time(lambda: tok.encode(small), 5), _best_time(lambda: tok.encode(big), 5)
+  # 8x the text: a linear tokenizer takes ~8x as long, the rescan loop ~64x; the slack is for a machine shared by
+  # other test processes (a scheduling hiccup adds a fixed delay, not a factor)
+  assert t_big < 32 * t_small + 0.5, (kind, t_small, t_big)
   assert t_big < 5.0, (kind, t_big)   # the old loop took minutes here
 
 def test_100kb_prompt_in_a_second_or_so(tok):
