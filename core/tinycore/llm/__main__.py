@@ -1,7 +1,8 @@
 """python -m tinycore.llm --model PATH.gguf [--prompt ...] [--benchmark] [--serve]"""
 from __future__ import annotations
-import argparse, os, resource, sys, time
+import argparse, math, os, resource, sys, time
 import numpy as np
+from tinycore.llm.tokenizer import TextStream
 
 def rss_mib() -> float: return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux reports KiB
 
@@ -23,27 +24,46 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
             kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
   return st
 
+def _ranged(kind, lo=None, hi=None, finite=False):
+  """An argparse type: `kind` within [lo, hi]; a bad value is a usage error naming the limit, not a traceback later."""
+  def parse(text: str):
+    try: v = kind(text)
+    except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if finite and not math.isfinite(v): raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+      raise argparse.ArgumentTypeError(f"{text} is out of range ({'>= ' + str(lo) if hi is None else f'{lo}..{hi}'})")
+    return v
+  return parse
+
 def main(argv=None):
   ap = argparse.ArgumentParser(prog="python -m tinycore.llm", description="run a llama-family GGUF model")
   ap.add_argument("--model", "-m", required=True, help="path to a .gguf file")
   ap.add_argument("--prompt", default="Hello", help="user message (chat template applied) or raw text with --raw")
   ap.add_argument("--raw", action="store_true", help="don't apply the chat template")
-  ap.add_argument("--max-tokens", type=int, default=64)
-  ap.add_argument("--temperature", type=float, default=0.0)
-  ap.add_argument("--top-k", type=int, default=0)
-  ap.add_argument("--seed", type=int, default=None)
-  ap.add_argument("--max-context", type=int, default=512)
-  ap.add_argument("--chunk", type=int, default=32, help="prefill chunk size (tokens per jitted prefill call)")
+  ap.add_argument("--max-tokens", type=_ranged(int, 0), default=64)
+  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0)
+  ap.add_argument("--top-k", type=_ranged(int, 0), default=0)
+  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0)
+  ap.add_argument("--seed", type=_ranged(int, 0, 2**63 - 1), default=None)
+  ap.add_argument("--max-context", type=_ranged(int, 2), default=512)
+  ap.add_argument("--chunk", type=_ranged(int, 1), default=32, help="prefill chunk size (tokens per jitted prefill call)")
   ap.add_argument("--benchmark", action="store_true", help="print prefill and decode tokens/s and memory use")
   ap.add_argument("--warmup", action="store_true", help="run a short generation before timing")
-  ap.add_argument("--serve", action="store_true", help="serve /v1/chat/completions on localhost")
-  ap.add_argument("--port", type=int, default=8000)
+  ap.add_argument("--serve", action="store_true", help="serve /v1/chat/completions (on 127.0.0.1 unless --host says otherwise)")
+  ap.add_argument("--host", default="127.0.0.1", help="address to serve on")
+  ap.add_argument("--port", type=_ranged(int, 0, 65535), default=8000)
+  ap.add_argument("--max-body", type=_ranged(int, 1024), default=1 << 20, help="largest request body in bytes (413 beyond)")
+  ap.add_argument("--max-waiting", type=_ranged(int, 0), default=64, help="requests that may wait for the model (503 beyond)")
+  ap.add_argument("--request-timeout", type=_ranged(float, 0.1, 3600, finite=True), default=10.0, help="seconds for a request's headers and body to arrive")
   a = ap.parse_args(argv)
-  if not os.path.exists(a.model): ap.error(f"no such model file: {a.model}")
+  if not os.path.isfile(a.model): ap.error(f"no such model file: {a.model}")
   from tinycore.llm.generate import LLM
   from tinycore import Device
   t = time.perf_counter()
-  llm = LLM(a.model, a.max_context, a.chunk)
+  try: llm = LLM(a.model, a.max_context, a.chunk)
+  except (ValueError, OSError) as e:   # a broken or hostile file: one line, not a traceback
+    print(f"error: can't load {a.model}: {e}", file=sys.stderr)
+    return 1
   c = llm.cfg
   print(f"loaded {a.model}: {c.arch}, {c.n_layers} layers, dim {c.dim}, heads {c.n_heads}/{c.n_kv_heads}, vocab {c.vocab}, "
         f"{llm.weight_bytes / 2**20:.1f} MiB of weights, on {Device.DEFAULT} in {time.perf_counter() - t:.2f}s", file=sys.stderr)
@@ -54,21 +74,28 @@ def main(argv=None):
           f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, peak RSS {st['rss_mib']:.0f} MiB")
     return 0
   if a.serve:
+    import logging
     from tinycore.llm.serve import make_server
-    srv = make_server(llm, port=a.port, name=os.path.basename(a.model))
-    print(f"serving http://127.0.0.1:{srv.server_address[1]}/v1/chat/completions", file=sys.stderr)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try: srv = make_server(llm, a.host, a.port, os.path.basename(a.model), max_body=a.max_body, max_waiting=a.max_waiting, request_timeout=a.request_timeout)
+    except OSError as e:
+      print(f"error: can't serve on {a.host}:{a.port}: {e.strerror or e}", file=sys.stderr)
+      return 1
+    print(f"serving http://{a.host}:{srv.server_address[1]}/v1/chat/completions", file=sys.stderr)
     try: srv.serve_forever()
     except KeyboardInterrupt: pass
+    finally: srv.server_close()
     return 0
   toks = llm.tok.encode(a.prompt) if a.raw else llm.chat_tokens([{"role": "user", "content": a.prompt}])
+  try: llm.check_prompt(toks)
+  except ValueError as e: ap.error(f"--prompt: {e} (raise --max-context?)")
   if a.warmup: list(llm.generate(toks, 2))
   st: dict = {}
-  out, shown = [], ""
-  for t in llm.generate(toks, a.max_tokens, a.temperature, a.top_k, a.seed, stats=st):
+  text = TextStream(llm.tok)
+  for t in llm.generate(toks, a.max_tokens, a.temperature, a.top_k, a.seed, stats=st, top_p=a.top_p):
     if t in llm.tok.stop: break
-    out.append(t)
-    if not (s := llm.tok.decode(out)).endswith("\ufffd"): print(s[len(shown):], end="", flush=True); shown = s
-  print()
+    print(text.add(t), end="", flush=True)
+  print(text.flush())
   if st.get("decode_s"): print(f"prefill {st['prefill_tokens']} tokens in {st['prefill_s']:.2f}s, decode {st['decode_tokens'] / st['decode_s']:.1f} tok/s", file=sys.stderr)
   return 0
 

@@ -1,7 +1,7 @@
 """Prefill in fixed-size chunks and one-token decode, each a TinyJit over a bound position Variable (so every chunk
 and every decode step replays the same kernels), and sampling on the host (greedy, or temperature + top-k with a seed)."""
 from __future__ import annotations
-import time
+import math, time
 from typing import Iterator
 import numpy as np
 from tinycore.tensor import Tensor
@@ -14,6 +14,9 @@ from tinycore.llm.chat import apply_chat_template
 
 class LLM:
   def __init__(self, path: str, max_context: int = 512, chunk: int = 32):
+    # a chunk below 1 made the prefill loop's range empty: generation ran without the prompt in the cache
+    if not (isinstance(chunk, int) and chunk >= 1): raise ValueError(f"prefill chunk must be an integer >= 1, got {chunk!r}")
+    if not (isinstance(max_context, int) and max_context >= 2): raise ValueError(f"max_context must be an integer >= 2, got {max_context!r}")
     self.kv, w = load_gguf_raw(path)
     self.cfg = Config.from_gguf(self.kv, w)
     self.model = Transformer(self.cfg, w, max_context)
@@ -48,16 +51,38 @@ class LLM:
     return self.model(self.model.embed(toks), 0).numpy()[0]
 
   @staticmethod
-  def sample(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator) -> int:
+  def sample(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator, top_p: float = 1.0) -> int:
     if temperature <= 0: return int(np.argmax(logits))
     z = logits.astype(np.float64) / temperature
     if 0 < top_k < len(z): z[z < np.partition(z, -top_k)[-top_k]] = -np.inf
     p = np.exp(z - z.max()); p /= p.sum()
+    if top_p < 1.0:   # nucleus: the most likely tokens whose probabilities add up to top_p (at least one)
+      order = np.argsort(-p, kind="stable")
+      keep = order[:int(np.searchsorted(np.cumsum(p[order]), top_p)) + 1]
+      q = np.zeros_like(p); q[keep] = p[keep]; p = q / q.sum()
     return int(rng.choice(len(p), p=p))
 
+  def check_sampling(self, max_tokens: int, temperature: float, top_k: int, top_p: float, seed: int | None):
+    """ValueError naming the first argument out of range (NaN temperature made every probability NaN deep in numpy)."""
+    isint = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+    if not (isint(max_tokens) and max_tokens >= 0): raise ValueError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0): raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if not (isint(top_k) and top_k >= 0): raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
+    if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1): raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    if seed is not None and not (isint(seed) and 0 <= seed < 2**63): raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+
+  def check_prompt(self, toks: list[int]):
+    if len(toks) == 0: raise ValueError("the prompt is empty (no tokens)")
+    if len(toks) > self.max_context: raise ValueError(f"the prompt is {len(toks)} tokens, longer than the context of {self.max_context}")
+    bad = next((t for t in toks if not (isinstance(t, (int, np.integer)) and 0 <= t < self.cfg.vocab)), None)
+    if bad is not None: raise ValueError(f"token id {bad!r} is not in the vocabulary of {self.cfg.vocab}")
+
   def generate(self, toks: list[int], max_tokens: int, temperature: float = 0.0, top_k: int = 0, seed: int | None = None,
-               stats: dict | None = None) -> Iterator[int]:
-    """Yield up to max_tokens new token ids, stopping at an end-of-turn token or the end of the context."""
+               stats: dict | None = None, top_p: float = 1.0) -> Iterator[int]:
+    """Yield up to max_tokens new token ids, stopping at an end-of-turn token or the end of the context. Bad arguments
+    raise ValueError on the first next()."""
+    self.check_sampling(max_tokens, temperature, top_k, top_p, seed)
+    self.check_prompt(toks)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     logits = self.prefill(toks)
@@ -65,7 +90,7 @@ class LLM:
     if stats is not None: stats.update(prefill_tokens=len(toks), prefill_s=t1 - t0, decode_tokens=0, decode_s=0.0)
     pos = len(toks)
     for _ in range(max_tokens):
-      nxt = self.sample(logits, temperature, top_k, rng)
+      nxt = self.sample(logits, temperature, top_k, rng, top_p)
       yield nxt
       if nxt in self.tok.stop or pos >= self.max_context: break
       t = time.perf_counter()

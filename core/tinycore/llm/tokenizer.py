@@ -1,9 +1,9 @@
 """Tokenizers from GGUF metadata: `llama` (SentencePiece: pieces with scores, '▁' for spaces, <0xXX> byte fallback) and
 `gpt2` (byte-level BPE with ranked merges, as used by llama 3 and qwen). Special/control tokens are matched verbatim."""
 from __future__ import annotations
-import re
+import codecs, heapq, math, re
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 @lru_cache(None)
 def _byte_chars() -> dict[int, str]:
@@ -14,6 +14,57 @@ def _byte_chars() -> dict[int, str]:
     if b not in m: m[b], n = chr(256 + n), n + 1
   return m
 
+@lru_cache(None)
+def _byte_values() -> dict[str, int]: return {c: b for b, c in _byte_chars().items()}
+
+def merge_pairs(syms: list[str], priority: Callable[[str, str], Any]) -> list[str]:
+  """Join adjacent symbols, always the pair with the lowest `priority(left, right)` (None: never joined) and the leftmost
+  of equals, until no pair is left to join. That is the textbook "rescan every pair after each merge" loop, which is
+  quadratic; here the candidate pairs sit in a heap keyed by (priority, position) over a linked list of symbols, so it
+  is O(n log n). A merge only changes its two neighbouring pairs, so entries it made stale are skipped when popped:
+  a symbol's text only ever grows, so an entry is current iff both symbols still hold the text it was pushed with."""
+  n = len(syms)
+  if n < 2: return syms
+  nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))
+  def entry(i: int):   # the heap entry of the pair starting at symbol i, or None
+    if i >= 0 and (j := nxt[i]) < n and (p := priority(syms[i], syms[j])) is not None: return (p, i, syms[i], syms[j])
+    return None
+  heap = [e for i in range(n - 1) if (e := entry(i)) is not None]
+  heapq.heapify(heap)
+  while heap:
+    _, i, a, b = heapq.heappop(heap)
+    j = nxt[i]
+    if syms[i] != a or j >= n or syms[j] != b: continue   # stale: one of the two symbols has merged since
+    syms[i], syms[j] = a + b, None
+    nxt[i] = nxt[j]
+    if nxt[i] < n: prv[nxt[i]] = i
+    for e in (entry(prv[i]), entry(i)):
+      if e is not None: heapq.heappush(heap, e)
+  return [sy for sy in syms if sy is not None]
+
+def _longest_of(words: list[str]) -> re.Pattern:
+  """A regex (one capturing group) finding any of `words`, the longest where several start at the same place. Built
+  as a trie of nested groups, so each position costs a character test per level rather than a try of every word: with
+  thousands of special tokens the plain alternation made splitting a prompt cost O(len * words)."""
+  trie: dict = {}
+  for w in words:
+    node = trie
+    for ch in w: node = node.setdefault(ch, {})
+    node[""] = {}   # a word ends here
+  def pattern(node: dict) -> str:
+    alts = []
+    for ch, child in node.items():
+      if ch == "": continue
+      run = ch
+      while len(child) == 1 and "" not in child: (c, child), = child.items(); run += c   # a chain without branches: one literal
+      alts.append(re.escape(run) + pattern(child))
+    if not alts: return ""
+    body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+    return f"(?:{body})?" if "" in node else body   # greedy: the longer word is tried first
+  try: return re.compile("(" + pattern(trie) + ")")
+  except (RecursionError, re.error):   # a vocabulary built to nest too deep: the plain alternation is slower, not wrong
+    return re.compile("(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
+
 # gpt2/llama3 pre-tokenizer, approximated with `re` (no \p{L}): contractions, words with an optional leading space, 1-3 digits, punctuation runs, spaces
 _PRE = re.compile(r"""'(?i:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d{1,3}| ?[^\s\w]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+|_+""")
 
@@ -22,17 +73,24 @@ class Tokenizer:
     if "tokenizer.ggml.tokens" not in kv: raise ValueError("GGUF file has no tokenizer (tokenizer.ggml.tokens)")
     self.model = kv.get("tokenizer.ggml.model", "llama")
     self.tokens: list[str] = kv["tokenizer.ggml.tokens"]
+    if not isinstance(self.tokens, list) or not all(isinstance(t, str) for t in self.tokens): raise ValueError("tokenizer.ggml.tokens must be a list of strings")
+    n = len(self.tokens)
     self.ids = {t: i for i, t in enumerate(self.tokens)}
-    self.types: list[int] = kv.get("tokenizer.ggml.token_type", [1] * len(self.tokens))
-    self.scores: list[float] = kv.get("tokenizer.ggml.scores", [0.0] * len(self.tokens))
+    self.types: list[int] = kv.get("tokenizer.ggml.token_type", [1] * n)
+    # a NaN score would break the ordering of merges (NaN compares false both ways): it ranks last instead
+    self.scores: list[float] = [-math.inf if math.isnan(x) else x for x in map(float, kv.get("tokenizer.ggml.scores", [0.0] * n))]
+    if len(self.types) != n or len(self.scores) != n: raise ValueError(f"tokenizer has {n} tokens but {len(self.types)} types and {len(self.scores)} scores")
     self.bos = kv.get("tokenizer.ggml.bos_token_id")
     self.eos = kv.get("tokenizer.ggml.eos_token_id")
+    for k, v in (("bos", self.bos), ("eos", self.eos)):
+      if v is not None and not (isinstance(v, int) and 0 <= v < n): raise ValueError(f"tokenizer.ggml.{k}_token_id {v!r} is not a token id (vocab of {n})")
+    self._bpe_word = lru_cache(maxsize=1 << 16)(self._bpe_word_uncached)   # per instance: the result depends on the vocab
     self.add_bos = kv.get("tokenizer.ggml.add_bos_token", self.model == "llama") and self.bos is not None
     self.add_space_prefix = kv.get("tokenizer.ggml.add_space_prefix", self.model == "llama")
     self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(kv.get("tokenizer.ggml.merges", []))}
     # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization
-    sp = sorted((t for t, ty in zip(self.tokens, self.types) if ty in (3, 4) and t), key=len, reverse=True)
-    self.special_re = re.compile("(" + "|".join(map(re.escape, sp)) + ")") if sp else None
+    sp = sorted({t for t, ty in zip(self.tokens, self.types) if ty in (3, 4) and t}, key=len, reverse=True)
+    self.special_re = _longest_of(sp) if sp else None
     self.stop = {i for i, t in enumerate(self.tokens) if t in ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")}
     if self.eos is not None: self.stop.add(self.eos)
 
@@ -49,48 +107,58 @@ class Tokenizer:
 
   def _spm(self, text: str, first: bool) -> list[int]:
     s = ((" " if first and self.add_space_prefix else "") + text).replace(" ", "▁")
-    syms = list(s)
-    while True:   # merge the adjacent pair whose joined piece scores highest (SentencePiece's BPE-with-scores)
-      best, bi = None, -1
-      for i in range(len(syms) - 1):
-        j = self.ids.get(syms[i] + syms[i + 1])
-        if j is not None and (best is None or self.scores[j] > best): best, bi = self.scores[j], i
-      if bi < 0: break
-      syms[bi:bi + 2] = [syms[bi] + syms[bi + 1]]
+    def priority(a: str, b: str):   # SentencePiece's BPE-with-scores: the joined piece that scores highest goes first
+      j = self.ids.get(a + b)
+      return None if j is None else -self.scores[j]
     out = []
-    for sy in syms:
+    for sy in merge_pairs(list(s), priority):
       if sy in self.ids: out.append(self.ids[sy])
       else: out += [self.ids.get(f"<0x{b:02X}>", self.ids.get("<unk>", 0)) for b in sy.encode()]   # byte fallback
     return out
 
   def _bpe(self, text: str) -> list[int]:
-    bc, out = _byte_chars(), []
+    out: list[int] = []
     for word in _PRE.findall(text):
-      syms = [bc[b] for b in word.encode()]
-      while len(syms) > 1:   # apply the lowest-ranked merge present
-        r, bi = min((self.ranks.get((syms[i], syms[i + 1]), 1 << 60), i) for i in range(len(syms) - 1))
-        if r == 1 << 60: break
-        syms[bi:bi + 2] = [syms[bi] + syms[bi + 1]]
-      for sy in syms:
-        if sy in self.ids: out.append(self.ids[sy])
-        else: out += [self.ids[c] for c in sy if c in self.ids]
+      # words repeat a lot in real text; very long ones (hostile input) are not worth keeping
+      out += self._bpe_word(word) if len(word) <= 64 else self._bpe_word_uncached(word)
     return out
+
+  def _bpe_word_uncached(self, word: str) -> tuple[int, ...]:
+    bc, out = _byte_chars(), []
+    for sy in merge_pairs([bc[b] for b in word.encode()], lambda a, b: self.ranks.get((a, b))):   # lowest rank first
+      if sy in self.ids: out.append(self.ids[sy])
+      else: out += [self.ids[c] for c in sy if c in self.ids]
+    return tuple(out)
 
   def decode(self, ids: list[int], skip_special: bool = True) -> str:
     return self.decode_bytes(ids, skip_special).decode("utf-8", errors="replace")
 
   def decode_bytes(self, ids: list[int], skip_special: bool = True, strip_prefix: bool = True) -> bytes:
-    buf = bytearray()
-    inv = {c: b for b, c in _byte_chars().items()}
-    first = True
+    buf, first = bytearray(), strip_prefix
     for i in ids:
-      t, ty = self.tokens[i], self.types[i]
-      if ty in (2, 3) and skip_special: continue
-      if self.model == "llama":
-        if ty == 6 and re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t): buf.append(int(t[3:5], 16)); continue
-        s = t.replace("▁", " ")
-        if first and strip_prefix and self.add_space_prefix and s.startswith(" "): s = s[1:]
-        buf += s.encode()
-        first = False
-      else: buf += bytes(inv[c] for c in t if c in inv) if ty != 3 else t.encode()
+      b, is_text = self.piece_bytes(i, skip_special, first)
+      buf += b
+      first = first and not is_text
     return bytes(buf)
+
+  def piece_bytes(self, i: int, skip_special: bool = True, strip_space: bool = False) -> tuple[bytes, bool]:
+    """The bytes token i stands for, and whether it is a text piece (the first one drops SentencePiece's added space)."""
+    t, ty = self.tokens[i], self.types[i]
+    if ty in (2, 3) and skip_special: return b"", False
+    if self.model != "llama": return (bytes(inv[c] for c in t if c in (inv := _byte_values())) if ty != 3 else t.encode()), False
+    if ty == 6 and re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t): return bytes([int(t[3:5], 16)]), False
+    s = t.replace("▁", " ")
+    if strip_space and self.add_space_prefix and s.startswith(" "): s = s[1:]
+    return s.encode(), True
+
+class TextStream:
+  """Decodes generated tokens one at a time for streaming: add() returns the text that just became complete (a UTF-8
+  character split across tokens waits for its last byte), flush() the rest; together they equal Tokenizer.decode."""
+  def __init__(self, tok: Tokenizer, skip_special: bool = True):
+    self.tok, self.skip_special, self.first = tok, skip_special, True
+    self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+  def add(self, i: int) -> str:
+    b, is_text = self.tok.piece_bytes(i, self.skip_special, self.first)
+    self.first = self.first and not is_text
+    return self.utf8.decode(b)
+  def flush(self) -> str: return self.utf8.decode(b"", final=True)
