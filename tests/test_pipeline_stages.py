@@ -1,7 +1,6 @@
 """The pipeline belongs to the plugins (issue 19): a plugin's `tinycore_rewrite_rules(device, stage)` changes its
 device's code at each named stage, only for its own device; and a backend core never saw that reuses the CPU renderer
 gets the CPU's optimizations (core asks the renderer's capabilities, never the device's name)."""
-import time
 import numpy as np
 import pytest
 from tinycore import plugins
@@ -48,14 +47,17 @@ def _sqrt_to_exp2_log2(x: UOp) -> UOp:
   v = x.src[0]
   return UOp(Ops.EXP2, x.dtype, (UOp(Ops.LOG2, x.dtype, (v,)) * UOp.const(x.dtype, 0.5),))
 
+_fresh = iter(range(1, 1 << 30))
 def _run(expr, device):
+  """expr on a fresh input (a constant no other call used, so its kernels compile now and the stage rules run; clearing
+  the process's runner cache instead would dispose compiled programs still in use); returns the new kernels' source."""
   from tinycore import Tensor
   from tinycore.engine.run import _runners
-  _runners.clear()   # compile afresh, so the stage rules run
+  before = set(_runners)
   x = np.array([1.0, 4.0, 9.0, 2.0] * 8, np.float32)
-  t = expr(Tensor(x, device=device))
-  out = t.numpy()
-  src = "\n".join(r.p.src for (d, _, _), r in _runners.items() if d == device)
+  k = next(_fresh) * 1e-30
+  out = expr(Tensor(x, device=device) + k).numpy()
+  src = "\n".join(r.p.src for key, r in list(_runners.items()) if key not in before and key[0] == device)
   return x, out, src
 
 @pytest.mark.parametrize("stage", ["tensor", "kernel", "program"])
@@ -78,20 +80,17 @@ def test_bad_rule_answer_is_a_clear_error(stg):
   with pytest.raises(TypeError, match=r"stg.*tinycore_rewrite_rules\('STG', 'kernel'\).*PatternMatcher"): _run(lambda t: t + 1, "STG")
 
 def test_new_device_with_cpu_renderer_gets_cpu_kernels(stg):
-  """Same renderer, new name: the same optimized kernels (vectors, tiles, panels) and within 10% of the speed."""
+  """Same renderer, new name: the same optimized kernels (vector tiles, panels, thread split), run by the same runtime,
+  so the same speed (a device-name gate made this 4.4x slower; bench/ measures the ratio, a shared CI machine can't)."""
   from tinycore import Tensor
   from tinycore.codegen import get_program
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal((512, 512)).astype(np.float32), rng.standard_normal((512, 512)).astype(np.float32)
-  srcs, best, ins = {}, {"CPU": 1e9, "STG": 1e9}, {}
+  srcs = {}
   for dev in ("CPU", "STG"):
-    ta, tb = ins[dev] = Tensor(a, device=dev).realize(), Tensor(b, device=dev).realize()
+    ta, tb = Tensor(a, device=dev).realize(), Tensor(b, device=dev).realize()
     sched = [si for si in (ta @ tb).schedule() if not si.is_copy]
     srcs[dev] = [get_program(si.ast, Device[dev].renderer, device=dev).src for si in sched]
     np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-3)
   assert srcs["CPU"] == srcs["STG"] and "tc_float_16" in srcs["STG"][-1]
-  for _ in range(9):   # interleaved, best of each: other load on the machine hits both alike
-    for dev, (ta, tb) in ins.items():
-      t0 = time.perf_counter(); (ta @ tb).realize(); best[dev] = min(best[dev], time.perf_counter() - t0)
-  # a loose bound in the test (a shared 2-core CI machine): it catches the 4.4x of a device-name gate; bench/ measures
-  assert best["STG"] < 2 * best["CPU"], best
+  assert Device["STG"].runtime is Device["CPU"].runtime
