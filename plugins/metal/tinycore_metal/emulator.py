@@ -6,7 +6,6 @@ simdgroup_matrix<T, 8, 8>: each of the 32 lanes holds 2 consecutive elements of 
 Apple documents the type as opaque; this layout is the one observed on M1-M3 (and relied on by MLX and others):
 q = lane/4; row = (q & 4) + (lane/2) % 4; col = (q & 2)*2 + (lane % 2)*2 + element."""
 from __future__ import annotations
-import os
 
 def _rc(lane, e: int):
   """(row, col) of lane's element e; lane may be an int or a UOp (codegen's fragments), so only // and %."""
@@ -31,8 +30,8 @@ def open_emu(device_name: str, spec):
   from tinycore_metal.renderer_metal import MetalRenderer
   if (spec.renderer or "METAL").upper() != "METAL": raise ValueError(f"METAL has no renderer {spec.renderer!r}: use METAL")
   dev = open_emulated(device_name, MetalRenderer(spec.arch), model(spec.device))
-  # read per open (helpers.getenv caches)
-  if (level := int(os.environ.get("METAL_MSLCHECK") or 0)): dev.renderer = checked_renderer(dev.renderer, level)
+  from tinycore.helpers import env_value   # read per open (helpers.getenv caches)
+  if (level := env_value("METAL_MSLCHECK", 0)): dev.renderer = checked_renderer(dev.renderer, level)
   return dev
 
 STATS = {"checked": 0, "float64": 0}   # over the process: kernels checked, kernels skipped (float64)
