@@ -27,6 +27,7 @@ def test_python_int_argument_is_not_frozen():
   (("sum", "max", "sum", "max"), lambda x, v: getattr(x, v)(), lambda a, v: getattr(a, v)()),             # strings
   (((2, 2), (4,), (2, 2), (1, 4)), lambda x, v: x.reshape(v) * 2, lambda a, v: a.reshape(v) * 2),         # tuples
   (([1, 3], [0, 2], [1, 3]), lambda x, v: x[v[0]] + x[v[1]], lambda a, v: a[v[0]] + a[v[1]]),             # lists
+  ((slice(0, 2), slice(1, 4), slice(0, 2)), lambda x, v: x[v] * 1, lambda a, v: a[v]),                    # slices (unhashable before 3.12)
   ((None, 3.0, None, 3.0), lambda x, v: x if v is None else x.clip(-v, v) * 0 + v, lambda a, v: a if v is None else a * 0 + v),
 ])
 def test_every_kind_of_static_argument_is_a_guard(vals, fn, want):
@@ -35,6 +36,7 @@ def test_every_kind_of_static_argument_is_a_guard(vals, fn, want):
   a = np.random.default_rng(1).standard_normal(4).astype(np.float32)
   for v in vals * 2:   # each value is seen (plain), captured, then replayed
     np.testing.assert_allclose(f(Tensor(a), v).numpy(), want(a, v), rtol=1e-6, atol=1e-6)
+  assert len(f._entries) == len({repr(v) for v in vals})   # equal values share one capture
 
 def test_kwargs_and_nested_containers_are_guards():
   @TinyJit
@@ -42,6 +44,21 @@ def test_kwargs_and_nested_containers_are_guards():
   a = np.arange(4, dtype=np.float32)
   for s, sh in [(1.0, 0.0), (2.0, 0.0), (2.0, 1.0), (1.0, 0.0), (2.0, 1.0), (2.0, 1.0), (2.0, 0.0)]:
     np.testing.assert_allclose(f(Tensor(a), scale=s, cfg={"shift": (sh,)}).numpy(), a * s + sh)
+
+def test_keyword_names_are_part_of_the_key():
+  @TinyJit
+  def f(a=None, b=None): return (a * 2).contiguous() if a is not None else (b * 3).contiguous()
+  for i in range(3):
+    assert f(a=Tensor([1.0])).item() == 2.0
+    assert f(b=Tensor([1.0])).item() == 3.0   # same Tensor count, different parameter: a different function
+
+def test_jit_with_no_inputs_draws_fresh_numbers():
+  f = TinyJit(lambda: Tensor.randn(16).contiguous())
+  Tensor.manual_seed(11)
+  outs = [f().numpy().copy() for _ in range(5)]
+  Tensor.manual_seed(11)
+  ref = [Tensor.randn(16).numpy() for _ in range(5)]
+  for a, b in zip(outs, ref): np.testing.assert_array_equal(a, b)
 
 def test_signed_zero_and_nan_are_keyed_by_value():
   @TinyJit

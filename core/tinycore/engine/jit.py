@@ -35,12 +35,14 @@ def _leaf_key(x, where: str):
   if x is None or isinstance(x, (bool, int, str, bytes)): return (type(x), x)
   if isinstance(x, float): return (float, x.hex())    # hex: -0.0 and 0.0 differ, and NaN equals NaN
   if isinstance(x, complex): return (complex, x.real.hex(), x.imag.hex())
+  if isinstance(x, slice): return (slice, _leaf_key(x.start, where), _leaf_key(x.stop, where), _leaf_key(x.step, where))
+  if isinstance(x, (set, frozenset)): return (type(x), frozenset(_leaf_key(v, where) for v in x))
   if type(x).__module__ == "numpy":
     if hasattr(x, "shape") and getattr(x, "ndim", 0): raise JitError(f"TinyJit argument {where} is a numpy array: its values would be "
                                                                     "frozen into the capture; pass Tensor(array) instead")
     return (type(x), _leaf_key(x.item(), where))       # a numpy scalar: by value
   try: hash(x)
-  except TypeError: return (type(x), "id", id(x))      # unhashable object: by identity (the entry keeps it alive)
+  except Exception: return (type(x), "id", id(x))      # unhashable object: by identity (the entry keeps it alive)
   return (type(x), x)                                  # dtypes, enums, functions, modules, `self`: by their own equality
 
 def _walk_args(args, kwargs) -> tuple[list, list, tuple, list]:
@@ -61,6 +63,7 @@ def _walk_args(args, kwargs) -> tuple[list, list, tuple, list]:
       key.append((where, _leaf_key(x, where)))
       refs.append(x)
   for i, a in enumerate(args): walk(a, f"{i}")
+  if kwargs: key.append(("kwargs", tuple(sorted(kwargs))))   # f(a=t) and f(b=t) can compute different things
   for k in sorted(kwargs): walk(kwargs[k], repr(k))
   return tensors, binds, tuple(key), refs
 
