@@ -26,7 +26,8 @@ def device_list(devs: list[str] = typer.Argument(None, help="DEV strings to chec
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
   """Every installed device x interface x renderer: how many, PASS/FAIL of a tiny real computation, its DEV=, and why it fails."""
   from tinyctl.checks import targets, check, resolve, matches
-  _, warns = _quiet_load()
+  recs, _ = _quiet_load()
+  unwell = [r for r in recs if r.shown_status in ("broken", "skipped", "hook-failed")]
   try: wanted = [resolve(d) for d in devs or []]
   except ValueError as e:
     typer.echo(f"error: {e}", err=True)
@@ -42,7 +43,7 @@ def device_list(devs: list[str] = typer.Argument(None, help="DEV strings to chec
       tab.add_row(t.device + (" *" if t.default else ""), t.iface + ("" if t.kind == "real" else f" ({t.kind})"), t.renderer or "-", str(t.count), res, t.dev, escape(t.why))
     con = _console()
     con.print(tab)
-    con.print("* = what DEV=<DEVICE> selects" + (f"; {len(warns)} plugin(s) not loaded, see `tinyctl plugins`" if warns else ""))
+    con.print("* = what DEV=<DEVICE> selects" + (f"; {len(unwell)} plugin(s) broken, skipped or with failing hooks, see `tinyctl plugins`" if unwell else ""))
   # exit status: a requested target that fails is an error; with none requested, so is having no working device
   failed = [t for t in rows if not t.ok] if wanted else ([] if any(t.ok for t in rows) else rows)
   if failed: raise typer.Exit(1)
