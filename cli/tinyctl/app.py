@@ -5,6 +5,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from tinycore.isolation import cause_chain
 
 app = typer.Typer(help="List, check and monitor tinycore devices and backend plugins.", no_args_is_help=True, add_completion=False)
 device_app = typer.Typer(help="Devices provided by the installed plugins.", no_args_is_help=True)
@@ -13,7 +14,7 @@ app.add_typer(device_app, name="device")
 def _console() -> Console: return Console(width=200 if not sys.stdout.isatty() else None)
 
 def _quiet_load():
-  """Load plugins with their warnings collected: `tinyctl plugins` is where broken ones are explained."""
+  """Load plugins (and call their hooks once) with the warnings collected: `tinyctl plugins` is where broken ones are explained."""
   from tinycore import plugins
   with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
@@ -25,7 +26,8 @@ def device_list(devs: list[str] = typer.Argument(None, help="DEV strings to chec
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
   """Every installed device x interface x renderer: how many, PASS/FAIL of a tiny real computation, its DEV=, and why it fails."""
   from tinyctl.checks import targets, check, resolve, matches
-  _, warns = _quiet_load()
+  recs, _ = _quiet_load()
+  unwell = [r for r in recs if r.shown_status in ("broken", "skipped", "hook-failed")]
   try: wanted = [resolve(d) for d in devs or []]
   except ValueError as e:
     typer.echo(f"error: {e}", err=True)
@@ -41,25 +43,40 @@ def device_list(devs: list[str] = typer.Argument(None, help="DEV strings to chec
       tab.add_row(t.device + (" *" if t.default else ""), t.iface + ("" if t.kind == "real" else f" ({t.kind})"), t.renderer or "-", str(t.count), res, t.dev, escape(t.why))
     con = _console()
     con.print(tab)
-    con.print("* = what DEV=<DEVICE> selects" + (f"; {len(warns)} plugin(s) not loaded, see `tinyctl plugins`" if warns else ""))
+    con.print("* = what DEV=<DEVICE> selects" + (f"; {len(unwell)} plugin(s) broken, skipped or with failing hooks, see `tinyctl plugins`" if unwell else ""))
   # exit status: a requested target that fails is an error; with none requested, so is having no working device
   failed = [t for t in rows if not t.ok] if wanted else ([] if any(t.ok for t in rows) else rows)
   if failed: raise typer.Exit(1)
 
+def _plugin_cause(r) -> str:
+  """Why a plugin is not (fully) working: its load failure with the chained causes, then each failed hook with its own."""
+  lines = [r.reason] + [f"caused by {c}" for c in r.cause_chain() if c not in r.reason] if r.reason else []
+  for hook, err in r.hook_errors.items():
+    chain = cause_chain(err)
+    lines += [f"{hook} failed: {chain[0]}"] + [f"caused by {c}" for c in chain[1:]]
+  if r.declaration_error: lines.append(f"device declaration ignored: {r.declaration_error}")
+  return "\n".join(lines)
+
 @app.command("plugins")
 def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
-  """Installed backend plugins: distribution, version, API range, status (loaded/skipped/broken/disabled) with its cause."""
-  from tinycore.plugins import PLUGIN_API
+  """Installed backend plugins: distribution, version, API range, devices, import time, and status (loaded, hook-failed,
+  skipped, broken, disabled) with its cause. Every enabled plugin is imported and its hooks are called."""
+  from tinycore.plugins import PLUGIN_API, registry
   recs, _ = _quiet_load()
   if as_json:
     typer.echo(json.dumps({"plugin_api": PLUGIN_API, "plugins": [r.as_dict() for r in recs]}, indent=1))
     return
   tab = Table(title=f"tinycore plugins (core PLUGIN_API {PLUGIN_API})")
-  for c in ("NAME", "DISTRIBUTION", "VERSION", "API", "STATUS", "CAUSE"): tab.add_column(c, overflow="fold")
-  color = {"loaded": "green", "skipped": "yellow", "broken": "red", "disabled": "dim"}
+  for c in ("NAME", "DISTRIBUTION", "VERSION", "API", "DEVICES", "IMPORT", "STATUS", "CAUSE"): tab.add_column(c, overflow="fold")
+  color = {"loaded": "green", "skipped": "yellow", "broken": "red", "hook-failed": "red", "disabled": "dim"}
+  provided: dict[str, dict[str, int]] = {}   # what loaded plugins really provide, for those that declare nothing
+  for info, rec in registry.devices().values(): provided.setdefault(rec.name, {})[info.name.upper()] = info.priority
   for r in recs:
-    cause = "\n".join([r.reason] + [f"caused by {c}" for c in r.cause_chain() if c not in r.reason]) if r.reason else ""
-    tab.add_row(r.name, r.dist, r.version, f"{r.api[0]}..{r.api[1]}" if r.api else "?", f"[{color.get(r.status, 'white')}]{r.status}[/]", escape(cause))
+    devs = " ".join(f"{d}:{p}" for d, p in sorted(r.declared.items(), key=lambda x: -x[1]))
+    if not devs: devs = " ".join(f"{d}:{p}" for d, p in provided.get(r.name, {}).items()) + " (undeclared)" if r.name in provided else "-"
+    took = f"{r.import_s * 1e3:.0f} ms" if r.import_s is not None else "-"
+    st = r.shown_status
+    tab.add_row(r.name, r.dist, r.version, f"{r.api[0]}..{r.api[1]}" if r.api else "?", devs, took, f"[{color.get(st, 'white')}]{st}[/]", escape(_plugin_cause(r)))
   _console().print(tab)
 
 def _smi_rows() -> list[dict]:

@@ -1,6 +1,7 @@
 """What `tinyctl device list` does: every device x interface x renderer, each tried with a tiny real computation."""
 from __future__ import annotations
 import warnings
+from tinycore.isolation import run_isolated
 from dataclasses import dataclass, asdict
 
 @dataclass
@@ -33,8 +34,8 @@ def targets() -> list[Target]:
     d_if = (next((i for i in ifaces if i.default), None) or ifaces[0]).name.upper()
     d_ren = next((r.name for r in rens if r is not None and r.default), rens[0].name if rens[0] is not None else None)
     for iface in ifaces:
-      try: count = iface.count()
-      except Exception: count = 0
+      count, err = run_isolated(iface.count)   # plugin code: whatever it raises means none found
+      if err is not None or not isinstance(count, int): count = 0
       for r in rens:
         rname = r.name.upper() if r is not None else None
         spec = DevSpec(name, rname, iface=None if iface.name.upper() == d_if else iface.name.upper())

@@ -1,6 +1,6 @@
 """Test setup for core: hypothesis profiles and the nightly marker.
 HYPOTHESIS_PROFILE=ci (default: fast, a few thousand examples in all) or nightly (many more). Tests marked `nightly`
-are deselected unless `-m nightly` (or any -m expression) is given."""
+are deselected unless an -m expression names them (`-m nightly`); pytest.ini's own `-m "not slow"` does not."""
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))   # _mma_layout.py
@@ -14,7 +14,7 @@ def pytest_configure(config):
   config.addinivalue_line("markers", "nightly: long property runs, deselected unless -m selects them")
 
 def pytest_collection_modifyitems(config, items):
-  if config.getoption("markexpr", ""): return
+  if "nightly" in config.getoption("markexpr", ""): return
   keep, drop = [], []
   for it in items: (drop if it.get_closest_marker("nightly") else keep).append(it)
   if drop:

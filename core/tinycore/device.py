@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Any, TYPE_CHECKING
 from tinycore.helpers import DEV, GlobalCounters
 from tinycore.devspec import DevSpec, DevSpecError, parse_dev, parse_target, check_legacy_env
+from tinycore.isolation import call_plugin
 if TYPE_CHECKING:
   import numpy as np
   from tinycore.dtype import DType
@@ -164,9 +165,7 @@ class _Device:
 
   def installed(self) -> list[str]:
     """Names of every device that installed, enabled plugins provide."""
-    reg = self._plugins()
-    reg.load_all()
-    return sorted({info.name.upper() for info, _ in reg.devices().values()})
+    return self._plugins().device_names()
 
   def _unknown(self, what: str, name: str, have, device: str = "") -> UnknownDeviceError:
     reg, where = self._plugins(), f" for {device}" if device else ""
@@ -182,7 +181,7 @@ class _Device:
   def resolve(self, spec: DevSpec) -> DevSpec:
     """Check `spec` against what is installed and fill in default interface and renderer; canonical names only."""
     reg = self._plugins()
-    if (hit := reg.find_device(spec.device)) is None: raise self._unknown("device", spec.device, {i.name.upper() for i, _ in reg.devices().values()})
+    if (hit := reg.find_device(spec.device)) is None: raise self._unknown("device", spec.device, reg.device_names())
     info = hit[0]
     ifaces = reg.interfaces(info.name)
     if spec.iface == "NULL": iface = None   # core's compile-only mode exists for every device (tinycore.nulldev)
@@ -237,7 +236,7 @@ class _Device:
       elif spec.iface == "EMU":
         from tinycore.emudev import open_emu
         dev = open_emu(dname, spec, ren_info())
-      else: dev = info.factory(dname, spec)
+      else: dev = call_plugin(info.factory, dname, spec)   # SystemExit & co. from plugin code arrive as PluginError
     except DeviceUnavailable as e:
       err = DeviceUnavailable(f"{dname} (DEV={self.dev_string(spec)}) is not available on this machine: {e}")
       err.cause = e
@@ -250,10 +249,8 @@ class _Device:
   def open_devices(self) -> list[Compiled]: return list(self._opened.values())
 
   def _select_default(self) -> str:
-    reg, errors = self._plugins(), []
-    reg.load_all()
-    cands = sorted({(-info.priority, info.name.upper()): info for info, _ in reg.devices().values() if info.kind == "real"}.items())
-    for (_, name), info in cands:
+    errors = []
+    for name in self._plugins().default_order():   # imports a plugin only when its device is next in line
       try:
         self[name]
         return name
@@ -271,7 +268,7 @@ class _Device:
     check_legacy_env()
     if (ts := _targets(DEV.value)):
       reg = self._plugins()
-      if (hit := reg.find_device(ts[0].device)) is None: raise self._unknown("device", ts[0].device, {i.name.upper() for i, _ in reg.devices().values()})
+      if (hit := reg.find_device(ts[0].device)) is None: raise self._unknown("device", ts[0].device, reg.device_names())
       return hit[0].name.upper()
     if self._auto is None: self._auto = self._select_default()
     return self._auto

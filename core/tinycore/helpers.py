@@ -5,10 +5,37 @@ from typing import Any, Iterable, TypeVar, Sequence
 
 T = TypeVar("T")
 
+class EnvError(ValueError):
+  """An environment variable holds something its knob can't use; the message names the variable and the expected form."""
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+def parse_env(key: str, raw: str | None, default: Any) -> Any:
+  """The value of environment variable `key` given its text `raw`, typed like `default`. Unset or blank means the
+  default (a shell's `X=` is how people clear a knob); anything else must parse, or EnvError says what was expected."""
+  if raw is None or not raw.strip(): return default
+  text = raw.strip()
+  word = text.lower()
+  if isinstance(default, bool):
+    if word in _TRUE + _FALSE: return word in _TRUE
+    raise EnvError(f"environment variable {key}={raw!r}: expected 1/0, true/false, yes/no or on/off, or unset it")
+  if isinstance(default, int):
+    if word in _TRUE[1:] + _FALSE[1:]: return int(word in _TRUE)   # DEBUG=true reads as 1
+    try: return int(text, 10)
+    except ValueError: raise EnvError(f"environment variable {key}={raw!r}: expected a whole number (e.g. {key}=1), or unset it") from None
+  if isinstance(default, float):
+    try: return float(text)
+    except ValueError: raise EnvError(f"environment variable {key}={raw!r}: expected a number (e.g. {key}=0.5), or unset it") from None
+  return raw
+
+def env_value(key: str, default: Any = 0) -> Any:
+  """parse_env on the current environment, read afresh on every call."""
+  return parse_env(key, os.environ.get(key), default)
+
 @functools.cache
 def getenv(key: str, default: Any = 0) -> Any:
-  """Read an environment variable, cast to the type of `default`."""
-  return type(default)(os.getenv(key, default))
+  """Read an environment variable once, typed like `default` (see parse_env)."""
+  return env_value(key, default)
 
 def prod(xs: Iterable[T], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
 def all_int(xs: Iterable) -> bool: return all(isinstance(x, int) for x in xs)
@@ -25,8 +52,7 @@ class ContextVar:
   _registry: dict[str, ContextVar] = {}
   def __init__(self, key: str, default: Any):
     self.key, self.default = key, default
-    raw = os.getenv(key)
-    self.value = default if raw is None else (raw if isinstance(default, str) else type(default)(raw))
+    self.value = env_value(key, default)
     ContextVar._registry[key] = self
   def __bool__(self): return bool(self.value)
   def __ge__(self, x): return self.value >= x

@@ -1,16 +1,23 @@
 """Backend plugins: pluggy hookspecs, entry-point discovery, API compatibility and per-plugin isolation.
 
 Discovery is two-phase. `discover()` lists the `tinycore.backends` entry points (name, distribution, version) and
-imports nothing. `load(name)` imports one plugin's light module, checks its `TINYCORE_PLUGIN_API = (min, max)` against
-`PLUGIN_API`, validates its hooks and registers it. Any failure marks that one plugin skipped or broken, with a
-warning that names the distribution, its version and the cause; nothing else is affected."""
+the devices each distribution declares in `tinycore.devices` (`NV = "nv:100"`: device, plugin, default priority),
+and imports nothing. `load(name)` imports one plugin's light module, checks its `TINYCORE_PLUGIN_API = (min, max)`
+against `PLUGIN_API`, validates its hooks and registers it. A plugin is imported only when one of its devices is
+used: the default device is found by trying devices in priority order, importing each plugin when its device is next.
+
+Plugin code (imports, hooks, factories) is isolated: anything it raises, BaseException included (SystemExit,
+GeneratorExit, a KeyboardInterrupt it raises itself), marks that one plugin broken or that one answer lost, with a
+warning that names the distribution, its version and the cause. Only the user's own Ctrl-C (a real SIGINT) passes."""
 from __future__ import annotations
-import os, sys, inspect, difflib, warnings, importlib
+import re, sys, time, inspect, difflib, warnings, importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 import pluggy
+from tinycore.helpers import env_value
+from tinycore.isolation import PluginWarning, PluginError, SigintWatch, run_isolated, call_plugin, cause_chain   # noqa: F401 (re-exported)
 
-PROJECT, GROUP = "tinycore", "tinycore.backends"
+PROJECT, GROUP, DEVICES_GROUP = "tinycore", "tinycore.backends", "tinycore.devices"
 PLUGIN_API = 1   # bump when a hookspec or a base class a plugin relies on changes incompatibly
 hookspec, hookimpl = pluggy.HookspecMarker(PROJECT), pluggy.HookimplMarker(PROJECT)
 
@@ -39,13 +46,14 @@ class RendererInfo:
   default: bool = False
   description: str = ""
   def get(self) -> Any:
+    """The renderer class; importing or calling plugin code here raises Exceptions or PluginError, never SystemExit."""
     if isinstance(self.load, str):
       mod, _, attr = self.load.partition(":")
-      obj = importlib.import_module(mod)
+      obj = call_plugin(importlib.import_module, mod)
       for a in attr.split(".") if attr else (): obj = getattr(obj, a)
       return obj
     if inspect.isclass(self.load) or self.load is None: return self.load
-    return self.load()
+    return call_plugin(self.load)
 
 def _as(cls, x):
   return x if isinstance(x, cls) else cls(**x) if isinstance(x, dict) else x
@@ -79,9 +87,6 @@ class Hooks:
 
 HOOKS: dict[str, tuple[str, ...]] = {n: tuple(inspect.signature(f).parameters)[1:] for n, f in vars(Hooks).items() if n.startswith("tinycore_")}
 
-class PluginWarning(UserWarning):
-  """A plugin was skipped or is broken; the message names it, its distribution and version, and why."""
-
 class _Manager(pluggy.PluginManager):
   # a plugin module may define plain `tinycore_*` functions without importing our marker: that keeps it light
   def parse_hookimpl_opts(self, plugin, name):
@@ -94,7 +99,8 @@ class _Manager(pluggy.PluginManager):
 
 @dataclass
 class PluginRecord:
-  """What `tinyctl plugins` shows. status: listed (found, not imported yet), loaded, skipped, broken, disabled."""
+  """What `tinyctl plugins` shows. status: listed (found, not imported yet), loaded, skipped, broken, disabled;
+  `shown_status` adds hook-failed: loaded, but a hook raised or answered something unusable (see hook_errors)."""
   name: str
   dist: str = "(manual)"
   version: str = ""
@@ -105,24 +111,44 @@ class PluginRecord:
   cause: BaseException | None = field(default=None, repr=False)
   plugin: Any = field(default=None, repr=False)
   entry_point: Any = field(default=None, repr=False)
+  declared: dict[str, int] = field(default_factory=dict)   # device -> default priority, from `tinycore.devices` metadata
+  declaration_error: str = ""                              # why its declarations were ignored (then it counts as undeclared)
+  hook_errors: dict[str, BaseException] = field(default_factory=dict, repr=False)   # hook -> what it raised (the last time)
+  import_s: float | None = None
+  @property
+  def shown_status(self) -> str: return "hook-failed" if self.status == "loaded" and self.hook_errors else self.status
   def cause_chain(self) -> list[str]:
     """The cause and everything chained under it, one 'Type: message' line each."""
-    out, e, seen = [], self.cause, set()
-    while e is not None and id(e) not in seen:
-      seen.add(id(e)); out.append(f"{type(e).__name__}: {e}")
-      e = e.__cause__ or e.__context__
-    return out
+    return cause_chain(self.cause)
   def as_dict(self) -> dict:
-    return {"name": self.name, "dist": self.dist, "version": self.version, "value": self.value, "status": self.status,
-            "api": list(self.api) if self.api else None, "reason": self.reason, "cause": self.cause_chain()}
+    return {"name": self.name, "dist": self.dist, "version": self.version, "value": self.value, "status": self.shown_status,
+            "api": list(self.api) if self.api else None, "reason": self.reason, "cause": self.cause_chain(),
+            "devices": self.declared, "import_s": self.import_s, "hook_errors": {h: cause_chain(e) for h, e in self.hook_errors.items()}}
 
 def _norm(s: str) -> str:
   s = s.lower().replace("_", "-")
   return s[len("tinycore-"):] if s.startswith("tinycore-") else s
 
 def _env_list(key: str) -> set[str] | None:
-  v = os.environ.get(key)
+  v = env_value(key, None)
   return None if v is None else {_norm(x.strip()) for x in v.split(",") if x.strip()}
+
+def _entry_points() -> list:
+  """Our two groups' entry points, read one distribution at a time: one with unreadable metadata is skipped with a
+  warning instead of hiding every other plugin."""
+  from importlib.metadata import distributions
+  out = []
+  for d in distributions():
+    try: out += [ep for ep in d.entry_points if ep.group in (GROUP, DEVICES_GROUP)]
+    except Exception as e:
+      warnings.warn(f"tinycore: skipped a distribution with unreadable entry points at {getattr(d, '_path', '?')}: {type(e).__name__}: {e}", PluginWarning)
+  return out
+
+def _dist_of(ep) -> tuple[str, str]:
+  dist = getattr(ep, "dist", None)
+  if dist is None: return "(unknown)", ""
+  try: return str(dist.metadata["Name"] or "(unknown)"), str(dist.version or "")
+  except Exception: return "(unknown)", ""
 
 class PluginIncompatible(Exception): pass
 class PluginInvalid(Exception): pass
@@ -130,7 +156,7 @@ class PluginInvalid(Exception): pass
 def check_api(api: Any, where: str = "plugin") -> tuple[int, int]:
   """Validate a TINYCORE_PLUGIN_API declaration and check it admits this core's PLUGIN_API."""
   if api is None: raise PluginInvalid(f"{where} does not declare TINYCORE_PLUGIN_API = (min, max)")
-  if not (isinstance(api, (tuple, list)) and len(api) == 2 and all(isinstance(x, int) for x in api) and api[0] <= api[1]):
+  if not (isinstance(api, (tuple, list)) and len(api) == 2 and all(type(x) is int for x in api) and api[0] <= api[1]):
     raise PluginInvalid(f"{where} declares TINYCORE_PLUGIN_API = {api!r}; expected a (min, max) pair of ints")
   if not api[0] <= PLUGIN_API <= api[1]:
     raise PluginIncompatible(f"supports plugin API {api[0]}..{api[1]} but this tinycore has PLUGIN_API {PLUGIN_API}")
@@ -159,25 +185,44 @@ class _Registry:
     self.pm = _Manager(PROJECT)
     self.pm.add_hookspecs(Hooks)
     self.records: dict[str, PluginRecord] = {}
-    self.discovered, self._devices = False, None
+    self.discovered, self._failures = False, 0
+    self._forget_answers()
+
+  def _forget_answers(self) -> None:
+    """Answers are cached (every op looks up its device's renderers and interfaces) until the set of plugins changes."""
+    self._devices: dict | None = None
+    self._answers: dict[tuple[str, str], list] = {}
 
   def discover(self) -> list[PluginRecord]:
-    """Phase 1: list entry points. Imports no plugin."""
+    """Phase 1: list entry points and device declarations. Imports no plugin."""
     if self.discovered: return list(self.records.values())
     self.discovered = True
-    from importlib.metadata import entry_points
     allow, deny = _env_list("TINYCORE_PLUGINS"), _env_list("TINYCORE_DISABLE_PLUGINS") or set()
-    noauto = os.environ.get("TINYCORE_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0")
-    for ep in entry_points(group=GROUP):
+    noauto = env_value("TINYCORE_DISABLE_PLUGIN_AUTOLOAD", False)
+    eps = _entry_points()
+    for ep in [ep for ep in eps if ep.group == GROUP]:
       if ep.name in self.records: continue   # the same distribution seen twice on sys.path
-      dist = getattr(ep, "dist", None)
-      r = PluginRecord(ep.name, dist.metadata["Name"] if dist else "(unknown)", dist.version if dist else "", ep.value, entry_point=ep)
+      r = PluginRecord(ep.name, *_dist_of(ep), ep.value, entry_point=ep)
       keys = {_norm(r.name), _norm(r.dist)}
       if noauto: r.status, r.reason = "disabled", "TINYCORE_DISABLE_PLUGIN_AUTOLOAD is set"
       elif allow is not None and not keys & allow: r.status, r.reason = "disabled", "not in TINYCORE_PLUGINS"
       elif keys & deny: r.status, r.reason = "disabled", "in TINYCORE_DISABLE_PLUGINS"
       self.records[r.name] = r
+    for ep in [ep for ep in eps if ep.group == DEVICES_GROUP]: self._declare(ep)
     return list(self.records.values())
+
+  def _declare(self, ep) -> None:
+    """`DEVICE = "plugin:priority"` in `tinycore.devices`: DEVICE comes from that plugin of the same distribution."""
+    plugin, _, prio = (x.strip() for x in ep.value.partition(":"))
+    r, dist = self.records.get(plugin), _dist_of(ep)[0]
+    if r is None or r.dist != dist: why = f"{dist} has no plugin {plugin!r}"
+    elif not ep.name.isidentifier() or not re.fullmatch(r"-?[0-9]+", prio): why = 'expected DEVICE = "plugin:priority" with an integer priority'
+    else:
+      if not r.declaration_error: r.declared.setdefault(ep.name.upper(), int(prio))   # declared twice: the first counts
+      return
+    warnings.warn(f"tinycore: ignored the device declaration {ep.name} = {ep.value!r} of {dist}: {why}", PluginWarning)
+    if r is not None and r.dist == dist:   # its list may be incomplete: treat the plugin as one that declares nothing
+      r.declared, r.declaration_error = {}, why
 
   def _fail(self, r: PluginRecord, status: str, reason: str, cause: BaseException | None) -> PluginRecord:
     r.status, r.reason, r.cause = status, reason, cause
@@ -185,15 +230,22 @@ class _Registry:
     warnings.warn(f"tinycore: plugin {r.name!r} from {r.dist} {r.version or '(no version)'} {status}: {why}", PluginWarning, stacklevel=3)
     return r
 
+  def _hook_failed(self, r: PluginRecord, hook: str, err: BaseException, what: str = "raised") -> None:
+    r.hook_errors[hook] = err
+    self._failures += 1
+    warnings.warn(f"tinycore: plugin {r.name!r} from {r.dist} {r.version} {what} in {hook}: {type(err).__name__}: {err}", PluginWarning, stacklevel=3)
+
   def _register(self, r: PluginRecord, plugin: Any) -> PluginRecord:
     where = f"{r.dist} {r.version}".strip()
-    try:
+    def checks():   # reads the plugin's attributes: plugin code (a module __getattr__, a property) may run
       r.api = check_api(getattr(plugin, "TINYCORE_PLUGIN_API", None), where)
       check_hooks(plugin)
       self.pm.register(plugin, name=r.name)
-    except PluginIncompatible as e: return self._fail(r, "skipped", str(e), e)
-    except Exception as e: return self._fail(r, "broken", f"invalid plugin: {e}", e)
-    r.status, r.plugin, self._devices = "loaded", plugin, None
+    _, err = run_isolated(checks)
+    if isinstance(err, PluginIncompatible): return self._fail(r, "skipped", str(err), err)
+    if err is not None: return self._fail(r, "broken", f"invalid plugin: {type(err).__name__ + ': ' if not isinstance(err, Exception) else ''}{err}", err)
+    r.status, r.plugin = "loaded", plugin
+    self._forget_answers()
     return r
 
   def load(self, name: str) -> PluginRecord:
@@ -201,8 +253,11 @@ class _Registry:
     self.discover()
     r = self.records[name]
     if r.status != "listed": return r
-    try: plugin = r.entry_point.load()
-    except Exception as e: return self._fail(r, "broken", f"import of {r.value} failed", e)
+    t0 = time.perf_counter()
+    plugin, err = run_isolated(r.entry_point.load)
+    r.import_s = time.perf_counter() - t0
+    if err is not None:
+      return self._fail(r, "broken", f"import of {r.value} failed" + ("" if isinstance(err, Exception) else f": it raised {type(err).__name__}"), err)
     return self._register(r, plugin)
 
   def load_all(self) -> list[PluginRecord]:
@@ -222,19 +277,24 @@ class _Registry:
   def unregister(self, name: str) -> None:
     r = self.records.pop(name)
     if r.status == "loaded": self.pm.unregister(name=name)
-    self._devices = None
+    self._forget_answers()
 
   def call(self, hook: str, **kw) -> list[tuple[PluginRecord, Any]]:
-    """Call `hook` on each loaded plugin separately, so one raising plugin cannot hide the others' answers.
-    A plugin that raises is reported with a warning; results that are None are dropped."""
+    """Call `hook` on each loaded plugin separately, so one failing plugin cannot hide the others' answers.
+    A plugin that raises (anything but the user's Ctrl-C) is reported with a warning and recorded on its record;
+    results that are None are dropped."""
     out = []
-    for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):   # registration order
-      r = self.records.get(impl.plugin_name) or PluginRecord(impl.plugin_name)
-      try: res = impl.function(**{k: kw[k] for k in impl.argnames})
-      except Exception as e:
-        warnings.warn(f"tinycore: plugin {r.name!r} from {r.dist} {r.version} raised in {hook}: {type(e).__name__}: {e}", PluginWarning, stacklevel=2)
-        continue
-      if res is not None: out.append((r, res))
+    impls = getattr(self.pm.hook, hook).get_hookimpls()
+    if not impls: return out
+    with SigintWatch() as watch:
+      for impl in reversed(impls):   # registration order
+        r = self.records.get(impl.plugin_name) or PluginRecord(impl.plugin_name)
+        try: res = impl.function(**{k: kw[k] for k in impl.argnames})
+        except BaseException as e:
+          watch.reraise_if_users(e)
+          self._hook_failed(r, hook, e)
+          continue
+        if res is not None: out.append((r, res))
     return out
 
   # ***** derived tables *****
@@ -255,32 +315,80 @@ class _Registry:
       self._devices = table
     return self._devices
 
+  def _listed(self) -> list[PluginRecord]:
+    self.discover()
+    return [r for r in self.records.values() if r.status == "listed"]
+
   def find_device(self, name: str) -> tuple[DeviceInfo, PluginRecord] | None:
-    """Load only as much as needed: the plugin named like the device first, then everything."""
+    """Import only what can provide `name`: the plugin that declares it, else one named like it, else the plugins
+    that declare nothing (their devices are unknown until imported). A declaring plugin is trusted to declare all."""
     name = name.upper()
     if (hit := self.devices().get(name)) is not None: return hit
-    self.discover()
-    if name.lower() in self.records and self.records[name.lower()].status == "listed":
-      self.load(name.lower())
+    for who in (lambda r: name in r.declared, lambda r: r.name.upper() == name, lambda r: not r.declared):
+      for r in [r for r in self._listed() if who(r)]: self.load(r.name)
       if (hit := self.devices().get(name)) is not None: return hit
-    self.load_all()
-    return self.devices().get(name)
+    return None
 
-  def renderers(self, device: str) -> list[RendererInfo]:
+  def device_names(self) -> list[str]:
+    """Every device installed, enabled plugins provide, importing only the plugins that declare nothing."""
+    for r in [r for r in self._listed() if not r.declared]: self.load(r.name)
+    return sorted({i.name.upper() for i, _ in self.devices().values()} | {d for r in self._listed() for d in r.declared})
+
+  def default_order(self):
+    """Real devices, highest priority first, for choosing the default device. A plugin that declares its devices is
+    imported only when one of them is next in line (then its own answer ranks it); the others are imported up front,
+    since their priorities are unknown until then."""
+    for r in [r for r in self._listed() if not r.declared]: self.load(r.name)
+    tried: set[str] = set()
+    while True:
+      table = self.devices()
+      cands = [(-i.priority, n, "") for n, (i, _) in table.items() if n == i.name.upper() and i.kind == "real" and n not in tried]
+      cands += [(-p, d, r.name) for r in self._listed() for d, p in r.declared.items() if d not in tried and d not in table]
+      if not cands: return
+      _, dev, plugin = min(cands)
+      if plugin: self.load(plugin)   # then rank again, by what it really provides
+      else:
+        tried.add(dev)
+        yield dev
+
+  def probe_hooks(self) -> None:
+    """Call the hooks core uses for every device (devices, renderers, interfaces) so a failing one is recorded on its
+    plugin before `tinyctl plugins` shows the records."""
+    for dev in sorted({i.name.upper() for i, _ in self.devices().values()}):
+      self.renderers(dev); self.interfaces(dev)
+
+  def _cached(self, what: str, device: str, compute) -> list:
+    if (hit := self._answers.get((what, device := device.upper()))) is not None: return list(hit)
+    failures = self._failures
+    ans = compute(device)
+    if self._failures == failures: self._answers[what, device] = ans   # a failed hook is asked again next time
+    return list(ans)
+  def renderers(self, device: str) -> list[RendererInfo]: return self._cached("renderers", device, self._renderers)
+  def interfaces(self, device: str) -> list[Any]: return self._cached("interfaces", device, self._interfaces)
+
+  def _renderers(self, device: str) -> list[RendererInfo]:
     out = []
     for r, xs in self.call("tinycore_renderers", device=device.upper()):
       try: out += [_as(RendererInfo, x) for x in xs]
-      except Exception as e: warnings.warn(f"tinycore: plugin {r.name!r} from {r.dist} {r.version}: bad tinycore_renderers answer: {e}", PluginWarning)
+      except Exception as e: self._hook_failed(r, "tinycore_renderers", e, "answered something that is not a list of RendererInfo")
     return out
 
-  def interfaces(self, device: str) -> list[Any]:
+  def _interfaces(self, device: str) -> list[Any]:
     from tinycore.interface import HostInterface
-    out = [x() if inspect.isclass(x) else x for _, xs in self.call("tinycore_interfaces", device=device.upper()) for x in xs]
+    out = []
+    for r, xs in self.call("tinycore_interfaces", device=device.upper()):
+      made, err = run_isolated(lambda: [x() if inspect.isclass(x) else x for x in xs])   # instantiating runs plugin code
+      if err is not None: self._hook_failed(r, "tinycore_interfaces", err, "answered something unusable")
+      else: out += made
     return out or [HostInterface()]
 
 registry = _Registry()
 discover, load, load_all, register, unregister, call = registry.discover, registry.load, registry.load_all, registry.register, registry.unregister, registry.call
 def plugin_status(import_plugins: bool = True) -> list[PluginRecord]:
-  """One record per plugin; with import_plugins every enabled plugin is imported first so its status is final."""
-  return registry.load_all() if import_plugins else registry.discover()
+  """One record per plugin; with import_plugins every enabled plugin is imported and its hooks called first, so its
+  status (hook failures included) is final."""
+  if not import_plugins: return registry.discover()
+  registry.load_all()
+  registry.probe_hooks()
+  return list(registry.records.values())
 def reset() -> None: registry.reset()

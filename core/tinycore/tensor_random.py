@@ -1,14 +1,28 @@
 """Random numbers: a counter-based RNG (threefry2x32) built only from uint32 elementwise ops, so every device draws the same stream.
 
 Each call takes a fresh key (seed, call counter), passed in a two-word buffer, so the random bits are a pure function of
-(seed, call number, element index), fuse into whatever consumes them, and repeated calls hit the same compiled kernel."""
+(seed, call number, element index), fuse into whatever consumes them, and repeated calls hit the same compiled kernel.
+The counter lives here, in Python; a TinyJit that captured draws refills their key buffers from it before every
+replay (`refill_keys`), so a replayed step draws exactly the numbers the same step would draw without the JIT."""
 from __future__ import annotations
-import math, time
+import math, operator, time
 from tinycore.dtype import dtypes, to_dtype, least_upper_float
 from tinycore.helpers import prod, getenv
 
-_rng = {"seed": getenv("SEED", int(time.time()) & 0xFFFFFFFF), "counter": 0}
 _M32 = 0xFFFFFFFF
+_rng: dict = {"seed": None, "counter": 0}   # seed None: taken from SEED (else the clock) at the first draw
+key_observers: list = []   # TinyJit capture: called with the Buffer of every key a draw creates, in draw order
+
+def _next_key() -> list[int]:
+  """(seed, counter) for the next draw; advancing the counter is what makes two draws differ."""
+  if _rng["seed"] is None: _rng["seed"] = getenv("SEED", int(time.time())) & _M32
+  _rng["counter"] += 1
+  return [_rng["seed"], _rng["counter"] & _M32]
+
+def refill_keys(bufs: list) -> None:
+  """Give each key buffer of a captured step the key its draw would take now, in capture order (TinyJit replay)."""
+  import numpy as np
+  for b in bufs: b.copyin(memoryview(np.array(_next_key(), dtype=np.uint32)).cast("B"))
 
 def _rotl(x, r: int): return (x << r) | (x >> (32 - r))
 
@@ -31,17 +45,22 @@ class RandomMixin:
   @staticmethod
   def manual_seed(seed: int = 0):
     """Reset the generator: the same seed gives the same numbers, on every device."""
-    _rng["seed"], _rng["counter"] = int(seed) & _M32, 0
+    try: seed = operator.index(seed)   # ints and numpy ints; a float seed would silently truncate
+    except TypeError: raise TypeError(f"manual_seed needs an int seed, got {type(seed).__name__}") from None
+    _rng["seed"], _rng["counter"] = seed & _M32, 0
 
   @staticmethod
   def _threefry_bits(n: int, device=None):
     """n uint32 random words for the next call of the stream."""
     from tinycore.tensor import Tensor
-    _rng["counter"] += 1
+    from tinycore.uop import Ops
     half = (n + 1) // 2
     ctr = Tensor._index_range(half, device).cast(dtypes.uint32)
     # the key lives in a tiny buffer, not in the graph as constants: every call reuses the same compiled kernel
-    key = Tensor([_rng["seed"], _rng["counter"] & _M32], dtype=dtypes.uint32, device=device)
+    key = Tensor(_next_key(), dtype=dtypes.uint32, device=device)
+    if key_observers:
+      for buf in [u.arg for u in key.uop.toposort() if u.op is Ops.BUFFER]:
+        for obs in key_observers: obs(buf)
     a, b = threefry2x32(ctr, ctr.zeros_like(), key[0], key[1])
     return a.cat(b).shrink(((0, n),))
 

@@ -70,6 +70,8 @@ def _evict(ref: _Ref):
 class UOpMetaClass(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
     key = (op, dtype, src, arg)
+    # -0.0 == 0.0, so without this a -0.0 constant would come back as an earlier 0.0 one (1/x then gives +inf)
+    if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: key = (op, dtype, src, "-0.0")
     try: ref = _uop_cache.get(key)
     except TypeError: raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
     if ref is not None and (ret := ref()) is not None: return ret

@@ -5,10 +5,17 @@ run_schedule that records every ExecItem. Later calls skip Python graph building
 captured runners run on the new input buffers (swapped into the slots the capture-time inputs held), with the
 values of bound Variables passed as var_vals. Intermediate buffers belong to the captured items; outputs come
 back as Tensors on the captured output buffers, so each replay overwrites the previous call's outputs (tinygrad's
-semantics: copy an output you want to keep)."""
+semantics: copy an output you want to keep).
+
+Arguments that are not Tensors (ints, floats, strings, tuples, dtypes, None, objects such as `self`) are baked into
+the kernels as constants, so they are guards, as in torch.compile: each distinct set of values gets its own capture
+(up to `TinyJit.max_captures`, then a JitError says which argument varies). A number that changes every call belongs
+in a Tensor or a bound Variable. Tensor inputs must keep their shape, dtype and device (JitError otherwise).
+Random draws (Tensor.rand, randn, dropout) take their key from buffers that each replay refills from the RNG counter,
+so a replayed step draws what the same step would draw without the JIT."""
 from __future__ import annotations
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import JIT, DEBUG, all_int
@@ -23,19 +30,42 @@ _capturing: list = []   # the TinyJit currently capturing, if any (nesting is an
 def _is_buf_view(u: UOp) -> bool:
   return (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)) and u.base.arg.is_allocated()
 
-def _flatten_args(args, kwargs) -> tuple[list, list]:
-  """Tensors and bound Variables anywhere in args/kwargs (one level into lists/tuples/dicts), in a stable order."""
+def _leaf_key(x, where: str):
+  """What a non-Tensor argument contributes to the capture key: equal keys mean the capture's constants still hold."""
+  if x is None or isinstance(x, (bool, int, str, bytes)): return (type(x), x)
+  if isinstance(x, float): return (float, x.hex())    # hex: -0.0 and 0.0 differ, and NaN equals NaN
+  if isinstance(x, complex): return (complex, x.real.hex(), x.imag.hex())
+  if isinstance(x, slice): return (slice, _leaf_key(x.start, where), _leaf_key(x.stop, where), _leaf_key(x.step, where))
+  if isinstance(x, (set, frozenset)): return (type(x), frozenset(_leaf_key(v, where) for v in x))
+  if type(x).__module__ == "numpy":
+    if hasattr(x, "shape") and getattr(x, "ndim", 0): raise JitError(f"TinyJit argument {where} is a numpy array: its values would be "
+                                                                    "frozen into the capture; pass Tensor(array) instead")
+    return (type(x), _leaf_key(x.item(), where))       # a numpy scalar: by value
+  try: hash(x)
+  except Exception: return (type(x), "id", id(x))      # unhashable object: by identity (the entry keeps it alive)
+  return (type(x), x)                                  # dtypes, enums, functions, modules, `self`: by their own equality
+
+def _walk_args(args, kwargs) -> tuple[list, list, tuple, list]:
+  """Tensors, bound Variables, the key of everything else, and the objects that key names by identity.
+  Containers (lists, tuples, dicts, at any depth) are walked; their shape belongs to the key."""
   from tinycore.tensor import Tensor
-  tensors, binds = [], []
-  def walk(x):
+  tensors, binds, key, refs = [], [], [], []
+  def walk(x, where: str):
     if isinstance(x, Tensor): tensors.append(x)
     elif isinstance(x, UOp) and x.op is Ops.BIND: binds.append(x)
     elif isinstance(x, (list, tuple)):
-      for y in x: walk(y)
+      key.append((where, type(x), len(x)))
+      for i, y in enumerate(x): walk(y, f"{where}[{i}]")
     elif isinstance(x, dict):
-      for k in sorted(x, key=str): walk(x[k])
-  walk(args); walk(kwargs)
-  return tensors, binds
+      key.append((where, dict, tuple(sorted(map(repr, x)))))
+      for k in sorted(x, key=repr): walk(x[k], f"{where}[{k!r}]")
+    else:
+      key.append((where, _leaf_key(x, where)))
+      refs.append(x)
+  for i, a in enumerate(args): walk(a, f"{i}")
+  if kwargs: key.append(("kwargs", tuple(sorted(kwargs))))   # f(a=t) and f(b=t) can compute different things
+  for k in sorted(kwargs): walk(kwargs[k], repr(k))
+  return tensors, binds, tuple(key), refs
 
 def _prepare_inputs(tensors: list) -> list:
   """Make every input Tensor a realized buffer (or a view of one) and return the buffers; no scheduling when they
@@ -98,6 +128,7 @@ class CapturedJit(Generic[R]):
   expected_inputs: tuple[InputInfo, ...]
   expected_vars: frozenset
   expected_inputs_uops: tuple = ()                    # the capture-time input uops (to spot an output that is an input)
+  rng_keys: list = field(default_factory=list)        # key buffers of the random draws, in draw order (refilled per replay)
 
   def __len__(self): return len(self.jit_cache)
 
@@ -106,6 +137,9 @@ class CapturedJit(Generic[R]):
     for (j, i) in self.input_replace: self.jit_cache[j].bufs[i] = None
 
   def __call__(self, input_bufs: list, var_vals: dict[UOp, int]) -> None:
+    if self.rng_keys:
+      from tinycore.tensor_random import refill_keys
+      refill_keys(self.rng_keys)
     for (j, i), k in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_bufs[k]
     for ei in self.jit_cache: ei.run(var_vals)
     self.free_inputs()
@@ -130,20 +164,34 @@ def _out_tensors(ret) -> list:
   _map_ret(ret, lambda t: outs.append(t))
   return outs
 
+class _Entry:
+  """The capture state for one set of non-Tensor argument values: calls seen, the capture, and what its key names by identity."""
+  __slots__ = ("cnt", "captured", "refs")
+  def __init__(self, cnt: int = 0, captured: CapturedJit | None = None, refs: list | None = None):
+    self.cnt, self.captured, self.refs = cnt, captured, refs or []
+
 class TinyJit(Generic[R]):
-  """`@TinyJit` on a function of Tensors: call 1 runs it, call 2 captures its kernels, calls 3+ replay them."""
+  """`@TinyJit` on a function of Tensors: call 1 runs it, call 2 captures its kernels, calls 3+ replay them.
+  Each distinct set of non-Tensor argument values counts its calls and captures on its own (see the module doc)."""
+  max_captures = 8   # distinct non-Tensor argument sets kept per function; each holds its kernels and buffers
+
   def __init__(self, fxn: Callable[..., R] | None, captured: CapturedJit | None = None, prune: bool = False):
     if fxn is None and captured is None: raise ValueError("TinyJit needs a function or a CapturedJit")
     self.fxn, self.prune = fxn, prune   # prune: accepted for tinygrad compatibility, every captured kernel is kept
     self.reset()
-    self.captured: CapturedJit | None = captured
-    if captured is not None: self.cnt = 2
+    if captured is not None: self._entries[()] = self._entry = _Entry(2, captured)   # loaded: replays calls without other arguments
     if fxn is not None: functools.update_wrapper(self, fxn)
 
   def reset(self):
-    """Forget the capture: the next call runs normally again and the one after captures."""
-    self.cnt, self.captured = 0, None
+    """Forget every capture: the next call runs normally again and the one after captures."""
+    self._entries: dict[tuple, _Entry] = {}
+    self._entry = _Entry()
 
+  # the entry of the latest call (tests and tools read these)
+  @property
+  def cnt(self) -> int: return self._entry.cnt
+  @property
+  def captured(self) -> CapturedJit | None: return self._entry.captured
   @property
   def jit_cache(self) -> list: return self.captured.jit_cache if self.captured is not None else []
 
@@ -156,22 +204,34 @@ class TinyJit(Generic[R]):
     if outs := [t for t in _out_tensors(ret) if t.uop.op is not Ops.CONST]: Tensor.realize(*outs)
     return ret
 
+  def _entry_for(self, key: tuple, refs: list) -> _Entry:
+    if (e := self._entries.get(key)) is not None: return e
+    if self.fxn is None: raise JitError("this TinyJit was built from a capture and has no function to capture other non-Tensor argument values")
+    if len(self._entries) >= self.max_captures:
+      varying = sorted({k[0] for old in self._entries for k in {*old} ^ {*key}})
+      raise JitError(f"TinyJit {getattr(self.fxn, '__qualname__', self.fxn)!r} was called with {len(self._entries) + 1} different sets of "
+                     f"non-Tensor arguments (varying: argument {', '.join(varying) or '?'}); each set is baked into its own capture and "
+                     f"TinyJit.max_captures is {self.max_captures}. Pass a value that changes per call as a Tensor or a bound Variable.")
+    e = self._entries[key] = _Entry(refs=refs)
+    return e
+
   def __call__(self, *args, **kwargs) -> R:
     if _capturing: raise JitError("a TinyJit function was called while another one is capturing; nested TinyJit is not supported")
-    tensors, binds = _flatten_args(args, kwargs)
     if not JIT: return self._run_plain(args, kwargs)
-    if self.cnt == 0:
+    tensors, binds, key, refs = _walk_args(args, kwargs)
+    self._entry = e = self._entry_for(key, refs)
+    if e.cnt == 0:
       ret = self._run_plain(args, kwargs)
-      self.cnt = 1
+      e.cnt = 1
       return ret
     bufs = _prepare_inputs(tensors)
     infos = tuple(InputInfo(t) for t in tensors)
     var_vals = _var_vals(tensors, binds)
-    if self.cnt == 1: return self._capture(args, kwargs, tensors, bufs, infos, var_vals)
+    if e.cnt == 1: return self._capture(e, args, kwargs, tensors, bufs, infos, var_vals)
     self._check(infos, var_vals)
-    self.cnt += 1
-    self.captured(bufs, var_vals)
-    return self._rebuild(self.captured.ret_template, tensors)
+    e.cnt += 1
+    e.captured(bufs, var_vals)
+    return self._rebuild(e.captured.ret_template, tensors)
 
   def _rebuild(self, tmpl, tensors):
     from tinycore.tensor import Tensor
@@ -201,17 +261,21 @@ class TinyJit(Generic[R]):
       names = lambda s: sorted(v.arg[0] for v in s)
       raise JitError(f"TinyJit was captured with Variables {names(self.captured.expected_vars)}, now called with {names(var_vals)}")
 
-  def _capture(self, args, kwargs, tensors, bufs, infos, var_vals):
+  def _capture(self, e: _Entry, args, kwargs, tensors, bufs, infos, var_vals):
     from tinycore.tensor import Tensor
     from tinycore.engine import run
+    from tinycore import tensor_random
     captured: list = []
+    rng_keys: list = []
     _capturing.append(self)
     run.capture_hooks.append(captured.append)
+    tensor_random.key_observers.append(rng_keys.append)
     try:
       ret = self.fxn(*args, **kwargs)
       outs = _out_tensors(ret)   # raises on non-Tensor leaves before anything is kept
       if lazy := [t for t in outs if t.uop.op is not Ops.CONST]: Tensor.realize(*lazy)
     finally:
+      tensor_random.key_observers.remove(rng_keys.append)
       run.capture_hooks.remove(captured.append)
       _capturing.pop()
     if DEBUG >= 1: print(f"JIT captured {len(captured)} kernels with {len(bufs)} inputs")
@@ -225,7 +289,7 @@ class TinyJit(Generic[R]):
       else: out_uops.append(t.uop)
     cnt = iter(range(len(outs)))
     tmpl = _map_ret(ret, lambda t: _Out(next(cnt)))
-    self.captured = CapturedJit(tmpl, captured, input_replace, out_uops, infos, frozenset(var_vals), tuple(t.uop for t in tensors))
-    self.captured.free_inputs()
-    self.cnt = 2
+    e.captured = CapturedJit(tmpl, captured, input_replace, out_uops, infos, frozenset(var_vals), tuple(t.uop for t in tensors), rng_keys)
+    e.captured.free_inputs()
+    e.cnt = 2
     return ret

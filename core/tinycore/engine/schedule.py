@@ -185,7 +185,7 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       buf_of[u] = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
       continue
     _kernel_item(u, out, buf_of, items, out_node=u)
-  for h in plugins_hooks.schedule_observers: h(items)
+  plugins_hooks.notify_schedule(items)
   if DEBUG >= 3:
     for i, it in enumerate(items): print(f"schedule {i}: {it}")
   if not return_outputs: return items

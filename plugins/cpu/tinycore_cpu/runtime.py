@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes, ctypes.util, os, tempfile, time, functools
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.device import LRUAllocator
+from tinycore.helpers import env_value, EnvError
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.aligned_alloc.restype = ctypes.c_void_p
@@ -47,7 +48,9 @@ class CPUBufferView(CPUAllocator):
     return memoryview((ctypes.c_uint8 * self.sizes[opaque]).from_address(opaque)).cast("B")
 
 def cpu_count() -> int:
-  return max(1, int(os.getenv("CPU_COUNT", "0")) or len(os.sched_getaffinity(0)))
+  """Worker threads: CPU_COUNT when set (0 or unset: every core this process may use)."""
+  if (n := env_value("CPU_COUNT", 0)) < 0: raise EnvError(f"environment variable CPU_COUNT={n}: expected a thread count >= 1, or 0/unset for all usable cores")
+  return n or len(os.sched_getaffinity(0))
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor: return ThreadPoolExecutor(max_workers=cpu_count(), thread_name_prefix="tinycore-cpu")

@@ -6,7 +6,6 @@ simdgroup_matrix<T, 8, 8>: each of the 32 lanes holds 2 consecutive elements of 
 Apple documents the type as opaque; this layout is the one observed on M1-M3 (and relied on by MLX and others):
 q = lane/4; row = (q & 4) + (lane/2) % 4; col = (q & 2)*2 + (lane % 2)*2 + element."""
 from __future__ import annotations
-import os
 
 def _rc(lane, e: int):
   """(row, col) of lane's element e; lane may be an int or a UOp (codegen's fragments), so only // and %."""
@@ -20,8 +19,8 @@ def simdgroup_8x8(dtype_in, dtype_out):
 def model(device: str = "METAL"):
   from tinycore.emulator import ExecModel
   from tinycore_metal.renderer_metal import TENSOR_CORES
-  # read per open (helpers.getenv caches)
-  level = int(os.environ.get("METAL_MSLCHECK") or 0)
+  from tinycore.helpers import env_value   # read per open (helpers.getenv caches)
+  level = env_value("METAL_MSLCHECK", 0)
   return ExecModel(name="apple-metal", warp_size=32, local_mem=32 * 1024, max_workgroup=1024,
                    tensor_cores=tuple(simdgroup_8x8(t.dtype_in, t.dtype_out) for t in TENSOR_CORES),
                    check=(lambda base, name, uops: check_msl(base, name, uops, level)) if level else None)
