@@ -17,11 +17,22 @@ class CompiledRunner:
   prg: object
   device: str
   ast: UOp | None = None   # what it was compiled from (the conformance kit's --compile-also recompiles it elsewhere)
+  accesses: list | None = None   # its accesses that depend on a Variable (engine/bounds.py), found on the first call
+  checked: set | None = None     # the (values, buffer sizes) already proven in bounds
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait=False) -> float | None:
     vals = tuple(var_vals[v] for v in self.p.vars)
+    if vals: self._check_bounds(bufs, vals)
     gs = tuple(sym_infer(g, var_vals) for g in self.p.global_size)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=self.p.local_size, vals=vals, wait=wait,
                     work=self.p.ops + self.p.mem)
+
+  def _check_bounds(self, bufs: list[Buffer], vals: tuple) -> None:
+    from tinycore.engine.bounds import symbolic_accesses, check_bounds
+    if self.accesses is None: self.accesses, self.checked = symbolic_accesses(self.p.uops or []), set()
+    if not self.accesses or (key := (vals, tuple(b.nbytes for b in bufs))) in self.checked: return
+    check_bounds(self.accesses, list(key[1]), dict(zip(self.p.vars, vals)), self.p.name)
+    if len(self.checked) > 4096: self.checked.clear()
+    self.checked.add(key)
 
 class CopyRunner:
   def __init__(self, nbytes: int): self.nbytes = nbytes
