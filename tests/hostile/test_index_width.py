@@ -93,6 +93,20 @@ def test_gpu_c_dialects_render_int64(name):
   assert decl.strip().startswith("long long gidx0 = ") and "(long long)" in decl   # the block id widened before the multiply
   assert "2147483656ll" in p.src
 
+def _toolchain(name) -> bool:
+  if name == "CUDA":
+    from tinycore_nv.nvrtc import find_nvrtc
+    return find_nvrtc() is not None
+  from tinycore_amd.compiler import find_clang
+  return bool(find_clang("gfx1100"))
+
+@pytest.mark.parametrize("name", ["CUDA", "HIP"])
+def test_gpu_c_dialects_int64_source_compiles(name):
+  r = _gpu(name)
+  if not _toolchain(name): pytest.skip(f"no {name} compiler on this machine")
+  for ast in (_big_slice_ast(), _ast(Tensor.ones(BIG, dtype=dtypes.uint8, device="CPU") * 7)):
+    assert len(r.compiler.compile(get_program(ast, r).src)) > 0
+
 @pytest.mark.parametrize("name", ["PTX", "AMDLLVM", "METAL", "WGSL"])
 def test_gpu_32bit_renderers_refuse_clearly(name):
   r = _gpu(name)
