@@ -79,6 +79,7 @@ def test_products_past_int32_are_exact(av, bv, k):
   assert evaluate(s, {"a": av, "b": bv}) == v and s.vmin <= v <= s.vmax and e.vmax == 127 * 159 * k * 127 * k + 2 ** 33
 
 # ---- symbolic views past their buffer
+@pytest.mark.needs_device
 def test_symbolic_shrink_past_the_end_is_refused():
   n = Variable("n", 1, 10 ** 8)
   with pytest.raises(ValueError, match=r"out of bounds for shape \(10,\) with n=1000000"):
@@ -88,12 +89,14 @@ def test_symbolic_shrink_past_the_end_is_refused():
   assert Tensor.arange(10).shrink(((0, n.bind(7)),)).sum().item() == 21
   assert Tensor.arange(10).shrink(((n.bind(3), 10),)).sum().item() == 42
 
+@pytest.mark.needs_device
 def test_symbolic_reshape_with_wrong_count_is_refused():
   n = Variable("n", 1, 100)
   with pytest.raises(ValueError, match=r"\(10 elements\) into \(n=12,\) \(12 elements\) with n=12"):
     Tensor.arange(10).reshape(n.bind(12))
   assert Tensor.arange(10).reshape(n.bind(10)).sum().item() == 45
 
+@pytest.mark.needs_device
 @pytest.mark.parametrize("dev", ["CPU", "CPU:LLVM"])
 def test_run_time_check_before_launch(dev):
   """A schedule built with a valid value, launched with one past the buffer (as a JIT replay would): refused, not run."""
@@ -111,6 +114,7 @@ def test_run_time_check_before_launch(dev):
     run_schedule(sched, {n: 9})
     assert np.frombuffer(sched[-1].bufs[0].as_buffer(), np.int32).tolist() == [36]
 
+@pytest.mark.needs_device
 def test_run_time_check_with_a_padded_view():
   # a gated (masked) access is checked where its mask holds: padding around a symbolic slice is fine
   n = Variable("n", 1, 20)
@@ -139,6 +143,7 @@ def test_run_time_check_with_a_padded_view():
 def test_invalid_shapes_are_refused(make, err, msg):
   with pytest.raises(err, match=msg): make()
 
+@pytest.mark.needs_device
 def test_valid_shape_spellings():
   assert Tensor.ones(np.int64(3)).numpy().tolist() == [1.0, 1.0, 1.0]
   assert Tensor.ones(6).reshape(np.int64(2), -1).shape == (2, 3)
