@@ -308,7 +308,8 @@ def _min_max_exact(u: UOp) -> tuple:
   if op is Ops.DEFINE_VAR: return (u.arg[1], u.arg[2])
   if op is Ops.BIND: return s[0]._min_max
   if op is Ops.RANGE: return (0, s[0].vmax - 1)
-  if op is Ops.SPECIAL: return (0, s[0].vmax - 1 if s else u.arg[1] - 1)
+  if op is Ops.SPECIAL:   # a thread id; one built without its size (hand-written programs) is any id a 32-bit grid has
+    return (0, s[0].vmax - 1 if s else u.arg[1] - 1 if len(u.arg) > 1 else 2 ** 31 - 1)
   if op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(s[0].dtype) or s[0].dtype == dtypes.bool):
     lo, hi = s[0]._min_max
     return (max(int(lo), dtypes.min(u.dtype)), min(int(hi), dtypes.max(u.dtype)))

@@ -16,8 +16,11 @@ class IndexWidthError(ValueError):
 def _widest(uops: list[UOp]) -> tuple[int, int, int]:
   """(lowest index value, highest index value, biggest buffer element count) of a linearized program."""
   lo = hi = biggest = 0
+  # a thread id built without its size (hand-written programs) has no known extent: what is computed from it is no evidence
+  unsized = {u for u in uops if u.op is Ops.SPECIAL and not u.src and len(u.arg) < 2}
   for u in uops:
     if u.dtype == dtypes.index:
+      if unsized and any(x in unsized for x in u.toposort()): continue
       lo, hi = min(lo, u.vmin), max(hi, u.vmax)
     elif u.op is Ops.DEFINE_GLOBAL and isinstance(u.dtype, PtrDType): biggest = max(biggest, u.dtype.size)
   return lo, hi, biggest
