@@ -14,7 +14,7 @@ def pytest_configure(config):
   config.addinivalue_line("markers", "nightly: long property runs, deselected unless -m selects them")
 
 def pytest_collection_modifyitems(config, items):
-  if "nightly" in config.getoption("markexpr", ""): return
+  if "nightly" in config.getoption("markexpr", ""): return   # pytest.ini's -m "not slow" alone must not select them
   keep, drop = [], []
   for it in items: (drop if it.get_closest_marker("nightly") else keep).append(it)
   if drop:

@@ -81,7 +81,8 @@ class dtypes:
   half, float, double, char, uchar, short, ushort, int, uint, long, ulong = float16, float32, float64, int8, uint8, int16, uint16, int32, uint32, int64, uint64
   default_float: DType = float32
   default_int: DType = int32
-  # the index type of generated kernels
+  # the index type of generated kernels: an unbounded integer while codegen reasons about it (constants never wrap, value
+  # ranges are exact); the renderer gives it 32 or 64 bits per kernel (codegen/index_width.py), so its range is int64's
   index = DType(100, 4, "index", "i")
 
   @staticmethod
@@ -112,16 +113,19 @@ class dtypes:
     if dtypes.is_bool(dtype): return bool(val)
     if dtypes.is_int(dtype):
       if isinstance(val, float) and (math.isinf(val) or math.isnan(val)): return 0
+      if dtype == dtypes.index: return int(val)   # index math is exact: no wrap at 32 bits (see dtypes.index)
       v, bits = int(val), dtype.itemsize * 8
       v &= (1 << bits) - 1
       return v - (1 << bits) if not dtypes.is_unsigned(dtype) and v >= 1 << (bits - 1) else v
     return float(val)
   @staticmethod
   def min(dtype: DType):
+    if dtype == dtypes.index: return -2 ** 63
     if dtypes.is_int(dtype): return 0 if dtypes.is_unsigned(dtype) else -2 ** (dtype.itemsize * 8 - 1)
     return -math.inf if dtypes.is_float(dtype) else False
   @staticmethod
   def max(dtype: DType):
+    if dtype == dtypes.index: return 2 ** 63 - 1
     if dtypes.is_int(dtype): return 2 ** (dtype.itemsize * 8) - 1 + dtypes.min(dtype)
     return math.inf if dtypes.is_float(dtype) else True
   @staticmethod

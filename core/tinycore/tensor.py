@@ -1,6 +1,6 @@
 """Tensor: the user-facing, lazily evaluated array. Every op builds UOps; realize() hands the graph to the engine."""
 from __future__ import annotations
-import math, functools, weakref
+import math, functools, weakref, operator
 from typing import Any, Callable, Union
 from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
 from tinycore.uop import UOp, Ops, GroupOp
@@ -202,7 +202,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return Tensor(arr, **kwargs).bitcast(dt)
   @staticmethod
   def full(shape, fill_value: ConstType, device=None, dtype=None, **kw) -> Tensor:
-    shape = _shape_arg((shape,) if isinstance(shape, int) else shape)
+    shape = _shape_arg((shape,) if hasattr(shape, "__index__") or isinstance(shape, UOp) else shape)
     dt = to_dtype(dtype) if dtype else dtypes.from_py(fill_value)
     c = UOp.const(dt, fill_value, _canon_device(device))
     return Tensor(c.reshape((1,) * len(shape)).expand(shape), **kw)
@@ -261,7 +261,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
 
   # ---- movement (argument checks here, in the user's terms)
   def reshape(self, shape, *args) -> Tensor:
-    new = _shape_arg((shape,) + args if args or isinstance(shape, int) else shape)
+    new = _shape_arg((shape,) + args if args or not isinstance(shape, (tuple, list)) else shape, infer=True)
     if sum(1 for s in new if isinstance(s, int) and s == -1) > 1: raise ValueError(f"only one dimension can be -1, got {new}")
     if -1 in new:
       known = prod(s for s in new if not (isinstance(s, int) and s == -1))
@@ -270,13 +270,15 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if any(isinstance(s, int) and s < 0 for s in new): raise ValueError(f"negative dimension in reshape target {new}")
     if prod(new) != self.numel() if all_int(new) and all_int(self.shape) else False:
       raise ValueError(f"can't reshape tensor of shape {self.shape} ({self.numel()} elements) into {new} ({prod(new)} elements)")
+    if not (all_int(new) and all_int(self.shape)) and None not in (n := (_bound_value(prod(new)), _bound_value(prod(self.shape)))) and n[0] != n[1]:
+      raise ValueError(f"can't reshape tensor of shape {_render_arg(self.shape)} ({n[1]} elements) into {_render_arg(new)} ({n[0]} elements) "
+                       f"with {_bindings(*new, *self.shape)}")
     return self._wrap(self.uop.reshape(new))
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
   def expand(self, shape, *args) -> Tensor:
-    new = _shape_arg((shape,) + args if args or isinstance(shape, int) else shape)
+    new = _shape_arg((shape,) + args if args or not isinstance(shape, (tuple, list)) else shape, infer=True)
     if len(new) < self.ndim: raise ValueError(f"can't expand {self.shape} to fewer dimensions {new}")
     x = self.reshape((1,) * (len(new) - self.ndim) + self.shape) if len(new) != self.ndim else self
-    new = tuple(s if not (isinstance(n, int) and n == -1) else s for s, n in zip(x.shape, new)) if -1 in new else new
     new = tuple(xs if (isinstance(n, int) and n == -1) else n for xs, n in zip(x.shape, new))
     for xs, n in zip(x.shape, new):
       if not (xs == n or xs == 1): raise ValueError(f"can't expand {self.shape} to {new}: dimension of size {xs} is not 1")
@@ -300,6 +302,10 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     arg = tuple((0, s) if a is None else a for a, s in zip(arg, self.shape))
     for (b, e), s in zip(arg, self.shape):
       if all_int((b, e, s)) and not 0 <= b <= e <= s: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape}")
+      # a symbolic bound is checked at its bound value here (and at every run, engine/run.py): a kernel never reads past a buffer
+      if not all_int((b, e, s)) and None not in (vals := tuple(_bound_value(x) for x in (b, e, s))) and not 0 <= vals[0] <= vals[1] <= vals[2]:
+        raise ValueError(f"shrink {_render_arg(arg)} is out of bounds for shape {_render_arg(self.shape)} with {_bindings(b, e, s)}: "
+                         f"({vals[0]}, {vals[1]}) is not inside 0..{vals[2]}")
     return self._wrap(self.uop.shrink(arg))
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """`padding` as ((before, after), ...) per dim, or flat torch style (last dim first: (left, right, top, bottom, ...))."""
@@ -829,11 +835,35 @@ def _empty(device, shape: tuple, dtype: DType) -> UOp:
 def _is_tensor_index(i) -> bool:
   return isinstance(i, (Tensor, list)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
 
-def _shape_arg(shape) -> tuple:
+# ---- symbolic sizes at their bound values, for checks in the user's terms
+def _bound_value(x) -> int | None:
+  """The int a size has with its Variables at their bound values (None while one is unbound)."""
+  if not isinstance(x, UOp): return x
+  binds = [u for u in x.toposort() if u.op is Ops.BIND]
+  r = x.substitute({b: b.src[1] for b in binds}).ssimplify()
+  return r if isinstance(r, int) else None
+def _bindings(*xs) -> str:
+  names = {f"{u.src[0].arg[0]}={u.src[1].arg}" for x in xs if isinstance(x, UOp) for u in x.toposort() if u.op is Ops.BIND}
+  return ", ".join(sorted(names)) or "no bound variables"
+def _render_arg(x) -> str:
+  if isinstance(x, UOp): return x.render()
+  if isinstance(x, tuple): return "(" + ", ".join(_render_arg(y) for y in x) + ("," if len(x) == 1 else "") + ")"
+  return repr(x)
+
+def _shape_arg(shape, infer: bool = False) -> tuple:
+  """A shape checked here, in the user's terms, before it reaches codegen: ints (numpy ints too) or symbolic sizes, none
+  negative; `infer` lets reshape/expand use -1 for "the size that fits"."""
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+  out = []
   for s in shape:
-    if not isinstance(s, (int, UOp)) or isinstance(s, bool): raise TypeError(f"shape entries must be ints, got {s!r} in {shape}")
-  return tuple(shape)
+    if isinstance(s, UOp):
+      if s.vmin < 0: raise ValueError(f"symbolic dimension {s.render()} can be negative (down to {s.vmin}) in shape {tuple(shape)}")
+      out.append(s); continue
+    if isinstance(s, bool) or not hasattr(s, "__index__"): raise TypeError(f"shape entries must be ints, got {s!r} in {tuple(shape)}")
+    s = operator.index(s)
+    if s < 0 and not (infer and s == -1): raise ValueError(f"negative dimension {s} in shape {tuple(shape)}")
+    out.append(s)
+  return tuple(out)
 
 def _broadcast_shape(*shapes) -> tuple:
   n = max(len(s) for s in shapes)

@@ -294,13 +294,24 @@ def _shape(u: UOp) -> tuple | None:
   return None
 
 # ---- value ranges of integer/bool expressions, the basis of the symbolic rules
+# Bounds are python ints (unbounded). Index math (dtypes.index) is exact, so its range is whatever the arithmetic gives
+# (codegen then picks a 32- or 64-bit index type that holds it); a fixed-width int wraps, so a range that leaves its
+# dtype is unknown: the whole dtype.
 def _min_max(u: UOp) -> tuple:
+  lo, hi = _min_max_exact(u)
+  if u.dtype != dtypes.index and u.dtype in _FIXED_INTS and (lo < dtypes.min(u.dtype) or hi > dtypes.max(u.dtype)):
+    return (dtypes.min(u.dtype), dtypes.max(u.dtype))
+  return (lo, hi)
+_FIXED_INTS = frozenset((dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64))
+
+def _min_max_exact(u: UOp) -> tuple:
   op, s = u.op, u.src
   if op is Ops.CONST: return (u.arg, u.arg)
   if op is Ops.DEFINE_VAR: return (u.arg[1], u.arg[2])
   if op is Ops.BIND: return s[0]._min_max
   if op is Ops.RANGE: return (0, s[0].vmax - 1)
-  if op is Ops.SPECIAL: return (0, s[0].vmax - 1 if s else u.arg[1] - 1)
+  if op is Ops.SPECIAL:   # a thread id; one built without its size (hand-written programs) is any id a 32-bit grid has
+    return (0, s[0].vmax - 1 if s else u.arg[1] - 1 if len(u.arg) > 1 else 2 ** 31 - 1)
   if op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(s[0].dtype) or s[0].dtype == dtypes.bool):
     lo, hi = s[0]._min_max
     return (max(int(lo), dtypes.min(u.dtype)), min(int(hi), dtypes.max(u.dtype)))

@@ -53,6 +53,9 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device:
   if DEBUG >= 6:
     for i, u in enumerate(uops): print(f"{i:4d} {u.op.name:<14} {str(u.dtype):<20} {u.arg if u.op is not Ops.CONST else u.arg!r}")
   name = kernel_name(ast)
+  from tinycore.codegen.index_width import index_dtype
+  idt = index_dtype(uops, renderer)   # raises a clear error before rendering if the renderer can't hold the indices
+  if DEBUG >= 3: print(f"{name}: index math in int{idt.itemsize * 8}")
   src = renderer.render(name, uops)
   glob = next((u for u in uops if u.op is Ops.RANGE and u.arg[0] == "g"), None)
   # a symbolic bound stays a UOp here; the runner evaluates it with the call's variable values
@@ -64,4 +67,4 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device:
   vars = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
   n_bufs = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   ops, mem = _estimate(uops)
-  return ProgramSpec(name, src, renderer.device, gsize, lsize, vars, n_bufs, uops=uops, ops=ops, mem=mem)
+  return ProgramSpec(name, src, renderer.device, gsize, lsize, vars, n_bufs, uops=uops, ops=ops, mem=mem, index_dtype=idt)

@@ -17,11 +17,28 @@ class CompiledRunner:
   prg: object
   device: str
   ast: UOp | None = None   # what it was compiled from (the conformance kit's --compile-also recompiles it elsewhere)
+  accesses: list | None = None   # its accesses that depend on a Variable (engine/bounds.py), found on the first call
+  proven: dict | None = None     # buffer sizes -> True if in bounds for every Variable value, else the set of values checked
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait=False) -> float | None:
     vals = tuple(var_vals[v] for v in self.p.vars)
+    if vals: self._check_bounds(bufs, vals)
     gs = tuple(sym_infer(g, var_vals) for g in self.p.global_size)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=self.p.local_size, vals=vals, wait=wait,
                     work=self.p.ops + self.p.mem)
+
+  def _check_bounds(self, bufs: list[Buffer], vals: tuple) -> None:
+    from tinycore.engine.bounds import symbolic_accesses, check_bounds, OutOfBoundsAccess
+    if self.accesses is None: self.accesses, self.proven = symbolic_accesses(self.p.uops or []), {}
+    if not self.accesses: return
+    sizes = tuple(b.nbytes for b in bufs)
+    if (seen := self.proven.get(sizes)) is None:
+      # in bounds for every value the Variables may take (a KV cache sized for the longest context): no check per call
+      try: check_bounds(self.accesses, list(sizes), {}, self.p.name); self.proven[sizes] = True; return
+      except OutOfBoundsAccess: self.proven[sizes] = seen = set()
+    if seen is True or vals in seen: return
+    check_bounds(self.accesses, list(sizes), dict(zip(self.p.vars, vals)), self.p.name)
+    if len(seen) > 4096: seen.clear()
+    seen.add(vals)
 
 class CopyRunner:
   def __init__(self, nbytes: int): self.nbytes = nbytes

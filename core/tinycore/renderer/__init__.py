@@ -44,6 +44,7 @@ class ProgramSpec:
   ops: int = 0                          # estimated FLOPs, for GlobalCounters and DEBUG=2
   mem: int = 0                          # estimated bytes moved
   applied_opts: tuple = ()
+  index_dtype: DType | None = None      # int32 or int64: the type its index math was rendered in (codegen/index_width.py)
 
 class Renderer:
   name: str = ""
@@ -60,6 +61,10 @@ class Renderer:
   # them (renderer/cstyle.py vload/vstore); False: every value is a scalar
   vector_types: bool = False
   supported_dtypes: frozenset[DType] | None = None   # None: every dtype
+  # the integer widths this renderer can give index math. Default: 32 and 64. Codegen renders a kernel's indices in int32
+  # unless a value or a buffer's element count leaves int32, then in int64 if 64 is listed here, else it refuses the kernel
+  # with an error naming the limit (codegen/index_width.py). A renderer reads its kernel's choice with index_dtype(uops, self).
+  index_widths: tuple[int, ...] = (32, 64)
   def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
     """For a float32 matmul (M, K) @ (K, N): copy the right operand into panels [N/p][K][p] of p columns first, so the
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).

@@ -4,11 +4,14 @@ import math
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import DType, dtypes, PtrDType
 from tinycore.renderer import Renderer, workgroup_threads
+from tinycore.codegen.index_width import index_dtype, IndexWidthError, INT32_MIN, INT32_MAX
 
 class CStyleRenderer(Renderer):
   kernel_prefix = ""
   buffer_prefix = ""
   arg_int = "const int"
+  var_arg_bits = 32       # the width of a Variable's kernel argument (arg_int): a wider bound range is refused
+  index_dtype = dtypes.int32   # the current kernel's index type, set by render (codegen/index_width.py)
   restrict = "restrict"   # C; the C++ dialects (CUDA, HIP) spell it __restrict__
   type_map: dict[DType, str] = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
     dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
@@ -21,12 +24,14 @@ class CStyleRenderer(Renderer):
   # ---- types and literals
   def ctype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return self.ctype(self.emulated.get(dt.base, dt.base)) + "*"
+    if dt == dtypes.index: return self.type_map[self.index_dtype]
     if dt.count > 1 and dt.scalar() == dtypes.bool: return f"tc_mask_{dt.count}"   # comparison lanes: -1/0 ints
     if dt.count > 1: return f"tc_{self.ctype(dt.scalar()).replace(' ', '_')}_{dt.count}"
     if dt in self.emulated: return "float"
     return self.type_map[dt]
   def literal(self, v, dt: DType) -> str:
     if dt in self.emulated: dt = dtypes.float32
+    if dt == dtypes.index: dt = self.index_dtype
     if dtypes.is_float(dt):
       if math.isnan(v): s = "NAN"
       elif math.isinf(v): s = "INFINITY" if v > 0 else "(-INFINITY)"
@@ -36,7 +41,7 @@ class CStyleRenderer(Renderer):
     if dt in (dtypes.int64,): return f"{int(v)}ll"
     if dt in (dtypes.uint64,): return f"{int(v)}ull"
     if dt in (dtypes.uint32,): return f"{int(v)}u"
-    if dt in (dtypes.int32, dtypes.index): return str(int(v)) if v != -2**31 else "(-2147483647-1)"
+    if dt == dtypes.int32: return str(int(v)) if v != -2**31 else "(-2147483647-1)"
     return f"(({self.ctype(dt)}){int(v)})"
 
   # ---- ops
@@ -100,7 +105,8 @@ class CStyleRenderer(Renderer):
   def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
     """Declare thread index `name` (SPECIAL arg: (name, local size)) and retire threads at or past `bound`."""
     raise NotImplementedError(f"{type(self).__name__} has no thread indices (has_local is False)")
-  def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str: return f"for (int {name} = 0; {name} < {bound}; {name}++) {{"
+  def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str:
+    return f"for ({self.ctype(dtypes.index)} {name} = 0; {name} < {bound}; {name}++) {{"
   def kernel_params(self, bufs: list[tuple[str, DType, bool]], vars: list[tuple[str, DType]]) -> list[str]:
     return [f"{self.buffer_prefix}{self.ctype(dt)} {self.restrict} {n}" for n, dt, _ in bufs] + [f"{self.arg_int} {n}" for n, _ in vars]
   def vec_select(self, op: Ops, u: UOp, a: list[str]) -> str:
@@ -141,6 +147,7 @@ class CStyleRenderer(Renderer):
 
   def render(self, name: str, uops: list[UOp]) -> str:
     self.threads = workgroup_threads(uops)   # for render_kernel's launch bounds (GPU dialects)
+    self.index_dtype = index_dtype(uops, self)
     r: dict[UOp, str] = {}
     bufs: list[tuple[str, DType, bool]] = []
     vars: list[tuple[str, DType]] = []
@@ -156,6 +163,8 @@ class CStyleRenderer(Renderer):
         bufs.append((u.arg, r[u], u.dtype))
         continue
       if op is Ops.DEFINE_VAR:
+        if self.var_arg_bits == 32 and (u.vmin < INT32_MIN or u.vmax > INT32_MAX):
+          raise IndexWidthError(f"{type(self).__name__} passes Variable {u.arg[0]!r} as a 32-bit int; its range [{u.vmin}, {u.vmax}] does not fit")
         r[u] = u.arg[0]
         vars.append((r[u], u.dtype))
         continue

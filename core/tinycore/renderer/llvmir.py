@@ -11,6 +11,7 @@ import copy, math, struct
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import DType, dtypes, PtrDType
 from tinycore.renderer import Renderer
+from tinycore.codegen.index_width import index_dtype, IndexWidthError, INT32_MIN, INT32_MAX
 
 _FLOATS = {dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double"}
 SFX = {"half": "f16", "float": "f32", "double": "f64"}   # the type suffix of intrinsic names
@@ -36,6 +37,8 @@ class LLVMIRRenderer(Renderer):
   supports_float4 = False
   buf_space, acc_space = 0, 0           # address spaces of the buffers and of the accumulator allocas
   emulated: dict[DType, DType] = {}     # float in registers, this integer in memory
+  var_arg_bits = 32                     # the width of a Variable's kernel argument: a wider bound range is refused
+  index_dtype = dtypes.int32            # the current kernel's index type, set by render (codegen/index_width.py)
 
   # ---- types and literals
   @property
@@ -49,11 +52,13 @@ class LLVMIRRenderer(Renderer):
     if dt in self.emulated: return "float"
     if dt == dtypes.bool: return "i1"
     if dt == dtypes.void: return "void"
+    if dt == dtypes.index: dt = self.index_dtype
     return _FLOATS.get(dt) or f"i{dt.itemsize * 8}"
   def mtype(self, dt: DType) -> str:
     """The in-memory type: bool is a byte, emulated floats are their storage integer."""
     return "i8" if dt == dtypes.bool else self.ltype(self.emulated.get(dt, dt))
-  def rdt(self, dt: DType) -> DType: return dtypes.float32 if dt in self.emulated else dt   # the dtype a register really holds
+  def rdt(self, dt: DType) -> DType:   # the dtype a register really holds
+    return dtypes.float32 if dt in self.emulated else self.index_dtype if dt == dtypes.index else dt
   def const(self, v, dt: DType) -> str: return const(v, self.rdt(dt))
   def unsigned(self, dt: DType) -> bool: return dt == dtypes.bool or dtypes.is_unsigned(dt)
 
@@ -66,7 +71,7 @@ class LLVMIRRenderer(Renderer):
   def round_to(self, x: str, dt: DType) -> str: return self.from_bits(self.to_bits(x, dt), dt)   # a float onto dt's grid
   def special(self, u: UOp) -> str: raise NotImplementedError(f"{self.what} has no thread indices (SPECIAL)")
   def wmma(self, u: UOp, a: str, b: str, c: str) -> str: raise NotImplementedError(f"{self.what} has no tensor cores")
-  def range_bounds(self, u: UOp) -> tuple[str, str]: return "0", self.operand(u.src[0], dtypes.int32)
+  def range_bounds(self, u: UOp) -> tuple[str, str]: return "0", self.operand(u.src[0], dtypes.index)
   def math(self, fn: str, dt: DType, *a: str) -> str:
     t = self.ltype(dt)
     return self.call(f"llvm.{fn}.{SFX[t]}", t, *[(t, x) for x in a])
@@ -207,8 +212,9 @@ class LLVMIRRenderer(Renderer):
     k.r, k.regs, k.loops, k.used = {}, {}, {}, {}   # UOp -> value, DEFINE_REG/REDUCE -> alloca, RANGE -> (label, iv), fn -> declare
     k.bufs, k.var_args, k.allocas, k.body = [], [], [], []
     k.n, k.blocks, k.cur = 0, 0, "entry"
+    k.index_dtype = index_dtype(uops, k)
     for u in uops: k.lower(u)
-    params = [f"{k.ptr(k.buf_space)} noalias {n}" for _, n in sorted(k.bufs)] + [f"i32 {n}" for _, n in sorted(k.var_args)]
+    params = [f"{k.ptr(k.buf_space)} noalias {n}" for _, n in sorted(k.bufs)] + [f"i{k.var_arg_bits} {n}" for _, n in sorted(k.var_args)]
     return k.kernel(name, params, uops)
 
   def lower(self, u: UOp) -> None:
@@ -217,8 +223,12 @@ class LLVMIRRenderer(Renderer):
       r[u] = f"%data{u.arg}"
       self.bufs.append((u.arg, r[u]))
     elif op is Ops.DEFINE_VAR:
-      r[u] = "%var_" + "".join(c if c.isalnum() else "_" for c in u.arg[0]) + f"_{len(self.var_args)}"
-      self.var_args.append((u.arg[0], r[u]))
+      if self.var_arg_bits == 32 and (u.vmin < INT32_MIN or u.vmax > INT32_MAX):
+        raise IndexWidthError(f"{self.what} passes Variable {u.arg[0]!r} as a 32-bit int; its range [{u.vmin}, {u.vmax}] does not fit")
+      arg = "%var_" + "".join(c if c.isalnum() else "_" for c in u.arg[0]) + f"_{len(self.var_args)}"
+      self.var_args.append((u.arg[0], arg))
+      # the argument's width is the ABI's, the value's is this kernel's index width
+      r[u] = self.cast(arg, {32: dtypes.int32, 64: dtypes.int64}[self.var_arg_bits], self.index_dtype) if self.var_arg_bits != self.index_dtype.itemsize * 8 else arg
     elif op is Ops.CONST: r[u] = self.const(u.arg, u.dtype)
     elif op in (Ops.INDEX, Ops.NOOP, Ops.SINK): pass   # an INDEX is folded into its LOAD/STORE
     elif op is Ops.SPECIAL: r[u] = self.special(u)
@@ -229,15 +239,16 @@ class LLVMIRRenderer(Renderer):
       r[u], self.loops[u] = iv, (lp, iv)
       emit(f"br label %{lp}.h")
       label(f"{lp}.h")
-      emit(f"{iv} = phi i32 [{start}, %{pre}], [{iv}.n, %{lp}.l]")
-      emit(f"%{lp}.c = icmp slt i32 {iv}, {end}")
+      it = self.ltype(dtypes.index)
+      emit(f"{iv} = phi {it} [{start}, %{pre}], [{iv}.n, %{lp}.l]")
+      emit(f"%{lp}.c = icmp slt {it} {iv}, {end}")
       emit(f"br i1 %{lp}.c, label %{lp}.b, label %{lp}.x")
       label(f"{lp}.b")
     elif op is Ops.END:
       lp, iv = self.loops[u.src[0]]
       emit(f"br label %{lp}.l")
       label(f"{lp}.l")
-      emit(f"{iv}.n = add nsw i32 {iv}, 1")
+      emit(f"{iv}.n = add nsw {self.ltype(dtypes.index)} {iv}, 1")
       emit(f"br label %{lp}.h")
       label(f"{lp}.x")
     elif op is Ops.DEFINE_REG:

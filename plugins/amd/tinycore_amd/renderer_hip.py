@@ -66,8 +66,9 @@ class HIPRenderer(AMDTarget, CStyleRenderer):
   def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
     d, local = "xyz"[int(name[-1])], u.arg[1]
     gid, lid = f"__builtin_amdgcn_workgroup_id_{d}()", f"__builtin_amdgcn_workitem_id_{d}()"
-    idx = f"(int)({gid}*{local}+{lid})" if local > 1 else f"(int){gid}"
-    return [f"int {name} = {idx};", f"if ({name} >= {bound}) return;"]   # no barriers yet, so early exit is safe
+    ct = self.ctype(dtypes.index)   # 64-bit kernels widen the group id before the multiply
+    idx = f"(({ct}){gid}*{local}+{lid})" if local > 1 else f"({ct}){gid}"
+    return [f"{ct} {name} = {idx};", f"if ({name} >= {bound}) return;"]   # no barriers yet, so early exit is safe
   def _bits(self, x: str, src: DType, dt: DType) -> str: return f"__builtin_bit_cast({self.ctype(dt)}, ({self.ctype(src)})({x}))"
   def math(self, fn: str, dt: DType, *a: str) -> str:
     if fn == "pow": return self.math("exp2", dt, f"({a[1]})*{self.math('log2', dt, a[0])}")

@@ -16,6 +16,7 @@ class AMDLLVMRenderer(AMDTarget, LLVMIRRenderer):
   name = "LLVM"
   buf_space, acc_space = 1, 5
   emulated = {dtypes.bfloat16: dtypes.uint16}
+  index_widths = (32,)   # thread ids are i32: a kernel past 2**31-1 elements is refused with a clear error (use HIP)
   def make_compiler(self):
     from tinycore_amd.compiler import AMDLLVMCompiler
     return AMDLLVMCompiler(self.arch)

@@ -98,11 +98,12 @@ class CRenderer(CStyleRenderer):
     return 16
   # half too is held as float: clang on x86 has no _Float16 arithmetic without AVX512-FP16; F16C converts in hardware
   emulated = {**CStyleRenderer.emulated, dtypes.float16: dtypes.uint16}
+  var_prologue: list[str] = []
   def __init__(self, compiler=None):
     from tinycore_cpu.compiler_c import CCompiler
     self.compiler = compiler or CCompiler()
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
-    text = "\n".join(body)
+    text = "\n".join(self.var_prologue + body)
     parts = "".join(code for trigger, code in _PRELUDE_PARTS.items() if trigger in text)
     parts += "".join(_exp2_vec(n) for n in (4, 8, 16) if f"__tc_exp2_v{n}(" in text)
     for dt, st in self.emulated.items():
@@ -128,7 +129,15 @@ class CRenderer(CStyleRenderer):
     if fn == "exp2" and dt.count > 1 and dt.scalar() == dtypes.float32: return f"__tc_exp2_v{dt.count}({a[0]})"
     if fn == "exp2" and dt in (dtypes.float32, *self.emulated): return f"__tc_exp2({a[0]})"
     return super().math(fn, dt, *a)
+  # the ABI is fixed whatever the kernel's index width: every Variable and the thread split (core_start/core_end) arrive
+  # as 64-bit ints (the runtime passes c_int64), and a 32-bit kernel narrows them once at the top of its body
+  var_arg_bits = 64
   def render_range(self, u: UOp, name: str, bound: str, first_global: bool) -> str:
-    if first_global: return f"for (int {name} = core_start; {name} < core_end; {name}++) {{"
+    ct = self.ctype(dtypes.index)
+    if first_global: return f"for ({ct} {name} = ({ct})core_start; {name} < ({ct})core_end; {name}++) {{"
     return super().render_range(u, name, bound, first_global)
-  def kernel_params(self, bufs, vars) -> list[str]: return super().kernel_params(bufs, vars) + ["const int core_start", "const int core_end"]
+  def kernel_params(self, bufs, vars) -> list[str]:
+    ct = self.ctype(dtypes.index)
+    self.var_prologue = [f"  const {ct} {n} = ({ct}){n}_arg;" for n, _ in vars]
+    return (super().kernel_params(bufs, []) + [f"const long long {n}_arg" for n, _ in vars] +
+            ["const long long core_start", "const long long core_end"])

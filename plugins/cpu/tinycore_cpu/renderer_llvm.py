@@ -1,7 +1,7 @@
 """LLVM IR for the host CPU, compiled in-process by llvmlite (no system compiler needed).
 
 The walk and the lowering are the shared LLVMIRRenderer (tinycore/renderer/llvmir.py); the CPU adds the first global
-loop running core_start..core_end (two trailing i32 params) so the runtime can split it across threads, bfloat16/fp8
+loop running core_start..core_end (two trailing i64 params) so the runtime can split it across threads, bfloat16/fp8
 as float in registers and integers in memory (converted by small always-inlined helper functions), and a double->half
 cast that needs no libgcc."""
 from __future__ import annotations
@@ -108,6 +108,7 @@ class LLVMRenderer(LLVMIRRenderer):
   name = "LLVM"
   device = "CPU"
   emulated = {dtypes.bfloat16: dtypes.uint16, dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
+  var_arg_bits = 64   # Variables and core_start/core_end are i64 whatever the index width (the runtime passes c_int64)
   def __init__(self, compiler=None):
     from tinycore_cpu.compiler_llvm import LLVMCompiler
     from tinycore_cpu.runtime_llvm import LLVMProgram
@@ -120,7 +121,8 @@ class LLVMRenderer(LLVMIRRenderer):
   def from_bits(self, x: str, dt: DType) -> str: return self.call(f"__tc_from_{dt.name}", "float", (self.mtype(dt), x))
   def range_bounds(self, u: UOp) -> tuple[str, str]:
     # the first global loop runs core_start..core_end: the runtime splits it across threads
-    if u.arg[0] == "g" and not any(l.arg[0] == "g" for l in self.loops): return "%core_start", "%core_end"
+    if u.arg[0] == "g" and not any(l.arg[0] == "g" for l in self.loops):
+      return tuple(self.cast(b, dtypes.int64, self.index_dtype) if self.index_dtype != dtypes.int64 else b for b in ("%core_start", "%core_end"))
     return super().range_bounds(u)
   def f64_to_f16(self, x: str) -> str:
     # double->half is a libgcc call on x86 (__truncdfhf2); instead round to odd into float (exact for the second
@@ -136,6 +138,6 @@ class LLVMRenderer(LLVMIRRenderer):
     return ins(f"fptrunc float {ins(f'bitcast i32 {odd} to float')} to half")
 
   def kernel(self, name: str, params: list[str], uops: list[UOp]) -> str:
-    params = params + ["i32 %core_start", "i32 %core_end"]
+    params = params + ["i64 %core_start", "i64 %core_end"]
     out = [f"define void @\"{name}\"({', '.join(params)}) nounwind {{", "entry:", *self.allocas, *self.body, "  ret void", "}"]
     return "\n".join(out + [HELPERS.get(fn, d) for fn, d in sorted(self.used.items())]) + "\n"

@@ -66,15 +66,16 @@ class CPUProgram:
     self.fxn.restype = None
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, work: int = 0):
     n = global_size[0] if global_size else 1
-    args = [ctypes.c_void_p(b) for b in bufs] + [ctypes.c_int(v) for v in vals]
+    # Variables and the thread split are 64-bit in every kernel's signature (a 32-bit kernel narrows them itself)
+    args = [ctypes.c_void_p(b) for b in bufs] + [ctypes.c_int64(v) for v in vals]
     st = time.perf_counter()
     # waking a pool thread costs ~30-80 us here: below ~2 MB of traffic one core finishes sooner
     threads = min(cpu_count(), n) if work >= 1 << 21 else 1
-    if threads <= 1: self.fxn(*args, ctypes.c_int(0), ctypes.c_int(n))
+    if threads <= 1: self.fxn(*args, ctypes.c_int64(0), ctypes.c_int64(n))
     else:
       step = -(-n // threads)
       # the calling thread runs the first chunk itself: one thread hand-off fewer per kernel (decode runs ~100 small ones)
-      futs = [_pool().submit(self.fxn, *args, ctypes.c_int(s), ctypes.c_int(min(s + step, n))) for s in range(step, n, step)]
-      self.fxn(*args, ctypes.c_int(0), ctypes.c_int(min(step, n)))
+      futs = [_pool().submit(self.fxn, *args, ctypes.c_int64(s), ctypes.c_int64(min(s + step, n))) for s in range(step, n, step)]
+      self.fxn(*args, ctypes.c_int64(0), ctypes.c_int64(min(step, n)))
       for f in futs: f.result()
     if wait: return time.perf_counter() - st

@@ -6,6 +6,7 @@ owns the program walk because MSL needs things the C walk has no hooks for: an a
 memory access, and simdgroup matrices. float64 does not exist in Metal; bfloat is native from Metal 3.1
 (macOS 14), else emulated (float registers, ushort storage)."""
 from __future__ import annotations
+from tinycore.codegen.index_width import index_dtype
 from tinycore.renderer import TensorCore
 from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.uop import UOp, Ops, GroupOp
@@ -62,6 +63,7 @@ class MetalRenderer(CStyleRenderer):
   shared_max = 32 * 1024                   # threadgroup memory on Apple GPUs
   tensor_cores = TENSOR_CORES
   arg_int = "constant int&"
+  index_widths = (32,)   # its loops and thread ids are int: a kernel past 2**31-1 elements is refused with a clear error
   supported_dtypes = frozenset(d for d in _TYPES if d not in (dtypes.void, dtypes.index)) | {dtypes.fp8e4m3, dtypes.fp8e5m2}
   def __init__(self, arch: str | None = None, native_bf16: bool = True):
     # arch: a Metal language version like "3.1"; bfloat is native from 3.1 unless told otherwise
@@ -144,6 +146,7 @@ class MetalRenderer(CStyleRenderer):
 
   # ---- the walk
   def render(self, name: str, uops: list[UOp]) -> str:
+    index_dtype(uops, self)   # refuses a kernel whose indices need more than index_widths allows
     r: dict[UOp, str] = {}
     space: dict[UOp, str] = {}
     bufs: list[tuple[int, str, DType]] = []

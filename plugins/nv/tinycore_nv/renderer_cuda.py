@@ -80,9 +80,10 @@ class CUDARenderer(CStyleRenderer):
 
   def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
     d, local = "xyz"[int(name[-1])], u.arg[1]
-    idx = f"blockIdx.{d}*{local}+threadIdx.{d}" if local > 1 else f"blockIdx.{d}"
+    ct = self.ctype(dtypes.index)   # 64-bit kernels widen blockIdx before the multiply
+    idx = f"({ct})blockIdx.{d}*{local}+threadIdx.{d}" if local > 1 else f"({ct})blockIdx.{d}"
     # threads past the bound retire at once: safe while kernels have no barriers
-    return [f"int {name} = {idx};", f"if ({name} >= {bound}) return;"]
+    return [f"{ct} {name} = {idx};", f"if ({name} >= {bound}) return;"]
   def _bits(self, x: str, src: DType, dt: DType) -> str: return f"__tc_bits<{self.ctype(dt)}>(({self.ctype(src)})({x}))"
   def math(self, fn: str, dt: DType, *a: str) -> str:
     if dt in (dtypes.float16, dtypes.bfloat16) and self.native_half: return f"(({self.ctype(dt)}){fn}f({', '.join(f'(float){x}' for x in a)}))"

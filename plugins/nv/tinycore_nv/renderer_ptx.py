@@ -6,6 +6,7 @@ and casts with cvt (bf16 stores need sm_80, fp8 needs sm_89). Loops are branches
 past their bound branch to the exit. Transcendentals use the .approx instructions (f64 goes through f32)."""
 from __future__ import annotations
 import struct
+from tinycore.codegen.index_width import index_dtype
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import DType, dtypes
 from tinycore.renderer import Renderer, workgroup_threads
@@ -47,6 +48,7 @@ class PTXRenderer(Renderer):
   shared_max = 48 * 1024
   tensor_cores = []
   supports_float4 = False
+  index_widths = (32,)   # registers for indices are .s32: a kernel past 2**31-1 elements is refused with a clear error (use CUDA)
   def __init__(self, arch: str | None = None, compiler=None):
     self.arch = parse_arch(arch)
     self._compiler = compiler
@@ -55,6 +57,7 @@ class PTXRenderer(Renderer):
     return PTXCompiler(self.arch)
 
   def render(self, name: str, uops: list[UOp]) -> str:
+    index_dtype(uops, self)   # refuses a kernel whose indices need more than index_widths allows
     sm = int(self.arch[3:].rstrip("af"))
     counts: dict[str, int] = {}
     body: list[str] = []

@@ -14,6 +14,7 @@ WGSL has only 32-bit scalars (+f16 behind `enable f16;`), so:
 from __future__ import annotations
 import math
 import numpy as np
+from tinycore.codegen.index_width import index_dtype
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import DType, dtypes, PtrDType
 from tinycore.renderer import Renderer
@@ -29,6 +30,7 @@ class WGSLRenderer(Renderer):
   has_local, has_shared = True, False
   local_max = (256, 256, 64)
   supports_float4 = False
+  index_widths = (32,)   # WGSL has no 64-bit integers: a kernel past 2**31-1 elements is refused with a clear error
   def __init__(self, compiler=None, f16: bool = True):
     self.compiler, self.f16 = compiler, f16
     self.packed = {**_PACKED, **({} if f16 else {dtypes.float16: 2})}
@@ -144,6 +146,7 @@ class WGSLRenderer(Renderer):
 
   # ---- the walk
   def render(self, name: str, uops: list[UOp]) -> str:
+    index_dtype(uops, self)   # refuses a kernel whose indices need more than index_widths allows
     self.uses_f16 = False
     r: dict[UOp, str] = {}
     bufs: dict[int, DType] = {}
