@@ -25,7 +25,9 @@ class DType:
     if self is o: return True
     return type(o) is type(self) and (self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar) == \
       (o.priority, o.itemsize, o.name, o.fmt, o.count, o._scalar)
-  def __ne__(self, o): return not self.__eq__(o)
+  def __ne__(self, o):
+    r = self.__eq__(o)
+    return r if r is NotImplemented else not r
   def __lt__(self, o: DType): return (self.priority, self.itemsize, self.name) < (o.priority, o.itemsize, o.name)
   @property
   def base(self) -> DType: return self
