@@ -36,7 +36,10 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
     if glob and glob[0].arg != applied[0][1]: return [("SWAP", glob[0].arg, applied[0][1])]
   return []
 
-def _cache_path(key: str) -> str: return os.path.join(cache_dir(), "beam", key[:2], key + ".json")
+def beam_cache_path(renderer, unoptimized_src: str) -> str:
+  """Where the winner for a kernel (named by its unoptimized source) on this renderer is cached."""
+  key = hashlib.sha256(f"{type(renderer).__name__}\0{renderer.name}\0{renderer.arch}\0{unoptimized_src}".encode()).hexdigest()
+  return os.path.join(cache_dir(), "beam", key[:2], key + ".json")
 
 def _tuples(x):
   """JSON's lists back to the tuples actions and range args are made of."""
@@ -68,8 +71,7 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   from tinycore.device import Buffer
   renderer = dev.renderer
   base = get_program(ast, renderer, opts=())
-  key = hashlib.sha256(f"{type(renderer).__name__}\0{renderer.name}\0{renderer.arch}\0{base.src}".encode()).hexdigest()
-  path = _cache_path(key)
+  path = beam_cache_path(renderer, base.src)
   k0 = graph_rewrite(lower_kernel(ast), symbolic)
   if not IGNORE_BEAM_CACHE and (cached := _cached_opts(path, k0)) is not None: return cached
   if base.vars: return O.heuristic_opts(k0, renderer)   # symbolic sizes: no timing
