@@ -1,7 +1,7 @@
 """torch_load: read a torch.save zip checkpoint (.pt/.pth) without importing torch. The pickle is read by an unpickler that
 only builds containers and tensors: any other global in the file is refused, so a checkpoint can't run code."""
 from __future__ import annotations
-import io, os, pickle, struct, zipfile, zlib
+import io, os, pickle, pickletools, struct, zipfile, zlib
 from collections import OrderedDict
 from typing import Any
 import numpy as np
@@ -117,9 +117,23 @@ def _read_entry(zf: zipfile.ZipFile, entry: str, name: str) -> bytes:
   if info.compress_type != zipfile.ZIP_STORED and info.file_size > 1100 * info.compress_size + 1024:
     raise CorruptFileError(f"{name}: {entry!r} at offset {info.header_offset} claims {info.file_size} bytes from {info.compress_size} compressed")
   try: return zf.read(entry)
-  except NotImplementedError as e: raise UnsupportedFileError(f"{name}: {entry!r}: {e}") from None
+  except (NotImplementedError, RuntimeError) as e: raise UnsupportedFileError(f"{name}: {entry!r}: {e}") from None   # odd compression, encryption
   except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as e:
     raise CorruptFileError(f"{name}: {entry!r} at offset {info.header_offset} is corrupt or truncated: {e}") from None
+
+_MEMO_OPS = {"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"}
+
+def _check_pickle(pkl: bytes, name: str, entry: str) -> None:
+  """Scan the pickle's opcodes before running it: the C unpickler sizes its memo by the largest index a PUT names, so one
+  flipped byte (LONG_BINPUT 2^32-1) would make it allocate and clear tens of GB. Indices must stay below the opcode count."""
+  try:
+    ops = list(pickletools.genops(pkl))
+    for op, arg, pos in ops:
+      if op.name in _MEMO_OPS and not (isinstance(arg, int) and 0 <= arg <= len(ops)):
+        raise CorruptFileError(f"{name}: {entry!r} byte {pos}: memo index {arg!r} of {op.name} is out of range")
+  except CorruptFileError: raise
+  except (ValueError, TypeError, IndexError, KeyError, struct.error, UnicodeDecodeError, OverflowError, EOFError) as e:
+    raise CorruptFileError(f"{name}: {entry!r} is not a valid pickle: {type(e).__name__}: {e}") from None
 
 def torch_load(fn) -> dict[str, Any]:
   """Load a torch.save zip checkpoint into tinycore Tensors (on the default device). A damaged or hostile file raises
@@ -130,6 +144,7 @@ def torch_load(fn) -> dict[str, Any]:
   try: zf = zipfile.ZipFile(name if keep is not None else io.BytesIO(mv))
   except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, struct.error) as e:
     raise CorruptFileError(f"{name}: not a torch zip checkpoint ({e}); the zip directory should end at offset {len(mv)}") from None
+  except NotImplementedError as e: raise UnsupportedFileError(f"{name}: a zip feature tinycore can't read: {e}") from None
   with zf:
     names = zf.namelist()
     pkls = [n for n in names if n.endswith("data.pkl")]
@@ -143,6 +158,7 @@ def torch_load(fn) -> dict[str, Any]:
       elif cache[key].dtype is None: cache[key].dtype = dt
       return cache[key]
     pkl = _read_entry(zf, pkls[0], name)
+    _check_pickle(pkl, name, pkls[0])
     try:
       up = _Unpickler(io.BytesIO(pkl), load_storage)
       return _resolve(up.load(), up.tensors)
