@@ -102,8 +102,8 @@ def test_buffer_roundtrip(fake):
 
 def test_buffer_wrong_sizes(fake):
   b = Buffer("FAKE", 2, dtypes.float32)
-  with pytest.raises(AssertionError, match="copyin of 4 bytes"): b.copyin(memoryview(bytearray(4)))
-  with pytest.raises(AssertionError, match="exceeds its base"): b.view(4, dtypes.float32, 0)
+  with pytest.raises(ValueError, match="copyin of 4 bytes"): b.copyin(memoryview(bytearray(4)))
+  with pytest.raises(ValueError, match="exceeds its base"): b.view(4, dtypes.float32, 0)
 
 def test_lru_reuses_freed_blocks(fake):
   alloc = Device["FAKE"].allocator

@@ -60,8 +60,9 @@ class Buffer:
     self.device, self.size, self.dtype, self.options, self.offset = device, size, dtype, options, offset
     self._base: Buffer | None = None if base is None else base.base
     if base is not None:
-      assert base.device == device, f"view on {device} of a buffer on {base.device}"
-      assert offset + self.nbytes <= self._base.nbytes, f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}"
+      # raises, not asserts: these guard raw memory copies and must hold under `python -O` too
+      if base.device != device: raise ValueError(f"view on {device} of a buffer on {base.device}")
+      if not (0 <= offset and offset + self.nbytes <= self._base.nbytes): raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
     if opaque is not None: self.allocate(opaque)
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
@@ -91,12 +92,12 @@ class Buffer:
     except Exception: pass   # interpreter shutdown: the device may already be gone
   def copyin(self, mv: memoryview) -> Buffer:
     mv = memoryview(mv).cast("B")
-    assert mv.nbytes == self.nbytes, f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes}"
+    if mv.nbytes != self.nbytes: raise ValueError(f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes}")
     self.ensure_allocated().allocator._copyin(self._buf, mv)
     return self
   def copyout(self, mv: memoryview) -> memoryview:
     mv = memoryview(mv).cast("B")
-    assert mv.nbytes == self.nbytes, f"copyout of a buffer of {self.nbytes} bytes into {mv.nbytes}"
+    if mv.nbytes != self.nbytes: raise ValueError(f"copyout of a buffer of {self.nbytes} bytes into {mv.nbytes}")
     Device[self.device].synchronize()
     self.ensure_allocated().allocator._copyout(mv, self._buf)
     return mv

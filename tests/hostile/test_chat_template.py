@@ -18,6 +18,8 @@ ESCAPES = [
   "{% set x = [] %}{{ x.append(1) }}",                          # mutation: the immutable sandbox refuses it
   "{{ 'a' * 10000000000 }}",                                     # a 10 GB string
   "{{ [0] * (2 ** 40) }}",
+  "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",   # 10^10 iterations
+  "{% for i in range(100000) %}{{ 'x' * 1000000 }}{% endfor %}",                       # 100 GB of output
 ]
 
 @pytest.mark.parametrize("tmpl", ESCAPES)

@@ -79,6 +79,18 @@ def test_tensor_from_bytes_checks_sizes_under_python_O():
   assert r.returncode == 0, r.stderr
   assert r.stdout.count("ValueError:") == 3 and "LOADED" not in r.stdout and r.stdout.strip().endswith("4.0"), r.stdout
 
+def test_buffer_copy_sizes_checked_under_python_O():
+  """Buffer.copyin/copyout/view guarded raw memcpys with asserts: gone under -O, a short source read past its end."""
+  r = run_py("""
+    from tinycore.device import Buffer, Device
+    from tinycore import dtypes
+    b = Buffer(Device.DEFAULT, 1 << 16, dtypes.float32).allocate()
+    for f in (lambda: b.copyin(memoryview(bytearray(4))), lambda: b.copyout(memoryview(bytearray(4))), lambda: b.view(1 << 17, dtypes.float32, 0)):
+      try: f(); print("COPIED")
+      except ValueError as e: print("ValueError:", e)
+  """, "-O")
+  assert r.returncode == 0 and r.stdout.count("ValueError:") == 3 and "COPIED" not in r.stdout, (r.stdout, r.stderr)
+
 def test_safetensors_fifo_does_not_hang(tmp_path):
   fifo = tmp_path / "model.safetensors"
   os.mkfifo(fifo)

@@ -21,7 +21,10 @@ def _known(tmpl: str, msgs: list[dict], bos: str) -> str:
 class ChatTemplateError(ValueError):
   """The model's chat template tried something a template must not (reach Python internals, build huge values)."""
 
-_MAX_VALUE = 1 << 24   # the largest string/list a template may build with `*` (a prompt is far smaller)
+# bounds on what a template may build: a prompt is kilobytes; these stop a template from exhausting memory or time
+_MAX_VALUE = 1 << 20    # the largest string/list made with `*`
+_MAX_OUTPUT = 1 << 24   # characters of rendered prompt
+_MAX_RANGE = 1 << 20    # items of all range() calls in one render together (nested loops multiply)
 
 @functools.cache
 def _sandbox():
@@ -46,6 +49,23 @@ def _sandbox():
   env.globals["strftime_now"] = lambda fmt: time.strftime(str(fmt))   # llama 3.1+ templates date the system prompt
   return env
 
+def _render(template, **ctx) -> str:
+  """Render with budgets: range() items across the whole render, and the output length (streamed, so a runaway loop is
+  stopped as it grows instead of after it has filled memory)."""
+  from jinja2.exceptions import SecurityError
+  left = [_MAX_RANGE]
+  def budgeted_range(*args):
+    r = range(*args)
+    if len(r) > left[0]: raise SecurityError(f"range() calls ask for more than {_MAX_RANGE} items in one render")
+    left[0] -= len(r)
+    return r
+  out, n = [], 0
+  for piece in template.generate(**ctx, range=budgeted_range):
+    n += len(piece)
+    if n > _MAX_OUTPUT: raise SecurityError(f"the rendered prompt grows past {_MAX_OUTPUT} characters")
+    out.append(piece)
+  return "".join(out)
+
 def apply_chat_template(tmpl: str | None, msgs: list[dict], bos: str = "", eos: str = "") -> str:
   """The prompt text for `msgs` ([{role, content}]), ending where the assistant's reply starts. The template is rendered
   in a sandbox: one that tries to escape it raises ChatTemplateError; one using features the sandbox lacks falls back
@@ -55,7 +75,7 @@ def apply_chat_template(tmpl: str | None, msgs: list[dict], bos: str = "", eos: 
       import jinja2
       from jinja2.exceptions import SecurityError
     except ImportError: return _known(tmpl, msgs, bos)
-    try: return _sandbox().from_string(tmpl).render(messages=msgs, add_generation_prompt=True, bos_token=bos, eos_token=eos)
+    try: return _render(_sandbox().from_string(tmpl), messages=msgs, add_generation_prompt=True, bos_token=bos, eos_token=eos)
     except SecurityError as e: raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) did something unsafe: {e}; refusing to render it") from None
     except (jinja2.TemplateError, TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError): pass   # a feature the defaults lack: fall back
   return _known(tmpl or "", msgs, bos)
