@@ -68,13 +68,13 @@ class Compiler:
     """load(compile_cached(src)), where `load` is the runtime's loader (dlopen, a JIT, a module load). A cached binary that
     fails to load (another compiler's output, a wrong ELF class, an undefined symbol) is dropped with a warning and
     compiled again, instead of failing every process that shares the cache."""
-    if (path := self.cache_path(src)) is None or (lib := self._read_entry(path, src)) is None:
-      return load(self.compile_cached(src))
-    try: return load(lib)
-    except Exception as e:
-      warnings.warn(f"compile cache: entry {path} failed to load ({type(e).__name__}: {e}); recompiling")
-    try: os.unlink(path)
-    except OSError: pass
+    if (path := self.cache_path(src)) is None: return load(self.compile(src))
+    if (lib := self._read_entry(path, src)) is not None:
+      try: return load(lib)
+      except Exception as e:
+        warnings.warn(f"compile cache: entry {path} failed to load ({type(e).__name__}: {e}); recompiling")
+      try: os.unlink(path)
+      except OSError: pass
     lib = self.compile(src)
     self._write_entry(path, src, lib)
     return load(lib)
