@@ -103,7 +103,7 @@ def _resolve(obj, tensors: list, depth: int = 0):
   if isinstance(obj, _TensorRef): return tensors[obj]
   if isinstance(obj, _PLAIN): return obj
   if type(obj) in (dict, OrderedDict):
-    out = type(obj)((k if isinstance(k, _PLAIN) else _resolve(k, tensors, depth + 1), _resolve(v, tensors, depth + 1)) for k, v in obj.items())
+    out = type(obj)((_resolve(k, tensors, depth + 1), _resolve(v, tensors, depth + 1)) for k, v in obj.items())
     if isinstance(md := getattr(obj, "_metadata", None), dict): out._metadata = _resolve(md, tensors, depth + 1)   # torch's state_dict versions
     return out
   if type(obj) in (list, tuple): return type(obj)(_resolve(v, tensors, depth + 1) for v in obj)
