@@ -56,6 +56,10 @@ def test_safetensors_deep_json_header():
   deep = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
   with pytest.raises(CorruptFileError): safe_load(struct.pack("<Q", len(deep)) + deep)
 
+def test_safetensors_huge_json_number():
+  hdr = b'{"t":{"dtype":"F32","shape":[' + b"9" * 5000 + b'],"data_offsets":[0,4]}}'   # int() refuses over 4300 digits
+  with pytest.raises(CorruptFileError, match="not valid JSON"): safe_load(struct.pack("<Q", len(hdr)) + hdr + bytes(4))
+
 def test_safetensors_header_length_and_metadata():
   with pytest.raises(CorruptFileError, match="header length"): safe_load(struct.pack("<Q", (1 << 64) - 1) + b"{}")
   with pytest.raises(CorruptFileError, match="__metadata__"): safe_load(H.safetensors_bytes({"__metadata__": [1]}, b""))

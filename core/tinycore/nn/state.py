@@ -111,7 +111,8 @@ def safe_load_metadata(fn) -> tuple[dict, int, memoryview]:
   if n > len(mv) - 8: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 runs past the end of the file ({len(mv)} bytes)")
   if n > MAX_HEADER_BYTES: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 is over the format's {MAX_HEADER_BYTES}-byte limit")
   try: header = json.loads(bytes(mv[8:8 + n]))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e: raise CorruptFileError(f"{name}: safetensors header at offset 8 is not valid JSON: {e}") from None
+  # ValueError: bad JSON, bad UTF-8, or an integer past Python's 4300-digit limit
+  except ValueError as e: raise CorruptFileError(f"{name}: safetensors header at offset 8 is not valid JSON: {e}") from None
   except RecursionError: raise CorruptFileError(f"{name}: safetensors header at offset 8 nests too deeply to be a tensor table") from None
   if not isinstance(header, dict): raise CorruptFileError(f"{name}: safetensors header at offset 8 is not a JSON object")
   start, size = 8 + n, len(mv) - 8 - n
