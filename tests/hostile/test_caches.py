@@ -5,7 +5,7 @@ import hashlib, json, os, shutil, subprocess, sys, textwrap, threading, warnings
 import numpy as np
 import pytest
 from tinycore import Tensor, Context, Device
-from tinycore.compiler import Compiler, _MAGIC
+from tinycore.compiler import Compiler, _MAGIC, _HEAD
 from tinycore.codegen import get_program, lower_kernel
 from tinycore.codegen import opt as O
 from tinycore.codegen.search import beam_cache_path
@@ -109,7 +109,7 @@ def test_poisoned_kernel_entry_on_a_real_device(tmp_path, poison):
   assert entries
   for e in entries:
     blob = open(e, "rb").read()
-    lib = blob[68:]
+    lib = blob[_HEAD:]
     if poison == "wrong_elf_class": lib = lib[:4] + bytes([1 if lib[4] == 2 else 2]) + lib[5:]   # ELFCLASS32 <-> 64
     elif poison == "undefined_symbol": lib = undefined_symbol_so(tmp_path)
     else: lib = b"#!/bin/sh\necho pwned\n"
