@@ -63,8 +63,9 @@ class Buffer:
     # checks that guard memory: real exceptions, not asserts (python -O drops those)
     if size < 0 or offset < 0: raise ValueError(f"a buffer of {size} elements at byte offset {offset}: both must be >= 0")
     if base is not None:
+      # raises, not asserts: these guard raw memory copies and must hold under `python -O` too
       if base.device != device: raise ValueError(f"view on {device} of a buffer on {base.device}")
-      if offset + self.nbytes > self._base.nbytes: raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
+      if not (0 <= offset and offset + self.nbytes <= self._base.nbytes): raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
     if opaque is not None: self.allocate(opaque)
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self

@@ -147,22 +147,43 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
 # ---- actions: ("VEC", axis, n) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n) | ("SWAP", axis, axis); axes are RANGE args
 Opt = tuple
 
+class InvalidOpt(ValueError):
+  """An optimization action that doesn't fit the kernel: unknown kind, an axis it lacks, or an amount that doesn't divide
+  the axis (a hand-written or cached action; applying it anyway would compute the wrong elements)."""
+
 def _range(k: UOp, arg) -> UOp:
   for u in k.toposort():
     if u.op is Ops.RANGE and u.arg == arg: return u
-  raise KeyError(f"no range {arg} in kernel")
+  raise InvalidOpt(f"no range {arg!r} in kernel (it has {sorted(str(u.arg) for u in k.toposort() if u.op is Ops.RANGE)})")
+
+_AXIS_KIND = {"VEC": "g", "UPCAST": "g", "UPCAST_R": "r", "VEC_R": "r", "SWAP": "g"}
+
+def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
+  """(the range `opt` acts on, its amount or second range) after checking that `opt` is well formed and fits `k`:
+  a known kind, axes the kernel has of the right kind (output or reduce), and an amount > 1 that divides the axis."""
+  if not (isinstance(opt, tuple) and len(opt) == 3 and isinstance(opt[0], str) and opt[0] in _AXIS_KIND):
+    raise InvalidOpt(f"unknown opt {opt!r}: expected (kind, axis, amount) with kind one of {', '.join(_AXIS_KIND)}")
+  kind, axis, arg = opt
+  r = _range(k, axis)
+  want = _AXIS_KIND[kind]
+  if r.arg[0] != want: raise InvalidOpt(f"opt {opt!r}: {kind} needs {'an output' if want == 'g' else 'a reduce'} axis, {axis!r} is not one")
+  if kind == "SWAP":
+    r2 = _range(k, arg)
+    if r2.arg[0] != "g" or r2 is r: raise InvalidOpt(f"opt {opt!r}: SWAP needs two different output axes")
+    return r, r2
+  if not isinstance(arg, int) or isinstance(arg, bool) or arg < 2: raise InvalidOpt(f"opt {opt!r}: the amount must be an integer >= 2")
+  if (b := _bound(r)) is None or b % arg: raise InvalidOpt(f"opt {opt!r}: amount {arg} doesn't divide axis {axis!r} of size {b if b is not None else 'symbolic'}")
+  return r, arg
 
 def apply_opt(k: UOp, opt: Opt) -> UOp:
+  r, arg = check_opt(k, opt)
   kind = opt[0]
-  if kind == "VEC": return vectorize_global(k, _range(k, opt[1]), opt[2])
-  if kind == "UPCAST": return upcast_global(k, _range(k, opt[1]), opt[2])
-  if kind == "UPCAST_R": return upcast_reduce(k, _range(k, opt[1]), opt[2])
-  if kind == "VEC_R": return vectorize_reduce(k, _range(k, opt[1]), opt[2])
-  if kind == "SWAP":
-    # loop order: the outermost global loop is the one split across threads; swapping changes what stays in cache
-    a, b = _range(k, opt[1]), _range(k, opt[2])
-    return k.substitute({a: UOp(Ops.RANGE, a.dtype, a.src, b.arg), b: UOp(Ops.RANGE, b.dtype, b.src, a.arg)})
-  raise ValueError(f"unknown opt {opt!r}")
+  if kind == "VEC": return vectorize_global(k, r, arg)
+  if kind == "UPCAST": return upcast_global(k, r, arg)
+  if kind == "UPCAST_R": return upcast_reduce(k, r, arg)
+  if kind == "VEC_R": return vectorize_reduce(k, r, arg)
+  # SWAP, loop order: the outermost global loop is the one split across threads; swapping changes what stays in cache
+  return k.substitute({r: UOp(Ops.RANGE, r.dtype, r.src, arg.arg), arg: UOp(Ops.RANGE, arg.dtype, arg.src, r.arg)})
 
 def apply_opts(k: UOp, opts: tuple[Opt, ...]) -> UOp:
   k = merge_reduce_loops(k)

@@ -4,10 +4,11 @@ Each round extends every kept candidate by one more optimization action (tile ax
 then the loop order), compiles and times the new variants on scratch buffers, and keeps the n fastest. The winner is
 cached on disk per (renderer, kernel) so a later process pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
 from __future__ import annotations
-import hashlib, json, os, sys, time
+import hashlib, json, os, sys, time, warnings
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import cache_dir, ContextVar, IGNORE_BEAM_CACHE, DEBUG
 from tinycore.codegen import opt as O
+from tinycore.fileio import atomic_write, read_regular
 
 BEAM_DEBUG = ContextVar("BEAM_DEBUG", 0)
 BEAM_TIME_LIMIT = ContextVar("BEAM_TIME_LIMIT", 60.0)   # seconds of search per kernel
@@ -35,7 +36,33 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
     if glob and glob[0].arg != applied[0][1]: return [("SWAP", glob[0].arg, applied[0][1])]
   return []
 
-def _cache_path(key: str) -> str: return os.path.join(cache_dir(), "beam", key[:2], key + ".json")
+def beam_cache_path(renderer, unoptimized_src: str) -> str:
+  """Where the winner for a kernel (named by its unoptimized source) on this renderer is cached."""
+  key = hashlib.sha256(f"{type(renderer).__name__}\0{renderer.name}\0{renderer.arch}\0{unoptimized_src}".encode()).hexdigest()
+  return os.path.join(cache_dir(), "beam", key[:2], key + ".json")
+
+def _tuples(x):
+  """JSON's lists back to the tuples actions and range args are made of."""
+  return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+def _cached_opts(path: str, k0: UOp) -> tuple | None:
+  """The cached winner for this kernel, or None when there is none usable. An entry that isn't a regular small JSON file
+  of actions, or whose actions don't fit the kernel (a poisoned or stale entry: an amount that doesn't divide its axis
+  would compute garbage), is dropped with a warning so the search runs again."""
+  try: opts = _tuples(json.loads(read_regular(path, 1 << 20)))
+  except FileNotFoundError: return None
+  except (OSError, ValueError, RecursionError) as e: why = f"{type(e).__name__}: {e}"
+  else:
+    try:
+      if not isinstance(opts, tuple): raise O.InvalidOpt(f"expected a list of actions, got {type(opts).__name__}")
+      O.apply_opts(k0, opts)
+      return opts
+    except O.InvalidOpt as e: why = str(e)
+    except Exception as e: why = f"its actions fail on this kernel: {type(e).__name__}: {e}"   # e.g. CantVectorize
+  warnings.warn(f"BEAM cache: dropping invalid entry {path} ({why}); searching again")
+  try: os.unlink(path)
+  except OSError: pass
+  return None
 
 def beam_search(ast: UOp, dev, width: int) -> tuple:
   from tinycore.codegen import get_program, lower_kernel
@@ -44,23 +71,19 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   from tinycore.device import Buffer
   renderer = dev.renderer
   base = get_program(ast, renderer, opts=())
-  key = hashlib.sha256(f"{type(renderer).__name__}\0{renderer.name}\0{renderer.arch}\0{base.src}".encode()).hexdigest()
-  path = _cache_path(key)
-  if not IGNORE_BEAM_CACHE and os.path.exists(path):
-    try:
-      with open(path) as f: return tuple(tuple(a) if not isinstance(a[1], list) else (a[0], tuple(a[1]), *a[2:]) for a in json.load(f))
-    except (OSError, ValueError): pass
-  if base.vars: return O.heuristic_opts(graph_rewrite(lower_kernel(ast), symbolic), renderer)   # symbolic sizes: no timing
+  path = beam_cache_path(renderer, base.src)
+  k0 = graph_rewrite(lower_kernel(ast), symbolic)
+  if not IGNORE_BEAM_CACHE and (cached := _cached_opts(path, k0)) is not None: return cached
+  if base.vars: return O.heuristic_opts(k0, renderer)   # symbolic sizes: no timing
   # scratch buffers of the kernel's sizes; values don't matter for timing
   glob = sorted({u.arg: u for u in base.uops if u.op is Ops.DEFINE_GLOBAL}.items())
   bufs = [Buffer(dev.device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in glob]
-  k0 = graph_rewrite(lower_kernel(ast), symbolic)
   timed: dict[tuple, float] = {}
   def time_opts(opts: tuple) -> float:
     if opts in timed: return timed[opts]
     try:
       p = get_program(ast, renderer, opts=opts)
-      prg = dev.runtime(p.name, dev.compiler.compile_cached(p.src))
+      prg = dev.compiler.load_cached(p.src, lambda lib: dev.runtime(p.name, lib))
       run = lambda: prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True, work=p.ops + p.mem)
       t = run()
       # only contenders get repeat runs (the minimum of 3): a variant 2x slower than the best is out already
@@ -100,8 +123,6 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   if DEBUG >= 1 or BEAM_DEBUG: print(f"beam: {len(timed)} variants in {time.perf_counter()-st:.1f} s, best {timed[best]*1e6:.1f} us {best}")
   try:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + f".tmp{os.getpid()}"
-    with open(tmp, "w") as f: json.dump(best, f)
-    os.replace(tmp, path)
-  except OSError: pass
+    atomic_write(path, json.dumps(best))
+  except OSError: pass   # a read-only or full cache disk only costs the next process a search
   return best

@@ -2,7 +2,7 @@
 
 DTypes travel by name, not pickled: a DType caches its hash, and the compile cache is shared between processes."""
 from __future__ import annotations
-import base64, io, pickle, zlib
+import base64, enum, io, pickle, sys, zlib
 from tinycore.dtype import DType, PtrDType, dtypes
 
 MAGIC = "tcemu1:"
@@ -24,7 +24,15 @@ def _dt(key: tuple) -> DType:
 class _P(pickle.Pickler):
   def persistent_id(self, obj): return _dt_key(obj) if isinstance(obj, DType) else None
 class _U(pickle.Unpickler):
-  def persistent_load(self, pid): return _dt(pid)
+  """Programs come back from the shared compile cache, a file another process (or a hostile user) may have written: the
+  only globals resolved are tinycore's enums (Ops), which pickle calls with a value, so no other code can run."""
+  def persistent_load(self, pid):
+    try: return _dt(pid)
+    except (KeyError, IndexError, TypeError, AttributeError) as e: raise pickle.UnpicklingError(f"bad dtype key {pid!r}: {e}") from None
+  def find_class(self, module: str, name: str):
+    obj = getattr(sys.modules.get(module), name, None) if module.startswith("tinycore.") else None
+    if isinstance(obj, type) and issubclass(obj, enum.Enum): return obj
+    raise pickle.UnpicklingError(f"emulator program refers to {module}.{name}: only tinycore enums are allowed")
 
 def encode(name: str, uops: list) -> str:
   """uops: the program; sources outside it (a DEFINE_REG's REDUCE) are appended as non-executed nodes."""

@@ -62,8 +62,8 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
     opts = beam_search(ast, dev, int(BEAM.value))
   p = get_program(ast, dev.renderer, opts, device=device)
   if DEBUG >= 4: print(p.src)
-  lib = dev.compiler.compile_cached(p.src)
-  r = _runners[key] = CompiledRunner(p, dev.runtime(p.name, lib), device, ast)
+  # through load_cached: a cache entry that doesn't load (another compiler's, damaged) is recompiled, not fatal
+  r = _runners[key] = CompiledRunner(p, dev.compiler.load_cached(p.src, lambda lib: dev.runtime(p.name, lib)), device, ast)
   return r
 
 @dataclass

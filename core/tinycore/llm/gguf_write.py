@@ -4,6 +4,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 import numpy as np
+from tinycore.fileio import atomic_write
 
 TYPE_ID = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 8}
 
@@ -47,4 +48,4 @@ def gguf_write(path: str, kv: dict[str, Any], tensors: dict[str, tuple[np.ndarra
     blobs.append(raw + b"\0" * pad); off += len(raw) + pad
   kvb = b"".join(_s(k) + struct.pack("<I", (tv := _val(v))[0]) + tv[1] for k, v in kv.items())
   head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)) + kvb + b"".join(infos)
-  with open(path, "wb") as f: f.write(head + b"\0" * (-len(head) % align) + b"".join(blobs))
+  atomic_write(path, head + b"\0" * (-len(head) % align) + b"".join(blobs))   # a failed write leaves an existing file whole

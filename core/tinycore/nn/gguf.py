@@ -7,6 +7,7 @@ import numpy as np
 from tinycore.tensor import Tensor
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
+from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
 
 QK, QK_K = 32, 256
 # ggml type id -> (name, elements per block, bytes per block)
@@ -60,43 +61,58 @@ def dequant_q6_k(blk: np.ndarray) -> np.ndarray:
 DEQUANT = {2: dequant_q4_0, 3: dequant_q4_1, 8: dequant_q8_0, 12: dequant_q4_k, 14: dequant_q6_k}
 
 class _Reader:
+  """Reads little-endian fields from the file's bytes; every read is checked against the end of the file first, so a
+  count or length field can never make it allocate more than the file holds."""
   def __init__(self, mv: memoryview, name: str): self.mv, self.name, self.off = mv, name, 0
+  def left(self) -> int: return len(self.mv) - self.off
   def take(self, n: int, what: str) -> memoryview:
-    if self.off + n > len(self.mv):
-      from tinycore.nn.state import CorruptFileError
+    if n > self.left():
       raise CorruptFileError(f"{self.name}: truncated GGUF file: reading {what} needs {n} bytes at offset {self.off}, file has {len(self.mv)}")
     r = self.mv[self.off:self.off + n]; self.off += n
     return r
   def unpack(self, fmt: str, what: str): return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt), what))[0]
+  def count(self, what: str, min_item_bytes: int) -> int:
+    """A u64 count of items that each take at least `min_item_bytes`: one the rest of the file can't hold is corrupt."""
+    at, n = self.off, self.unpack("Q", what)
+    if min_item_bytes and n > self.left() // min_item_bytes:
+      raise CorruptFileError(f"{self.name}: truncated or corrupt GGUF file: {what} {n} at offset {at} can't fit in the {self.left()} bytes left")
+    return n
   def string(self, what: str) -> str:
-    n = self.unpack("Q", what + " length")
+    n = self.count(what + " length", 1)
     try: return bytes(self.take(n, what)).decode("utf-8")
-    except UnicodeDecodeError as e:
-      from tinycore.nn.state import CorruptFileError
-      raise CorruptFileError(f"{self.name}: {what} at offset {self.off - n} is not UTF-8: {e}") from None
+    except UnicodeDecodeError as e: raise CorruptFileError(f"{self.name}: {what} at offset {self.off - n} is not UTF-8: {e}") from None
 
 _KV_FMT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-def _read_value(r: _Reader, vtype: int, what: str) -> Any:
+_MIN_BYTES = {**{t: struct.calcsize("<" + f) for t, f in _KV_FMT.items()}, 8: 8, 9: 12}   # a string is >= its length field
+MAX_NESTING = 8   # arrays of arrays: real files use one level
+
+def _read_value(r: _Reader, vtype: int, what: str, depth: int = 0) -> Any:
   if vtype in _KV_FMT: return r.unpack(_KV_FMT[vtype], what)
   if vtype == 8: return r.string(what)
   if vtype == 9:
-    itype, n = r.unpack("I", what + " item type"), r.unpack("Q", what + " length")
+    if depth >= MAX_NESTING: raise CorruptFileError(f"{r.name}: {what} at offset {r.off} nests arrays more than {MAX_NESTING} deep")
+    at, itype = r.off, r.unpack("I", what + " item type")
+    if itype not in _MIN_BYTES: raise CorruptFileError(f"{r.name}: unknown GGUF value type {itype} for the items of {what} at offset {at}")
+    n = r.count(what + " length", _MIN_BYTES[itype])
     if itype in _KV_FMT:  # numeric arrays in one read
-      return list(struct.unpack(f"<{n}{_KV_FMT[itype]}", r.take(n * struct.calcsize(_KV_FMT[itype]), what)))
-    return [_read_value(r, itype, what) for _ in range(n)]
-  from tinycore.nn.state import CorruptFileError
+      return list(struct.unpack(f"<{n}{_KV_FMT[itype]}", r.take(n * _MIN_BYTES[itype], what)))
+    return [_read_value(r, itype, what, depth + 1) for _ in range(n)]
   raise CorruptFileError(f"{r.name}: unknown GGUF value type {vtype} for {what} at offset {r.off - 4}")
 
+MAX_DIMS = 8   # ggml's GGML_MAX_DIMS is 4
+
 def gguf_tensors(fn):
-  """Read a GGUF file's header: (metadata, [(name, shape in torch order, ggml type, raw bytes)], keepalive). Every
-  tensor's type, element count and byte range are checked; `keepalive` holds the file mapping the bytes live in."""
-  from tinycore.nn.state import _open_bytes, CorruptFileError
+  """Read a GGUF file's header: (metadata, [(name, shape in torch order, ggml type, raw bytes)], keepalive). Every count,
+  length, type, dimension, alignment and byte range is checked against the file before it is used; `keepalive` holds
+  the file mapping the bytes live in."""
+  from tinycore.nn.state import _open_bytes
   mv, name, keep = _open_bytes(fn)
   r = _Reader(mv, name)
   if bytes(r.take(4, "magic")) != b"GGUF": raise CorruptFileError(f"{name}: not a GGUF file (bad magic at offset 0)")
   version = r.unpack("I", "version")
-  if version not in (2, 3): raise CorruptFileError(f"{name}: unsupported GGUF version {version} at offset 4")
-  n_tensors, n_kv = r.unpack("Q", "tensor count"), r.unpack("Q", "metadata count")
+  if version not in (2, 3): raise UnsupportedFileError(f"{name}: unsupported GGUF version {version} at offset 4 (tinycore reads 2 and 3)")
+  # a tensor info is >= 8 (name length) + 4 (ndim) + 4 (type) + 8 (offset) bytes; a key/value >= 8 + 4 + 1
+  n_tensors, n_kv = r.count("tensor count", 24), r.count("metadata count", 13)
   kv: dict[str, Any] = {}
   for _ in range(n_kv):
     key = r.string("metadata key")
@@ -104,16 +120,22 @@ def gguf_tensors(fn):
   infos = []
   for _ in range(n_tensors):
     tname = r.string("tensor name")
-    nd = r.unpack("I", f"ndim of {tname!r}")
+    at, nd = r.off, r.unpack("I", f"ndim of {tname!r}")
+    if nd > MAX_DIMS: raise CorruptFileError(f"{name}: tensor {tname!r} has {nd} dimensions at offset {at}, more than {MAX_DIMS}")
     dims = [r.unpack("Q", f"dims of {tname!r}") for _ in range(nd)]
     infos.append((tname, dims, r.unpack("I", f"type of {tname!r}"), r.unpack("Q", f"offset of {tname!r}")))
-  align = int(kv.get("general.alignment", 32))
+  align = kv.get("general.alignment", 32)
+  # a zero alignment divided by zero; an odd one is not what any writer produces
+  if not (isinstance(align, int) and not isinstance(align, bool) and 0 < align <= 1 << 16 and align & (align - 1) == 0):
+    raise CorruptFileError(f"{name}: general.alignment is {align!r}; it must be a power of two up to 65536")
   start = -(-r.off // align) * align
   out = []
   for tname, dims, ttype, off in infos:
-    if ttype not in GGML_TYPES: raise NotImplementedError(f"{name}: tensor {tname!r} has ggml type {ttype}, which tinycore can't decode")
+    if ttype not in GGML_TYPES: raise UnsupportedFileError(f"{name}: tensor {tname!r} has ggml type {ttype}, which tinycore can't decode")
     tn, bs, bb = GGML_TYPES[ttype]
     n = prod(dims)
+    # ggml blocks run along the innermost dimension: each row is whole blocks
+    if dims and dims[0] % bs: raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has rows of {dims[0]} elements, not a multiple of its block size {bs}")
     if n % bs: raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has {n} elements, not a multiple of its block size {bs}")
     nbytes, b = n // bs * bb, start + off
     if b + nbytes > len(mv): raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}, {nbytes} bytes at offset {b}) runs past the end of the file ({len(mv)} bytes)")

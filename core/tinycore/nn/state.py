@@ -1,12 +1,14 @@
 """Model state: walking objects for their Tensors, loading a state dict into a model, and the checkpoint formats
 (safetensors here; torch zip checkpoints and GGUF in their own modules, re-exported)."""
 from __future__ import annotations
-import json, mmap, os, struct, warnings
+import json, mmap, os, stat, struct, warnings
 from collections import OrderedDict
 from typing import Any
 from tinycore.tensor import Tensor
 from tinycore.dtype import DType, dtypes
 from tinycore.helpers import prod
+from tinycore.fileio import atomic_write
+from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
 
 # ---- state dicts
 def get_state_dict(obj: Any, prefix: str = "", tensor_type=Tensor) -> dict[str, Tensor]:
@@ -52,13 +54,19 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 # ---- raw bytes -> Tensor (every dtype, including those numpy lacks: bfloat16 and fp8 are copied as bits)
 def tensor_from_bytes(data, dtype: DType, shape: tuple, device: str | None = None) -> Tensor:
+  """A Tensor of `shape` and `dtype` holding a copy of `data`, which must be exactly prod(shape) * itemsize bytes."""
   from tinycore.device import Buffer
   from tinycore.uop import UOp, Ops
   from tinycore.tensor import _canon_device
-  n = prod(shape)
+  shape = tuple(shape)
+  if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+    raise ValueError(f"tensor_from_bytes: shape {shape} must be non-negative integers")
+  n, mv = prod(shape), memoryview(data).cast("B")
+  if len(mv) != n * dtype.itemsize:
+    raise ValueError(f"tensor_from_bytes: {len(mv)} bytes can't be a {dtype} tensor of shape {shape} ({n * dtype.itemsize} bytes)")
   buf = Buffer(_canon_device(device), n, dtype)
-  if n: buf.allocate().copyin(memoryview(data).cast("B"))
-  return Tensor(UOp(Ops.BUFFER, dtype, (), buf).reshape(tuple(shape)))
+  if n: buf.allocate().copyin(mv)
+  return Tensor(UOp(Ops.BUFFER, dtype, (), buf).reshape(shape))
 
 def tensor_bytes(t: Tensor) -> bytes:
   if t.numel() == 0: return b""
@@ -74,36 +82,59 @@ SAFE_DTYPES: dict[str, DType] = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": 
   "F32": dtypes.float32, "F64": dtypes.float64, "F8_E4M3": dtypes.fp8e4m3, "F8_E5M2": dtypes.fp8e5m2}
 _SAFE_NAMES = {v: k for k, v in SAFE_DTYPES.items()}
 
-class CorruptFileError(ValueError):
-  """A checkpoint that can't be what it claims: the message names the file and the byte offset."""
+MAX_HEADER_BYTES = 100 << 20   # the safetensors format's own limit on the JSON header
+
+def _is_count(x) -> bool: return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 def _open_bytes(fn) -> tuple[memoryview, str, Any]:
   """The file's bytes as a read-only memoryview (memory-mapped for paths), a name for errors, and what keeps it alive."""
   if isinstance(fn, Tensor): return memoryview(tensor_bytes(fn)).cast("B"), "<tensor>", None
   if isinstance(fn, (bytes, bytearray, memoryview)): return memoryview(fn).cast("B"), "<bytes>", None
   path = os.fspath(fn)
-  with open(path, "rb") as f:
-    if os.fstat(f.fileno()).st_size == 0: return memoryview(b""), path, None
-    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+  # non-blocking, and only regular files: a FIFO or a device given as a model path would otherwise hang or stream forever
+  fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+  try:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode): raise CorruptFileError(f"{path}: not a regular file (mode {stat.filemode(st.st_mode)})")
+    if st.st_size == 0: return memoryview(b""), path, None
+    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+  finally: os.close(fd)
   return memoryview(mm), path, mm
 
 def safe_load_metadata(fn) -> tuple[dict, int, memoryview]:
-  """(header dict, data start offset, file bytes) of a safetensors file, with every entry checked against the file size."""
+  """(header dict, data start offset, file bytes) of a safetensors file. Every entry is checked against the file before
+  any tensor is touched: a known dtype, a shape of non-negative integers, data_offsets inside the data section that
+  hold exactly shape*itemsize bytes, and no two tensors sharing bytes. Anything else is a CorruptFileError."""
   mv, name, _keep = _open_bytes(fn)
   if len(mv) < 8: raise CorruptFileError(f"{name}: truncated safetensors file: {len(mv)} bytes, need at least 8 for the header length (offset 0)")
   n = struct.unpack_from("<Q", mv, 0)[0]
   if n > len(mv) - 8: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 runs past the end of the file ({len(mv)} bytes)")
+  if n > MAX_HEADER_BYTES: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 is over the format's {MAX_HEADER_BYTES}-byte limit")
   try: header = json.loads(bytes(mv[8:8 + n]))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e: raise CorruptFileError(f"{name}: safetensors header at offset 8 is not valid JSON: {e}") from None
+  # ValueError: bad JSON, bad UTF-8, or an integer past Python's 4300-digit limit
+  except ValueError as e: raise CorruptFileError(f"{name}: safetensors header at offset 8 is not valid JSON: {e}") from None
+  except RecursionError: raise CorruptFileError(f"{name}: safetensors header at offset 8 nests too deeply to be a tensor table") from None
   if not isinstance(header, dict): raise CorruptFileError(f"{name}: safetensors header at offset 8 is not a JSON object")
   start, size = 8 + n, len(mv) - 8 - n
+  spans = []
   for k, info in header.items():
-    if k == "__metadata__": continue
-    try: dt, shape, (b, e) = SAFE_DTYPES[info["dtype"]], tuple(int(s) for s in info["shape"]), info["data_offsets"]
-    except (KeyError, TypeError, ValueError) as ex: raise CorruptFileError(f"{name}: bad header entry for tensor {k!r} (offset 8): {ex!r}") from None
-    if not (0 <= b <= e <= size): raise CorruptFileError(f"{name}: tensor {k!r} data_offsets [{b}, {e}] run past the data (offset {start + e} > file size {len(mv)})")
-    if e - b != prod(shape) * dt.itemsize:
-      raise CorruptFileError(f"{name}: tensor {k!r} at offset {start + b} has {e - b} bytes, but {info['dtype']}{list(shape)} needs {prod(shape) * dt.itemsize}")
+    if k == "__metadata__":
+      if not isinstance(info, dict): raise CorruptFileError(f"{name}: __metadata__ in the header (offset 8) is not a JSON object")
+      continue
+    def bad(field: str, why: str): return CorruptFileError(f"{name}: tensor {k!r} in the header (offset 8): {field} {why}")
+    if not isinstance(info, dict): raise bad("entry", f"is {type(info).__name__}, not an object with dtype, shape and data_offsets")
+    dt_name, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dt_name, str) or dt_name not in SAFE_DTYPES: raise bad("dtype", f"{dt_name!r} is not one of {', '.join(SAFE_DTYPES)}")
+    if not isinstance(shape, list) or not all(_is_count(s) for s in shape): raise bad("shape", f"{shape!r} is not a list of non-negative integers")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_count(o) for o in offs)): raise bad("data_offsets", f"{offs!r} is not [begin, end] in bytes")
+    b, e = offs
+    if not b <= e <= size: raise bad("data_offsets", f"[{b}, {e}] run past the data (offset {start + e} > file size {len(mv)})" if e > size else f"[{b}, {e}] end before they begin")
+    if e - b != (need := prod(shape) * SAFE_DTYPES[dt_name].itemsize):
+      raise bad("data_offsets", f"[{b}, {e}] at offset {start + b} hold {e - b} bytes, but {dt_name}{shape} needs {need}")
+    if e > b: spans.append((b, e, k))
+  spans.sort()
+  for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
+    if b1 < e0: raise CorruptFileError(f"{name}: tensors {k0!r} [{b0}, {e0}] and {k1!r} [{b1}, {e1}] share bytes (offset {start + b1})")
   return header, start, mv
 
 def safe_load(fn, device: str | None = None) -> dict[str, Tensor]:
@@ -117,6 +148,7 @@ def safe_load(fn, device: str | None = None) -> dict[str, Tensor]:
   return out
 
 def safe_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | None = None) -> None:
+  """Write `tensors` as a safetensors file, atomically: readers see the old file or the whole new one."""
   header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
   blobs, off = [], 0
   for k, t in tensors.items():
@@ -126,11 +158,13 @@ def safe_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | None = 
     blobs.append(data); off += len(data)
   hj = json.dumps(header, separators=(",", ":")).encode()
   hj += b" " * (-len(hj) % 8)  # the data starts 8-byte aligned
-  with open(os.fspath(fn), "wb") as f:
+  def write(f):
     f.write(struct.pack("<Q", len(hj))); f.write(hj)
     for d in blobs: f.write(d)
+  # a failure part-way (full disk, file size limit, a kill) leaves an existing checkpoint as it was
+  atomic_write(fn, write)
 
 from tinycore.nn.torch_load import torch_load  # noqa: E402
 from tinycore.nn.gguf import gguf_load  # noqa: E402
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_load", "safe_save", "safe_load_metadata", "torch_load", "gguf_load",
-           "tensor_from_bytes", "CorruptFileError"]
+           "tensor_from_bytes", "CorruptFileError", "UnsupportedFileError"]
