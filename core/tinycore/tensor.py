@@ -685,6 +685,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    # half/bfloat16/fp8 add in float32 and round once at the end (as torch does): a half accumulator stops at 2048 ones
+    if dtype is None and dtypes.is_float(acc) and acc.itemsize < 4: return self.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(acc)
     return self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
   def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
@@ -785,6 +787,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return m - m.exp().sum(axis, keepdim=True).log()
   def logsumexp(self, axis=None, keepdim=False) -> Tensor:
     m = self.max(axis, keepdim=True).detach()
+    # shift by 0 where the max is infinite: an all -inf row is then log(0) = -inf and a +inf row inf (torch), not NaN
+    m = (m.abs() == math.inf).where(0, m)
     return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self._reduced_shape(axis, keepdim))
   def _reduced_shape(self, axis, keepdim) -> tuple:
     axes = self._axes(axis)

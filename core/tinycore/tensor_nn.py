@@ -90,6 +90,7 @@ class NNMixin:
   def cummin(self, axis: int = 0): return -((-self).cummax(axis)) if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).cummax(axis)
   def logcumsumexp(self, axis: int = 0):
     m = self.max(axis, keepdim=True).detach() if self.numel() else 0
+    if self.numel(): m = (m.abs() == math.inf).where(0, m)   # an infinite max shifts by 0: -inf rows stay -inf, not NaN
     return (self - m).exp().cumsum(axis).log() + m
   def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
   def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._resolve_dim(dim)]
