@@ -720,12 +720,14 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if k != kw: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
     out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
     if self.ndim == 1: return self.unsqueeze(0).dot(w, dtype).squeeze(-2 if w.ndim > 1 else -1)
-    if w.ndim == 1: return (self * w).sum(-1, dtype=dtype).cast(out_dt)
+    # the product's own dtype accumulates (half stays half): the tensor-core rewrites match that form
+    acc = dtype if dtype is not None else sum_acc_dtype(least_upper_dtype(self.dtype, w.dtype))
+    if w.ndim == 1: return (self * w).sum(-1, dtype=acc).cast(out_dt)
     try: _broadcast_shape(self.shape[:-2], w.shape[:-2])
     except ValueError: raise ValueError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
     x = self.unsqueeze(-2)                        # (..., n, 1, k)
     wt = w._panels(self).transpose(-1, -2).unsqueeze(-3)   # (..., 1, m, k)
-    return (x * wt).sum(-1, dtype=dtype).cast(out_dt)
+    return (x * wt).sum(-1, dtype=acc).cast(out_dt)
   def _panels(self, x: Tensor) -> Tensor:
     """This right operand (K, N) of x @ self, read through a panel-major copy where the device asks for one
     (renderer.matmul_panel) and the matmul is big enough to pay for the copy: the same values, a better layout."""

@@ -130,7 +130,7 @@ def _split_reduce(r: UOp) -> UOp | None:
     part = UOp(Ops.CONTIGUOUS, r.dtype, (x.r(op, (1,)),))
     return part.r(op, (0,)).reshape(r.shape)
   # a long float sum is summed in blocks for accuracy (and its first stage has many outputs: parallel as well)
-  if (blocked := blocked_float_sum(r)) is not None: return blocked
+  if (blocked := blocked_float_sum(r, _has_local(r.device))) is not None: return blocked
   if rsize < 32768 or osize >= 8: return None   # the first stage has >= 8 outputs, so it is never split again
   chunks = next((p for p in (32, 16, 8) if rsize % p == 0), None)
   if chunks is None: return None
