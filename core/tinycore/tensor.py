@@ -36,6 +36,28 @@ def _from_np(x, device: str, dtype: DType | None) -> UOp:
   if x.size: buf.allocate().copyin(memoryview(x.reshape(-1).view(np.uint8)))
   return UOp(Ops.BUFFER, dt, (), buf).reshape(x.shape)
 
+def _scalar_dtype(v, dtype: DType | None) -> DType:
+  """The dtype of a tensor made from the Python scalar `v`. An int too big for the default int takes int64 (then
+  uint64) instead of silently wrapping; one that fits no integer dtype, or not the one asked for, is an OverflowError
+  (as in torch and numpy)."""
+  if isinstance(v, bool) or not isinstance(v, int): return dtype or dtypes.from_py(v)
+  if dtype is None:
+    dtype = next((d for d in (dtypes.default_int, dtypes.int64, dtypes.uint64) if dtypes.min(d) <= v <= dtypes.max(d)), None)
+    if dtype is None: raise OverflowError(f"Python int {v} is out of range for int64 and uint64")
+  elif dtypes.is_int(dtype) and not dtypes.min(dtype) <= v <= dtypes.max(dtype):
+    raise OverflowError(f"value {v} doesn't fit in {dtype} (range {dtypes.min(dtype)}..{dtypes.max(dtype)})")
+  return dtype
+
+def _list_to_np(data, dt: DType, explicit: bool):
+  """A nested list as a numpy array of `dt`; with no dtype asked for, ints past the default int widen (int64, then
+  uint64) rather than overflow."""
+  import numpy as np
+  ladder = [dt] if explicit or not dtypes.is_int(dt) else [d for d in (dt, dtypes.int64, dtypes.uint64) if d.itemsize >= dt.itemsize]
+  for i, d in enumerate(ladder):
+    try: return np.array(data, dtype=d.np if d.fmt else np.float32), d
+    except OverflowError as e:
+      if i == len(ladder) - 1: raise OverflowError(f"list values out of range for {d}: {e}") from None
+
 class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, HashMixin):
   """A lazily evaluated multi-dimensional array on a device, with autograd."""
   __slots__ = ("uop", "_requires_grad", "grad", "__weakref__")
@@ -49,12 +71,12 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if isinstance(device, tuple) and not isinstance(data, UOp): multi_dev, device = device, device[0]   # multi: build on the first, replicate below
     if isinstance(data, UOp): u = data
     elif data is None: u = _empty(device, (0,), dtype or dtypes.default_float)
-    elif isinstance(data, (bool, int, float)): u = UOp.const(dtype or dtypes.from_py(data), data, device)
+    elif isinstance(data, (bool, int, float)): u = UOp.const(_scalar_dtype(data, dtype), data, device)
     elif isinstance(data, bytes): u = _from_np(__import__("numpy").frombuffer(data, dtype="uint8"), device, dtype or dtypes.uint8)
     elif isinstance(data, (list, tuple)):
       import numpy as np
       dt = dtype or dtypes.from_py(data)
-      try: arr = np.array(data, dtype=dt.np if dt.fmt else np.float32)
+      try: arr, dt = _list_to_np(data, dt, explicit=dtype is not None)
       except ValueError as e: raise ValueError(f"can't make a Tensor from a ragged or non-numeric list: {e}") from None
       if arr.dtype == object: raise ValueError("can't make a Tensor from a ragged list")
       u = _from_np(arr, device, dt)
@@ -203,8 +225,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   @staticmethod
   def full(shape, fill_value: ConstType, device=None, dtype=None, **kw) -> Tensor:
     shape = _shape_arg((shape,) if hasattr(shape, "__index__") or isinstance(shape, UOp) else shape)
-    dt = to_dtype(dtype) if dtype else dtypes.from_py(fill_value)
-    c = UOp.const(dt, fill_value, _canon_device(device))
+    c = UOp.const(_scalar_dtype(fill_value, to_dtype(dtype) if dtype else None), fill_value, _canon_device(device))
     return Tensor(c.reshape((1,) * len(shape)).expand(shape), **kw)
   @staticmethod
   def zeros(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0 if "dtype" not in kw or kw["dtype"] is None else 0, **{**kw, "dtype": kw.get("dtype") or dtypes.default_float})
@@ -670,6 +691,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    # half/bfloat16/fp8 add in float32 and round once at the end (as torch does): a half accumulator stops at 2048 ones
+    if dtype is None and dtypes.is_float(acc) and acc.itemsize < 4: return self.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(acc)
     return self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
   def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
@@ -703,12 +726,14 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if k != kw: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
     out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
     if self.ndim == 1: return self.unsqueeze(0).dot(w, dtype).squeeze(-2 if w.ndim > 1 else -1)
-    if w.ndim == 1: return (self * w).sum(-1, dtype=dtype).cast(out_dt)
+    # the product's own dtype accumulates (half stays half): the tensor-core rewrites match that form
+    acc = dtype if dtype is not None else sum_acc_dtype(least_upper_dtype(self.dtype, w.dtype))
+    if w.ndim == 1: return (self * w).sum(-1, dtype=acc).cast(out_dt)
     try: _broadcast_shape(self.shape[:-2], w.shape[:-2])
     except ValueError: raise ValueError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
     x = self.unsqueeze(-2)                        # (..., n, 1, k)
     wt = w._panels(self).transpose(-1, -2).unsqueeze(-3)   # (..., 1, m, k)
-    return (x * wt).sum(-1, dtype=dtype).cast(out_dt)
+    return (x * wt).sum(-1, dtype=acc).cast(out_dt)
   def _panels(self, x: Tensor) -> Tensor:
     """This right operand (K, N) of x @ self, read through a panel-major copy where the device asks for one
     (Renderer.matmul_panels) and the matmul is big enough to pay for the copy: the same values, a better layout."""
@@ -766,6 +791,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return m - m.exp().sum(axis, keepdim=True).log()
   def logsumexp(self, axis=None, keepdim=False) -> Tensor:
     m = self.max(axis, keepdim=True).detach()
+    # shift by 0 where the max is infinite: an all -inf row is then log(0) = -inf and a +inf row inf (torch), not NaN
+    m = (m.abs() == math.inf).where(0, m)
     return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self._reduced_shape(axis, keepdim))
   def _reduced_shape(self, axis, keepdim) -> tuple:
     axes = self._axes(axis)

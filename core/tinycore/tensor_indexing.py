@@ -27,6 +27,11 @@ def _check_bounds(t, size: int, dim: int):
       bad = v[(v < -size) | (v >= size)].reshape(-1)[0]
       raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
+def _is_extreme(x, m):
+  """Where x equals its row's max/min m. A row holding NaN has m = NaN (it propagates, as in torch), which equals
+  nothing: there the NaNs are the extremes, so argmax/argmin give the first NaN's index, like torch."""
+  return (x == m) | (x != x) if dtypes.is_float(x.dtype) else x == m
+
 class IndexingMixin:
   __slots__ = ()
 
@@ -256,7 +261,7 @@ class IndexingMixin:
     n = self.shape[d]
     if n == 0: raise ValueError(f"argmax over an empty dimension {d} of shape {self.shape}")
     x = self if self.dtype != dtypes.bool else self.cast(dtypes.uint8)
-    m = x == x.max(d, keepdim=True)
+    m = _is_extreme(x, x.max(d, keepdim=True))
     w = Tensor.arange(n, 0, -1, device=self.device).reshape(n, *[1] * (self.ndim - d - 1))
     return (n - m.where(w, 0).max(d, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis=None, keepdim=False):
@@ -268,7 +273,7 @@ class IndexingMixin:
     d = self._resolve_dim(axis)
     n = self.shape[d]
     if n == 0: raise ValueError(f"argmin over an empty dimension {d} of shape {self.shape}")
-    m = self == self.min(d, keepdim=True)
+    m = _is_extreme(self, self.min(d, keepdim=True))
     w = Tensor.arange(n, 0, -1, device=self.device).reshape(n, *[1] * (self.ndim - d - 1))
     return (n - m.where(w, 0).max(d, keepdim=keepdim)).cast(dtypes.int32)
 
@@ -278,8 +283,14 @@ class IndexingMixin:
     n = self.shape[-1]
     a, b = self.unsqueeze(-1), self.unsqueeze(-2)           # a[i] vs b[j]
     before = (b > a) if descending else (b < a)
+    same = b == a
+    if dtypes.is_float(self.dtype):
+      # NaN sorts as the largest value, like torch: last ascending, first descending, NaNs among themselves by position
+      na, nb = a != a, b != b
+      before = before | ((nb & na.logical_not()) if descending else (na & nb.logical_not()))
+      same = same | (na & nb)
     i = Tensor._index_range(n, self.device)
-    tie = (b == a) & (i.reshape(1, n) < i.reshape(n, 1))   # j < i
+    tie = same & (i.reshape(1, n) < i.reshape(n, 1))   # j < i
     return (before | tie).cast(dtypes.int32).sum(-1)      # (..., n): position of element i in the sorted order
   def sort(self, dim: int = -1, descending: bool = False):
     """(values, indices) sorted along dim; stable. O(n^2) compares per row, all in fused kernels."""

@@ -10,6 +10,20 @@ def _reduction(x, reduction: str):
   if reduction == "none": return x
   raise ValueError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
 
+def _check_labels(Y, c: int, ignore_index, what: str) -> None:
+  """Class labels already known (a buffer in memory or a constant) must name one of the c classes or be ignore_index,
+  as torch insists: the one-hot compare would otherwise give a quiet zero (or NaN) loss for label c + 5. Labels still
+  to be computed are not forced to run here."""
+  from tinycore.uop import Ops
+  from tinycore.helpers import all_int
+  if not isinstance(Y.device, str) or not all_int(Y.shape) or Y.uop.base.op not in (Ops.BUFFER, Ops.CONST) or Y.numel() == 0: return
+  v = Y.numpy().reshape(-1)
+  if ignore_index is not None: v = v[v != ignore_index]
+  bad = v[(v < 0) | (v >= c)]
+  if bad.size:
+    also = f" or ignore_index {ignore_index}" if ignore_index is not None else ""
+    raise IndexError(f"{what}: target {bad[0]} is out of bounds: labels must be in [0, {c}){also}")
+
 class NNMixin:
   __slots__ = ()
 
@@ -76,6 +90,7 @@ class NNMixin:
   def cummin(self, axis: int = 0): return -((-self).cummax(axis)) if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).cummax(axis)
   def logcumsumexp(self, axis: int = 0):
     m = self.max(axis, keepdim=True).detach() if self.numel() else 0
+    if self.numel(): m = (m.abs() == math.inf).where(0, m)   # an infinite max shifts by 0: -inf rows stay -inf, not NaN
     return (self - m).exp().cumsum(axis).log() + m
   def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
   def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._resolve_dim(dim)]
@@ -296,6 +311,7 @@ class NNMixin:
     if Y.shape != self.shape[:-1]: raise ValueError(f"labels of shape {Y.shape} don't match logits {self.shape} (expected {self.shape[:-1]})")
     if not dtypes.is_int(Y.dtype): raise TypeError(f"labels must be integers, got {Y.dtype}")
     c = self.shape[-1]
+    _check_labels(Y, c, ignore_index, "sparse_categorical_crossentropy")
     logp = self.log_softmax(-1)
     valid = Y != ignore_index
     oh = Y.unsqueeze(-1) == Tensor._index_range(c, self.device)
@@ -312,6 +328,7 @@ class NNMixin:
     if Y.ndim == self.ndim - 1:
       if not dtypes.is_int(Y.dtype): raise TypeError(f"class-index targets must be integers, got {Y.dtype}")
       if Y.shape != self.shape[:cd] + self.shape[cd + 1:]: raise ValueError(f"target shape {Y.shape} doesn't match logits {self.shape}")
+      _check_labels(Y, c, None, "cross_entropy")
       Y = (Y.unsqueeze(cd) == Tensor._index_range(c, self.device).reshape(c, *[1] * (self.ndim - cd - 1))).cast(least_upper_float(self.dtype))
     elif Y.shape != self.shape: raise ValueError(f"probability targets of shape {Y.shape} must match logits {self.shape}")
     Y = (1 - label_smoothing) * Y + label_smoothing / c
@@ -323,6 +340,7 @@ class NNMixin:
     c = self.shape[cd]
     if Y.shape != self.shape[:cd] + self.shape[cd + 1:]: raise ValueError(f"target shape {Y.shape} doesn't match input {self.shape}")
     if not dtypes.is_int(Y.dtype): raise TypeError(f"nll_loss targets must be integers, got {Y.dtype}")
+    _check_labels(Y, c, ignore_index, "nll_loss")
     oh = Y.unsqueeze(cd) == Tensor._index_range(c, self.device).reshape(c, *[1] * (self.ndim - cd - 1))
     if ignore_index is not None: oh = oh & (Y != ignore_index).unsqueeze(cd)
     w = oh.where(weight.reshape(c, *[1] * (self.ndim - cd - 1)) if weight is not None else 1.0, 0.0)

@@ -160,6 +160,7 @@ class RandomMixin:
     if not replacement and num_samples > self.shape[-1]: raise ValueError(f"can't draw {num_samples} samples without replacement from {self.shape[-1]} classes")
     x = self.unsqueeze(0) if self.ndim == 1 else self
     p = x._float()
+    _check_probabilities(p, num_samples, replacement)
     if replacement or num_samples == 1:
       cdf = p.cumsum(1)
       cdf = cdf / cdf[:, -1:]
@@ -178,3 +179,15 @@ class RandomMixin:
     if p == 1: return self * 0
     keep = Tensor.rand(*self.shape, device=self.device) >= p
     return keep.where(self, 0) * (1 / (1 - p))
+
+def _check_probabilities(p, num_samples: int, replacement: bool) -> None:
+  """Reject what torch rejects, before sampling: negative, NaN or infinite weights, a row summing to zero, or (without
+  replacement) fewer nonzero weights than samples. The inverse CDF would otherwise return plausible indices from
+  garbage. One small reduction is realized for this (it costs a sync, as in torch)."""
+  bad = ((p < 0) | (p != p) | (p.abs() == math.inf)).any()
+  empty = (p.sum(1) <= 0).any()
+  short = (p > 0).sum(1).min() < num_samples if not replacement else empty
+  bad_v, empty_v, short_v = (bool(v) for v in bad.cast(dtypes.int32).stack(empty.cast(dtypes.int32), short.cast(dtypes.int32)).numpy())
+  if bad_v: raise ValueError("multinomial: probabilities contain a negative, NaN or infinite value")
+  if empty_v: raise ValueError("multinomial: a row of probabilities sums to 0 (or less): nothing to sample")
+  if short_v: raise ValueError(f"multinomial: can't draw {num_samples} samples without replacement: a row has fewer nonzero probabilities")

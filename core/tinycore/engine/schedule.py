@@ -13,6 +13,7 @@ from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 PREPAD = ContextVar("PREPAD", 1)
 from tinycore import plugins_hooks
+from tinycore.engine.blocked_sum import blocked_float_sum
 
 @dataclass
 class ScheduleItem:
@@ -120,16 +121,17 @@ def _split_reduce(r: UOp) -> UOp | None:
   src, (op, axes) = r.src[0], r.arg
   if not all_int(src.shape): return None
   rsize, osize = prod(src.shape[a] for a in axes), prod(r.shape)
-  if osize >= 8 and rsize >= 1024 and not _has_local(r.device) and _streams_across(r):
-    # vector @ row-major matrix on a CPU: split the rows into chunks, each (a thread's share) streaming whole rows into
-    # a row of partial sums; reading column panels instead strides 4*N bytes per row and runs at half the bandwidth.
-    # Chunks are 64-512 rows (the fewer, the less left to sum), so the first stage (rsize <= 512) is never split again
-    ln = next((c for c in (512, 256, 128, 64) if rsize % c == 0 and rsize // c >= 4), None)
-    if ln is None: return None
+  # vector @ row-major matrix on a CPU: split the rows into chunks, each (a thread's share) streaming whole rows into
+  # a row of partial sums; reading column panels instead strides 4*N bytes per row and runs at half the bandwidth.
+  # Chunks are 64-512 rows (the fewer, the less left to sum), so the first stage (rsize <= 512) is never split again
+  ln = next((c for c in (512, 256, 128, 64) if rsize % c == 0 and rsize // c >= 4), None)
+  if ln is not None and osize >= 8 and rsize >= 1024 and not _has_local(r.device) and _streams_across(r):
     keep = [i for i in range(len(src.shape)) if i not in axes]
     x = src.permute(tuple(axes) + tuple(keep)).reshape((rsize // ln, ln) + tuple(src.shape[i] for i in keep))
     part = UOp(Ops.CONTIGUOUS, r.dtype, (x.r(op, (1,)),))
     return part.r(op, (0,)).reshape(r.shape)
+  # a long float sum is summed in blocks for accuracy (and its first stage has many outputs: parallel as well)
+  if (blocked := blocked_float_sum(r, _has_local(r.device))) is not None: return blocked
   if rsize < 32768 or osize >= 8: return None   # the first stage has >= 8 outputs, so it is never split again
   chunks = next((p for p in (32, 16, 8) if rsize % p == 0), None)
   if chunks is None: return None
