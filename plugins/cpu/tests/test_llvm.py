@@ -272,3 +272,22 @@ def test_compile_is_deterministic_and_loadable():
   out = np.zeros(1, np.float32)
   LLVMProgram("k", lib)(out.ctypes.data)
   assert out[0] == np.float32(math.sin(1.0))
+
+def test_disposing_programs_keeps_later_ones_alive():
+  """An MCJIT engine owns its target machine and frees it with itself: engines shared the compiler's cached one, so
+  dropping compiled programs (a cleared runner cache) left the rest on freed memory (abort or segfault). In a
+  subprocess: the failure mode kills the process."""
+  import subprocess, sys, textwrap
+  code = textwrap.dedent('''
+    import gc, numpy as np
+    from tinycore import Tensor, Context
+    from tinycore.engine import run
+    with Context(DEV="CPU:LLVM"):
+      for i in range(6):
+        x = (Tensor(np.arange(8, dtype=np.float32)) * (i + 2)).numpy()
+        run._runners.clear(); gc.collect()
+        y = (Tensor(np.arange(8, dtype=np.float32)) + (i + 3)).numpy()
+    assert (x == np.arange(8) * 7).all() and (y == np.arange(8) + 8).all()
+    print("ok")''')
+  p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
