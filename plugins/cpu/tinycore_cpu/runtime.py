@@ -6,16 +6,28 @@ import ctypes, ctypes.util, os, tempfile, time, functools
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.device import LRUAllocator
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+# the process's global symbol scope, not libc's own handle: under the sanitizer lane malloc/free are ASan's
+# interceptors, and only memory from them has the redzones that make an out-of-bounds kernel access a report
+_libc = ctypes.CDLL(None)
 _libc.aligned_alloc.restype = ctypes.c_void_p
 _libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
 _libc.free.argtypes = [ctypes.c_void_p]
 
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MADV_HUGEPAGE, HUGE = 14, 2 << 20
 
 class CPUAllocator(LRUAllocator):
+  def __init__(self):
+    super().__init__()
+    from tinycore_cpu.sanitize import asan_loaded
+    self.exact = asan_loaded()
   def _alloc(self, size: int, options=None) -> int:
+    if self.exact:
+      # ASan poisons from exactly `size` on: rounding the block up would hide an overrun into the padding
+      p = ctypes.c_void_p()
+      if _libc.posix_memalign(ctypes.byref(p), 64, max(size, 1)) != 0 or not p.value: raise MemoryError(f"CPU: can't allocate {size} bytes")
+      return p.value
     # big buffers on transparent huge pages where the kernel allows them ("madvise" mode): one TLB entry per 2 MiB
     # instead of a page walk every 4 KiB of a stream (gemv 4096^2 ~25% faster; a matmul walking a 2048-wide operand
     # down its rows no longer misses the TLB every step)
@@ -52,13 +64,28 @@ def cpu_count() -> int:
 @functools.cache
 def _pool() -> ThreadPoolExecutor: return ThreadPoolExecutor(max_workers=cpu_count(), thread_name_prefix="tinycore-cpu")
 
+@functools.cache
+def _kept_dir() -> str | None:
+  from tinycore_cpu.sanitize import requested
+  if not requested(): return None
+  import atexit, shutil
+  d = tempfile.mkdtemp(prefix="tinycore-sanitize-")
+  atexit.register(shutil.rmtree, d, True)
+  return d
+
 class CPUProgram:
   def __init__(self, name: str, lib: bytes):
     self.name = name
-    # dlopen needs a file; unlinked right after load
-    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib); path = f.name
-    try: self.lib = ctypes.CDLL(path)
-    finally: os.unlink(path)
+    if (keep := _kept_dir()) is not None:
+      # the sanitizer lane symbolizes reports from the file on disk: it stays, named after the kernel, until exit
+      path = os.path.join(keep, f"{name}-{len(os.listdir(keep))}.so")
+      with open(path, "wb") as f: f.write(lib)
+      self.lib = ctypes.CDLL(path)
+    else:
+      # dlopen needs a file; unlinked right after load
+      with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib); path = f.name
+      try: self.lib = ctypes.CDLL(path)
+      finally: os.unlink(path)
     self.fxn = getattr(self.lib, name)
     self.fxn.restype = None
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, work: int = 0):
