@@ -2,7 +2,7 @@
 
 ctypes releases the GIL for the duration of a foreign call, so chunks of the outermost loop run truly in parallel."""
 from __future__ import annotations
-import ctypes, ctypes.util, os, tempfile, time, functools
+import ctypes, os, tempfile, time, functools
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.device import LRUAllocator
 

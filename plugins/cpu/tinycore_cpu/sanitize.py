@@ -4,7 +4,7 @@ An instrumented shared object can only be loaded into a process that already has
 must come first (LD_PRELOAD), so `runtime_env()` gives the environment to start Python under and `check_loaded()`
 refuses to compile for a process that lacks it, instead of failing later inside dlopen.
 
-`python -m tinycore_cpu.sanitize` prints that environment as shell `export` lines (scripts/sanitize uses it)."""
+`python -m tinycore_cpu.sanitize [LOG_DIR]` prints that environment as KEY=VALUE lines (scripts/sanitize uses it)."""
 from __future__ import annotations
 import ctypes, functools, os, subprocess
 
@@ -77,11 +77,12 @@ def check_loaded(cc: str, names: tuple[str, ...]) -> None:
                        f"or use scripts/sanitize")
 
 if __name__ == "__main__":
-  import shlex, sys
+  import sys
   from tinycore_cpu.compiler_c import find_cc
   cc = find_cc()
   if cc is None: sys.exit("no C compiler on PATH (tried $CC, clang, gcc, cc)")
-  names = requested() or SUPPORTED
-  log_dir = sys.argv[1] if len(sys.argv) > 1 else None
-  print(f"export CC={shlex.quote(cc)}")   # the preloaded runtime must be the one this compiler links against
-  for k, v in runtime_env(cc, names, log_dir).items(): print(f"export {k}={shlex.quote(v)}")
+  try:
+    names = requested() or SUPPORTED
+    env = {"CC": cc, **runtime_env(cc, names, sys.argv[1] if len(sys.argv) > 1 else None)}   # CC: the runtime must match the compiler
+  except (ValueError, FileNotFoundError) as e: sys.exit(str(e))
+  for k, v in env.items(): print(f"{k}={v}")
