@@ -64,6 +64,9 @@ def cpu_count() -> int:
 @functools.cache
 def _pool() -> ThreadPoolExecutor: return ThreadPoolExecutor(max_workers=cpu_count(), thread_name_prefix="tinycore-cpu")
 
+# DEBUG_BUFFERS=1: the GuardedAllocator (guarded.py) in use, which checks every kernel's buffers around each call
+GUARD = None
+
 @functools.cache
 def _kept_dir() -> str | None:
   from tinycore_cpu.sanitize import requested
@@ -91,6 +94,7 @@ class CPUProgram:
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, work: int = 0):
     n = global_size[0] if global_size else 1
     args = [ctypes.c_void_p(b) for b in bufs] + [ctypes.c_int(v) for v in vals]
+    if GUARD is not None: GUARD.before_call(self.name.encode(), bufs)
     st = time.perf_counter()
     # waking a pool thread costs ~30-80 us here: below ~2 MB of traffic one core finishes sooner
     threads = min(cpu_count(), n) if work >= 1 << 21 else 1
@@ -101,4 +105,5 @@ class CPUProgram:
       futs = [_pool().submit(self.fxn, *args, ctypes.c_int(s), ctypes.c_int(min(s + step, n))) for s in range(step, n, step)]
       self.fxn(*args, ctypes.c_int(0), ctypes.c_int(min(step, n)))
       for f in futs: f.result()
+    if GUARD is not None: GUARD.after_call(self.name, bufs)
     if wait: return time.perf_counter() - st
