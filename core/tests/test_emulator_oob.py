@@ -150,3 +150,23 @@ def test_access_with_the_wrong_dtype_is_rejected_before_running(dev):
   prog = _program(UOp(Ops.STORE, dtypes.void, (_index(_g(0, dtypes.float16), i), _c(1.0, dtypes.float32))))
   with pytest.raises(EmulatorError, match=r"^mixed: op \d+ STORE moves dtypes.float through buffer 0 of dtypes.half"):
     _load_program(dev, "mixed", prog)
+
+# ***** programs come back from a shared on-disk cache: a planted entry must not run anything
+
+class _Planted:
+  def __init__(self, path): self.path = path
+  def __reduce__(self): return (open, (self.path, "w"))   # unpickling this would create the file
+
+def test_planted_cache_entry_is_refused_without_running_it(tmp_path):
+  import pickle
+  from tinycore.emulator import serialize
+  marker = tmp_path / "ran"
+  lib = pickle.dumps(("k", 1, [(Ops.SINK, None, (), _Planted(str(marker)))]), protocol=4)
+  with pytest.raises(ValueError, match=r"not a valid emulator program .*names io\.open"): serialize.decode(lib)
+  assert not marker.exists()
+  # well-formed pickle, malformed program: a source index outside the table
+  good = serialize.decode_bytes(serialize.encode("k", _program(UOp(Ops.STORE, dtypes.void, (_index(_g(0), _c(0)), _c(1.0, dtypes.float32))))))
+  name, nodes = serialize.decode(good)
+  assert name == "k" and nodes[-1].op is Ops.STORE
+  bad = pickle.dumps(("k", 1, [(Ops.SINK, dtypes.void, (5,), None)]), protocol=4)
+  with pytest.raises(ValueError, match=r"not a valid emulator program"): serialize.decode(bad)
