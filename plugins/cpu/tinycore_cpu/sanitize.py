@@ -6,7 +6,7 @@ refuses to compile for a process that lacks it, instead of failing later inside 
 
 `python -m tinycore_cpu.sanitize [LOG_DIR]` prints that environment as KEY=VALUE lines (scripts/sanitize uses it)."""
 from __future__ import annotations
-import ctypes, functools, os, subprocess
+import ctypes, functools, os, platform, subprocess
 
 SUPPORTED = ("address", "undefined")
 # halt on the first report (UBSan would only warn otherwise), keep frame pointers for readable ASan stacks
@@ -36,16 +36,16 @@ def _print_file(cc: str, name: str) -> str | None:
 
 def runtime_libs(cc: str, names: tuple[str, ...]) -> list[str]:
   """Shared runtime libraries to preload for kernels `cc` compiles with `names`, ASan first."""
+  if not names: return []
   if is_clang(cc):
-    # clang's ASan runtime carries the UBSan handlers; UBSan alone has its own standalone runtime
-    wanted = ["libclang_rt.asan-x86_64.so"] if "address" in names else ["libclang_rt.ubsan_standalone-x86_64.so"] if names else []
-    if wanted:
-      p = subprocess.run([cc, "-print-runtime-dir"], capture_output=True, text=True)
-      d = p.stdout.strip()
-      found = [os.path.join(d, w) for w in wanted if os.path.exists(os.path.join(d, w))]
-      if len(found) != len(wanted): raise FileNotFoundError(f"{os.path.basename(cc)} has no sanitizer runtime {wanted} in {d!r}")
-      return found
-    return []
+    # clang's ASan runtime carries the UBSan handlers; UBSan alone has its own standalone runtime. Older layouts name
+    # it per arch (lib/linux/libclang_rt.asan-x86_64.so), per-target ones don't (lib/<triple>/libclang_rt.asan.so).
+    rt = "asan" if "address" in names else "ubsan_standalone"
+    p = subprocess.run([cc, "-print-runtime-dir"], capture_output=True, text=True)
+    found = _print_file(cc, f"libclang_rt.{rt}-{platform.machine()}.so") or \
+            next((f for f in [os.path.join(p.stdout.strip(), f"libclang_rt.{rt}.so")] if p.returncode == 0 and os.path.exists(f)), None)
+    if found is None: raise FileNotFoundError(f"{os.path.basename(cc)} has no shared libclang_rt.{rt} runtime: install its compiler-rt package")
+    return [found]
   wanted = [w for s, w in (("address", "libasan.so"), ("undefined", "libubsan.so")) if s in names]
   libs = [_print_file(cc, w) for w in wanted]
   if None in libs: raise FileNotFoundError(f"{os.path.basename(cc)} has no {wanted[libs.index(None)]}: install its sanitizer runtime (libasan8/libubsan1)")
