@@ -38,7 +38,7 @@ def _load_program(dev, name, uops):
   return d.runtime(name, d.compiler.compile(d.renderer.render(name, uops)))
 
 def _thread_of(element: int, local: int) -> str:
-  return re.escape(f"thread group ({element // local}, 0, 0) local ({element % local}, 0, 0)")
+  return re.escape(f"thread group ({element // local}, 0, 0) local ({element % local}, 0, 0), global ({element}, 0, 0)")
 
 # ***** the device's own pipeline, one index planted out of range
 

@@ -60,7 +60,8 @@ class Interpreter:
     g, l = self.g0 + lane // self.L, lane % self.L
     gs, ls = self.gs, self.ls
     gi = (g % gs[0], g // gs[0] % gs[1], g // (gs[0] * gs[1])); li = (l % ls[0], l // ls[0] % ls[1], l // (ls[0] * ls[1]))
-    return f"thread group {gi} local {li}"
+    gid = tuple(g * n + l for g, n, l in zip(gi, ls, li))
+    return f"thread group {gi} local {li}, global {gid}"
   def _fail(self, cls, lanes: np.ndarray, msg: str):
     lane = int(np.flatnonzero(lanes)[0])
     raise cls(f"{self.name}: {msg(lane)} ({self._thread(lane)})")
