@@ -2,7 +2,7 @@
 
 ctypes releases the GIL for the duration of a foreign call, so chunks of the outermost loop run truly in parallel."""
 from __future__ import annotations
-import ctypes, os, tempfile, time, functools
+import ctypes, os, tempfile, time, functools, itertools
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.device import LRUAllocator
 
@@ -67,6 +67,7 @@ def _pool() -> ThreadPoolExecutor: return ThreadPoolExecutor(max_workers=cpu_cou
 # DEBUG_BUFFERS=1: the GuardedAllocator (guarded.py) in use, which checks every kernel's buffers around each call
 GUARD = None
 
+_kept_count = itertools.count()
 @functools.cache
 def _kept_dir() -> str | None:
   from tinycore_cpu.sanitize import requested
@@ -81,7 +82,7 @@ class CPUProgram:
     self.name = name
     if (keep := _kept_dir()) is not None:
       # the sanitizer lane symbolizes reports from the file on disk: it stays, named after the kernel, until exit
-      path = os.path.join(keep, f"{name}-{len(os.listdir(keep))}.so")
+      path = os.path.join(keep, f"{next(_kept_count)}-{''.join(c if c.isalnum() or c in '_-' else '_' for c in name)[:64]}.so")
       with open(path, "wb") as f: f.write(lib)
       self.lib = ctypes.CDLL(path)
     else:
