@@ -142,8 +142,8 @@ class GuardedAllocator(CPUBufferView):
     b = self.blocks.pop(opaque)
     self.starts.pop(bisect.bisect_left(self.starts, opaque))
     if self.reporter:
-      self.reporter.tc_guard_del(b.base + PAGE + (b.length - 2 * PAGE))
-      self.reporter.tc_guard_del(b.base)
+      self.reporter.tc_guard_del(b.base + b.length - PAGE)   # the guard behind the buffer
+      self.reporter.tc_guard_del(b.base)                     # and the one in front
     _libc.munmap(b.base, b.length)
 
   def block_of(self, p: int) -> _Block | None:
