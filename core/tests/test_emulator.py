@@ -180,7 +180,7 @@ def test_vectors_loops_and_formats():
   acc = UOp(Ops.DEFINE_REG, dtypes.float32, (red,), (0, 0.0))
   upd = UOp(Ops.ADD, dtypes.float32, (acc, red.src[0]))
   loop = [acc, r.src[0], r, red.src[0].src[0], red.src[0], upd, UOp(Ops.ASSIGN, dtypes.float32, (acc, upd)), UOp(Ops.END, dtypes.void, (r,)), red]
-  bst = _st(_g(2, dtypes.bfloat16), i, UOp(Ops.ADD, dtypes.float32, (red, _c(1/3, dtypes.float32))))
+  bst = _st(_g(2, dtypes.bfloat16), i, UOp(Ops.CAST, dtypes.bfloat16, (UOp(Ops.ADD, dtypes.float32, (red, _c(1/3, dtypes.float32))),)))
   ist = _st(_g(3, dtypes.int32), i, UOp(Ops.BITCAST, dtypes.int32, (red,)))
   pre = [u for u in UOp(Ops.SINK, dtypes.void, (st,)).toposort() if u.op is not Ops.SINK]
   post = [u for u in UOp(Ops.SINK, dtypes.void, (bst, ist)).toposort() if u.op is not Ops.SINK and u not in pre and u not in loop]

@@ -36,15 +36,32 @@ class Interpreter:
     self.vars = sorted((n for n in nodes if n.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0])
     gl = sorted({n.arg for n in nodes if n.op is Ops.DEFINE_GLOBAL})
     self.buf_slot = {a: i for i, a in enumerate(gl)}   # buffers come in buffer-number order
+    self._check_access_types()
     local_bytes = sum(n.dtype.size * n.dtype.base.itemsize for n in nodes if n.op is Ops.DEFINE_LOCAL)
     if local_bytes > model.local_mem: raise EmulatorError(f"{name}: {local_bytes} bytes of local memory, {model.name} has {model.local_mem}")
+
+  def _check_access_types(self):
+    """A load/store moves values of its buffer's element type (n of them for an n-wide INDEX): anything else would
+    reinterpret memory on a real device, so it is a malformed program, reported before any thread runs."""
+    for i, u in enumerate(self.nodes):
+      if u.op not in (Ops.LOAD, Ops.STORE) or not u.src or u.src[0].op is not Ops.INDEX: continue
+      ind = u.src[0]
+      if not ind.src or ind.src[0].op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): continue
+      n = ind.arg[1] if isinstance(ind.arg, tuple) and ind.arg and ind.arg[0] == "vec" else 1
+      val = u.dtype if u.op is Ops.LOAD else u.src[1].dtype if len(u.src) > 1 else None
+      base = ind.src[0].dtype.base
+      if val is not None and (val.scalar() != base.scalar() or val.count not in (n, 1) or (u.op is Ops.LOAD and val.count != n)):
+        where = f"buffer {ind.src[0].arg}" if ind.src[0].op is Ops.DEFINE_GLOBAL else f"local {self.pos[id(ind.src[0])]}"
+        raise EmulatorError(f"{self.name}: op {i} {u.op.name} moves {val} through {where} of {base}"
+                            + (f" ({n}-wide index)" if n > 1 else ""))
 
   # ***** thread ids, for error messages
   def _thread(self, lane: int) -> str:
     g, l = self.g0 + lane // self.L, lane % self.L
     gs, ls = self.gs, self.ls
     gi = (g % gs[0], g // gs[0] % gs[1], g // (gs[0] * gs[1])); li = (l % ls[0], l // ls[0] % ls[1], l // (ls[0] * ls[1]))
-    return f"thread group {gi} local {li}"
+    gid = tuple(g * n + l for g, n, l in zip(gi, ls, li))
+    return f"thread group {gi} local {li}, global {gid}"
   def _fail(self, cls, lanes: np.ndarray, msg: str):
     lane = int(np.flatnonzero(lanes)[0])
     raise cls(f"{self.name}: {msg(lane)} ({self._thread(lane)})")
@@ -54,11 +71,13 @@ class Interpreter:
     self.gs, self.ls, self.L = gs, ls, prod(ls)
     if self.L > self.model.max_workgroup: raise EmulatorError(f"{self.name}: workgroup of {self.L} threads, {self.model.name} allows {self.model.max_workgroup}")
     if len(bufs) != len(self.buf_slot): raise EmulatorError(f"{self.name}: called with {len(bufs)} buffers, takes {len(self.buf_slot)}")
-    self.mem = {}
+    self.mem, self.nbytes = {}, {}
     for n in self.nodes:
       if n.op is Ops.DEFINE_GLOBAL and n.arg not in self.mem:
-        b = bufs[self.buf_slot[n.arg]]
-        self.mem[n.arg] = np.frombuffer(b, dtype=mem_np(n.dtype.base)) if len(memoryview(b).cast("B")) else np.zeros(0, mem_np(n.dtype.base))
+        b = memoryview(bufs[self.buf_slot[n.arg]]).cast("B")
+        # whole elements only: the bytes of a trailing partial element are out of bounds for this dtype
+        dt = np.dtype(mem_np(n.dtype.base))
+        self.mem[n.arg], self.nbytes[n.arg] = np.frombuffer(b, dtype=dt, count=len(b) // dt.itemsize), len(b)
     self.varvals = {id(v): val for v, val in zip(self.vars, vals)}
     G = prod(gs)
     B = max(1, min(G, MAX_LANES // self.L))
@@ -174,16 +193,20 @@ class Interpreter:
     n = ind.arg[1] if isinstance(ind.arg, tuple) and ind.arg and ind.arg[0] == "vec" else 1
     if n > 1: idx = idx[:, None] + np.arange(n)
     m = self._mask(gate)
-    if buf.op is Ops.DEFINE_GLOBAL: region, size, label = None, self.mem[buf.arg].size, f"buffer {buf.arg}"
-    elif buf.op is Ops.DEFINE_LOCAL: region = self.locals[self.pos[id(buf)]]; size, label = region.size, f"local {self.pos[id(buf)]}"
+    dt = buf.dtype.base
+    if buf.op is Ops.DEFINE_GLOBAL: region, size, label, nbytes = None, self.mem[buf.arg].size, f"buffer {buf.arg}", self.nbytes[buf.arg]
+    elif buf.op is Ops.DEFINE_LOCAL: region = self.locals[self.pos[id(buf)]]; size, label = region.size, f"local {self.pos[id(buf)]}"; nbytes = size * dt.itemsize
     else: raise EmulatorError(f"{self.name}: can't address {buf.op.name}")
     mm = np.broadcast_to(m[:, None], idx.shape) if n > 1 else m
+    # only lanes that really access (active, inside IF, gate true) are checked: a gated-off lane's index may be anything
     if (oob := mm & ((idx < 0) | (idx >= size))).any():
       lanes = oob.any(1) if n > 1 else oob
       bad = lambda l: int(idx[l][np.flatnonzero(oob[l])[0]] if n > 1 else idx[l])
-      self._fail(OutOfBounds, lanes, lambda l: f"out-of-bounds {u.op.name.lower()} of {label} at index {bad(l)} (size {size})")
+      what = f"{n}-wide " if n > 1 else ""
+      self._fail(OutOfBounds, lanes, lambda l: f"out-of-bounds {what}{u.op.name.lower()} of {label} at index {bad(l)} (size {size}): "
+                 f"{dt.name} at byte {bad(l) * dt.itemsize}, the {label.split()[0]} has {nbytes} bytes")
     if region is not None: idx = idx + (self.grp[:, None] if n > 1 else self.grp) * size   # each workgroup its own copy
-    return region, idx, mm, buf.dtype.base, label, n
+    return region, idx, mm, dt, label, n
 
   def _load(self, u):
     region, idx, mm, dt, label, n = self._addr(u)

@@ -2,8 +2,9 @@
 
 DTypes travel by name, not pickled: a DType caches its hash, and the compile cache is shared between processes."""
 from __future__ import annotations
-import base64, enum, io, pickle, sys, zlib
+import base64, io, pickle, zlib
 from tinycore.dtype import DType, PtrDType, dtypes
+from tinycore.uop import Ops
 
 MAGIC = "tcemu1:"
 
@@ -24,15 +25,14 @@ def _dt(key: tuple) -> DType:
 class _P(pickle.Pickler):
   def persistent_id(self, obj): return _dt_key(obj) if isinstance(obj, DType) else None
 class _U(pickle.Unpickler):
-  """Programs come back from the shared compile cache, a file another process (or a hostile user) may have written: the
-  only globals resolved are tinycore's enums (Ops), which pickle calls with a value, so no other code can run."""
+  """Programs come back from the on-disk compile cache, which other processes write: the only class a program may
+  name is Ops, so a planted entry can't make unpickling call anything else."""
   def persistent_load(self, pid):
     try: return _dt(pid)
-    except (KeyError, IndexError, TypeError, AttributeError) as e: raise pickle.UnpicklingError(f"bad dtype key {pid!r}: {e}") from None
-  def find_class(self, module: str, name: str):
-    obj = getattr(sys.modules.get(module), name, None) if module.startswith("tinycore.") else None
-    if isinstance(obj, type) and issubclass(obj, enum.Enum): return obj
-    raise pickle.UnpicklingError(f"emulator program refers to {module}.{name}: only tinycore enums are allowed")
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e: raise pickle.UnpicklingError(f"bad dtype {pid!r}") from e
+  def find_class(self, module, name):
+    if (module, name) == ("tinycore.uop", "Ops"): return Ops
+    raise pickle.UnpicklingError(f"names {module}.{name}, which is not part of a UOp program")
 
 def encode(name: str, uops: list) -> str:
   """uops: the program; sources outside it (a DEFINE_REG's REDUCE) are appended as non-executed nodes."""
@@ -52,7 +52,14 @@ def decode_bytes(src: str) -> bytes:
   return zlib.decompress(base64.b64decode(src[len(MAGIC):]))
 
 def decode(lib: bytes) -> tuple[str, list[Node]]:
-  name, n, table = _U(io.BytesIO(lib)).load()
-  nodes = [Node(op, dt, arg) for op, dt, _, arg in table]
-  for nd, (_, _, src, _) in zip(nodes, table): nd.src = tuple(nodes[j] for j in src)
+  try:
+    name, n, table = _U(io.BytesIO(lib)).load()
+    nodes = [Node(op, dt, arg) for op, dt, _, arg in table]
+    for nd, (op, dt, src, _) in zip(nodes, table):
+      if not isinstance(op, Ops) or not isinstance(dt, DType) or not all(isinstance(j, int) and 0 <= j < len(nodes) for j in src):
+        raise ValueError(f"node {op!r} {dt!r} with sources {src!r}")
+      nd.src = tuple(nodes[j] for j in src)
+    if not isinstance(name, str) or not isinstance(n, int) or not 0 <= n <= len(nodes): raise ValueError("bad header")
+  except Exception as e:   # whatever the bytes are, the caller gets one clear error, never a half-built program
+    raise ValueError(f"not a valid emulator program ({type(e).__name__}: {e})") from None
   return name, nodes[:n]

@@ -25,6 +25,9 @@ _allocator = None
 def open_device(device_name: str, spec) -> Compiled:
   global _allocator
   # every CPU:n shares host memory, so they share one allocator too
-  if _allocator is None: _allocator = CPUBufferView()
+  if _allocator is None:
+    from tinycore_cpu import guarded
+    # DEBUG_BUFFERS=1: every buffer fenced by guard pages and canaries, checked around each kernel (guarded.py)
+    _allocator = guarded.GuardedAllocator() if guarded.enabled() else CPUBufferView()
   r = _renderer(getattr(spec, "renderer", None), getattr(spec, "arch", None))
   return Compiled(device_name, _allocator, r, getattr(r, "runtime", CPUProgram))   # LLVM loads objects with its own JIT

@@ -2,21 +2,33 @@
 
 ctypes releases the GIL for the duration of a foreign call, so chunks of the outermost loop run truly in parallel."""
 from __future__ import annotations
-import ctypes, ctypes.util, os, tempfile, time, functools
+import ctypes, os, tempfile, time, functools, itertools
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.device import LRUAllocator
 from tinycore.helpers import env_value, EnvError
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+# the process's global symbol scope, not libc's own handle: under the sanitizer lane malloc/free are ASan's
+# interceptors, and only memory from them has the redzones that make an out-of-bounds kernel access a report
+_libc = ctypes.CDLL(None)
 _libc.aligned_alloc.restype = ctypes.c_void_p
 _libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
 _libc.free.argtypes = [ctypes.c_void_p]
 
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MADV_HUGEPAGE, HUGE = 14, 2 << 20
 
 class CPUAllocator(LRUAllocator):
+  def __init__(self):
+    super().__init__()
+    from tinycore_cpu.sanitize import asan_loaded
+    self.exact = asan_loaded()
   def _alloc(self, size: int, options=None) -> int:
+    if self.exact:
+      # ASan poisons from exactly `size` on: rounding the block up would hide an overrun into the padding
+      p = ctypes.c_void_p()
+      if _libc.posix_memalign(ctypes.byref(p), 64, max(size, 1)) != 0 or not p.value: raise MemoryError(f"CPU: can't allocate {size} bytes")
+      return p.value
     # big buffers on transparent huge pages where the kernel allows them ("madvise" mode): one TLB entry per 2 MiB
     # instead of a page walk every 4 KiB of a stream (gemv 4096^2 ~25% faster; a matmul walking a 2048-wide operand
     # down its rows no longer misses the TLB every step)
@@ -55,19 +67,39 @@ def cpu_count() -> int:
 @functools.cache
 def _pool() -> ThreadPoolExecutor: return ThreadPoolExecutor(max_workers=cpu_count(), thread_name_prefix="tinycore-cpu")
 
+# DEBUG_BUFFERS=1: the GuardedAllocator (guarded.py) in use, which checks every kernel's buffers around each call
+GUARD = None
+
+_kept_count = itertools.count()
+@functools.cache
+def _kept_dir() -> str | None:
+  from tinycore_cpu.sanitize import requested
+  if not requested(): return None
+  import atexit, shutil
+  d = tempfile.mkdtemp(prefix="tinycore-sanitize-")
+  atexit.register(shutil.rmtree, d, True)
+  return d
+
 class CPUProgram:
   def __init__(self, name: str, lib: bytes):
     self.name = name
-    # dlopen needs a file; unlinked right after load
-    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib); path = f.name
-    try: self.lib = ctypes.CDLL(path)
-    finally: os.unlink(path)
+    if (keep := _kept_dir()) is not None:
+      # the sanitizer lane symbolizes reports from the file on disk: it stays, named after the kernel, until exit
+      path = os.path.join(keep, f"{next(_kept_count)}-{''.join(c if c.isalnum() or c in '_-' else '_' for c in name)[:64]}.so")
+      with open(path, "wb") as f: f.write(lib)
+      self.lib = ctypes.CDLL(path)
+    else:
+      # dlopen needs a file; unlinked right after load
+      with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib); path = f.name
+      try: self.lib = ctypes.CDLL(path)
+      finally: os.unlink(path)
     self.fxn = getattr(self.lib, name)
     self.fxn.restype = None
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, work: int = 0):
     n = global_size[0] if global_size else 1
     # Variables and the thread split are 64-bit in every kernel's signature (a 32-bit kernel narrows them itself)
     args = [ctypes.c_void_p(b) for b in bufs] + [ctypes.c_int64(v) for v in vals]
+    if GUARD is not None: GUARD.before_call(self.name.encode(), bufs)
     st = time.perf_counter()
     # waking a pool thread costs ~30-80 us here: below ~2 MB of traffic one core finishes sooner
     threads = min(cpu_count(), n) if work >= 1 << 21 else 1
@@ -78,4 +110,5 @@ class CPUProgram:
       futs = [_pool().submit(self.fxn, *args, ctypes.c_int64(s), ctypes.c_int64(min(s + step, n))) for s in range(step, n, step)]
       self.fxn(*args, ctypes.c_int64(0), ctypes.c_int64(min(step, n)))
       for f in futs: f.result()
+    if GUARD is not None: GUARD.after_call(self.name, bufs)
     if wait: return time.perf_counter() - st
