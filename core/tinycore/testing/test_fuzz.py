@@ -1,0 +1,81 @@
+"""The differential fuzzer (tinycore.testing.fuzz) on the kit's device, and the regression tests of the bugs it found.
+
+TINYCORE_FUZZ_EXAMPLES sets how many graphs the default run tries (derandomized, so CI is repeatable); the `slow`
+variant (`-m slow`) tries TINYCORE_FUZZ_SLOW_EXAMPLES fresh random graphs, for nightly runs."""
+import os
+import numpy as np
+import pytest
+from tinycore import Device, Tensor, dtypes
+from tinycore.testing import fuzz
+from tinycore.testing.helpers import check
+
+def _fuzz(examples: int, derandomize: bool):
+  from hypothesis import HealthCheck, given, settings
+  @settings(max_examples=examples, deadline=None, derandomize=derandomize, database=None, print_blob=True,
+            suppress_health_check=list(HealthCheck))
+  @given(fuzz.graphs(fuzz.device_dtypes(Device.DEFAULT)))
+  def run(graph): fuzz.check_graph(graph)
+  run()
+
+def test_fuzz_graphs(): _fuzz(int(os.environ.get("TINYCORE_FUZZ_EXAMPLES", "80")), derandomize=True)
+
+@pytest.mark.slow
+def test_fuzz_graphs_long(): _fuzz(int(os.environ.get("TINYCORE_FUZZ_SLOW_EXAMPLES", "2000")), derandomize=False)
+
+def test_unclaimed_dtypes_say_so():
+  """A dtype the device's renderer doesn't claim (the fuzzer never draws it) must fail with an error naming it,
+  not compute something."""
+  claimed = set(fuzz.device_dtypes(Device.DEFAULT))
+  for dt in fuzz.ALL_DTYPES:
+    if dt in claimed: continue
+    with pytest.raises(Exception, match=dt.name):
+      (Tensor(np.arange(5, dtype=np.float32), dtype=dt) + 1).realize()
+
+# ---- the issue's regression: compares over every size 1..300 (straddling every vector width) into bool buffers
+CMP_SOURCES = [dtypes.float32, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.float16, dtypes.bfloat16]
+
+STRADDLE = sorted({*range(1, 10), *(w + d for w in (16, 32, 64, 128, 256) for d in (-1, 0, 1)), 300})
+CMPS = {">": lambda a, c: a > c, "<": lambda a, c: a < c, "==": lambda a, c: a == c, "!=": lambda a, c: a != c, ">=": lambda a, c: a >= c}
+
+def _compare_sizes(dt, sizes, ops):
+  if dt not in fuzz.device_dtypes(Device.DEFAULT): pytest.skip(f"{Device.DEFAULT} does not claim {dt.name}")
+  r = np.random.default_rng(7)
+  for n in sizes:
+    x = fuzz.fround(r.random(n) * 2, dt) if dtypes.is_float(dt) else r.integers(0, 3, n).astype(np.float64)   # exact in dt
+    t, c = Tensor(x.astype(np.float32), dtype=dt), 0.5 if dtypes.is_float(dt) else 1
+    for op in ops:
+      g = op(t, c).numpy()
+      assert g.dtype == np.bool_ and g.shape == (n,), f"{dt.name} n={n}: got {g.dtype} {g.shape}"
+      np.testing.assert_array_equal(g, op(x, c), err_msg=f"{dt.name} compare, n={n}")
+
+def test_float_greater_every_size():
+  """The issue's case: (Tensor(x) > 0.5) for float32 x of every size 1..300 (a vector compare once stored 4-byte lanes
+  into the 1-byte bool buffer, past its end)."""
+  _compare_sizes(dtypes.float32, range(1, 301), [lambda a, c: a > c])
+
+@pytest.mark.parametrize("dt", CMP_SOURCES, ids=lambda d: d.name)
+def test_compare_sizes_straddling_vector_widths(dt):
+  """Compares from each source dtype into bool at sizes on both sides of each vector width (every compare for
+  float32, an ordering and an equality for the others: each size is its own kernel, and compiles add up)."""
+  _compare_sizes(dt, STRADDLE, list(CMPS.values()) if dt == dtypes.float32 else [CMPS[">"], CMPS["=="]])
+
+def test_compare_of_two_tensors_every_size():
+  r = np.random.default_rng(8)
+  for n in range(1, 300, 7):
+    a, b = r.standard_normal(n).astype(np.float32), r.standard_normal(n).astype(np.float32)
+    check(Tensor(a) < Tensor(b), a < b); check((Tensor(a) > 0).where(Tensor(a), Tensor(b)), np.where(a > 0, a, b))
+
+# ---- regressions found by the fuzzer
+def test_relu_keeps_unsigned_dtype():
+  """where(cond, 0, x) once promoted an unsigned x with the int32 scalar to int64 (relu of a uint32 came back int64)."""
+  x = np.array([3, 0, 7], np.uint32)
+  check(Tensor(x).relu(), x)
+  check((Tensor(x) > 2).where(Tensor(x), 1), np.where(x > 2, x, 1).astype(np.uint32))
+  check((Tensor(x.astype(np.uint8)) > 2).where(0, Tensor(x.astype(np.uint8))), np.where(x > 2, 0, x).astype(np.uint8))
+
+def test_greater_equal_with_nan_is_false():
+  """a >= b was not(a < b), which is True for a NaN; numpy and torch say False (and the same for <=)."""
+  x = np.array([np.nan, 1, 2, -np.inf, np.inf, 0], np.float32)
+  for c in (1.0, np.nan):
+    check(Tensor(x) >= c, x >= c); check(Tensor(x) <= c, x <= c); check(c <= Tensor(x), c <= x); check(c >= Tensor(x), c >= x)
+  check(Tensor(x) >= Tensor(x[::-1].copy()), x >= x[::-1])
