@@ -58,7 +58,9 @@ class Interpreter:
     for n in self.nodes:
       if n.op is Ops.DEFINE_GLOBAL and n.arg not in self.mem:
         b = bufs[self.buf_slot[n.arg]]
-        self.mem[n.arg] = np.frombuffer(b, dtype=mem_np(n.dtype.base)) if len(memoryview(b).cast("B")) else np.zeros(0, mem_np(n.dtype.base))
+        # whole elements only: an empty buffer is allocated as 1 byte, which is no whole int16
+        dt = np.dtype(mem_np(n.dtype.base))
+        self.mem[n.arg] = np.frombuffer(b, dtype=dt, count=len(memoryview(b).cast("B")) // dt.itemsize)
     self.varvals = {id(v): val for v, val in zip(self.vars, vals)}
     G = prod(gs)
     B = max(1, min(G, MAX_LANES // self.L))

@@ -79,3 +79,10 @@ def test_greater_equal_with_nan_is_false():
   for c in (1.0, np.nan):
     check(Tensor(x) >= c, x >= c); check(Tensor(x) <= c, x <= c); check(c <= Tensor(x), c <= x); check(c >= Tensor(x), c >= x)
   check(Tensor(x) >= Tensor(x[::-1].copy()), x >= x[::-1])
+
+def test_pad_of_empty():
+  """Padding a 0-element tensor reads an empty input buffer; the emulator once failed to view its 1-byte allocation as int16."""
+  for dt in (np.int16, np.float32, np.int64):
+    if dtypes.from_np(dt) not in fuzz.device_dtypes(Device.DEFAULT): continue
+    check(Tensor(np.zeros((0,), dt)).pad(((1, 2),)), np.zeros(3, dt))
+    check(Tensor(np.zeros((2, 0), dt)).pad(((0, 0), (1, 0))), np.zeros((2, 1), dt))
