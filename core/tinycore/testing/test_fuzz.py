@@ -86,3 +86,12 @@ def test_pad_of_empty():
     if dtypes.from_np(dt) not in fuzz.device_dtypes(Device.DEFAULT): continue
     check(Tensor(np.zeros((0,), dt)).pad(((1, 2),)), np.zeros(3, dt))
     check(Tensor(np.zeros((2, 0), dt)).pad(((0, 0), (1, 0))), np.zeros((2, 1), dt))
+
+def test_nan_casts_to_true_and_is_unequal():
+  """NaN is nonzero (casts to True) and != everything, itself included; WGSL once rendered both as an ordered !=, false for NaN."""
+  for dt in (np.float32, np.float16):
+    if dtypes.from_np(dt) not in fuzz.device_dtypes(Device.DEFAULT): continue
+    x = np.array([np.nan, 0, -0.0, 1, np.inf], dt)
+    with np.errstate(invalid="ignore"):
+      check(Tensor(x).cast(dtypes.bool), x.astype(bool)); check((Tensor(x) * 1).cast(dtypes.bool), x.astype(bool))
+    check(Tensor(x) != 1, x != 1); check(Tensor(x) != Tensor(x[::-1].copy()), x != x[::-1]); check(Tensor(x).bool().logical_not(), ~x.astype(bool))
