@@ -115,7 +115,7 @@ class dtypes:
       v, bits = int(val), dtype.itemsize * 8
       v &= (1 << bits) - 1
       return v - (1 << bits) if not dtypes.is_unsigned(dtype) and v >= 1 << (bits - 1) else v
-    return float(val)
+    return truncate(dtype, float(val))   # a constant holds only what its dtype can: 1.1 as fp8e4m3 is 1.125
   @staticmethod
   def min(dtype: DType):
     if dtypes.is_int(dtype): return 0 if dtypes.is_unsigned(dtype) else -2 ** (dtype.itemsize * 8 - 1)
@@ -189,5 +189,9 @@ def truncate(dtype: DType, x):
     if dtype.scalar() == dtypes.float16:
       try: return struct.unpack("e", struct.pack("e", x))[0]
       except OverflowError: return math.copysign(math.inf, x)
+    if dtype.scalar() in (dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2):   # no struct format: round through their bits
+      import numpy as np
+      from tinycore.engine.numeric import bits_to_float, float_to_bits
+      with np.errstate(all="ignore"): return float(bits_to_float(float_to_bits(np.array([x], np.float32), dtype.scalar()), dtype.scalar())[0])
     return x
   return dtypes.as_const(x, dtype)

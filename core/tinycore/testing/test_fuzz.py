@@ -95,3 +95,13 @@ def test_nan_casts_to_true_and_is_unequal():
     with np.errstate(invalid="ignore"):
       check(Tensor(x).cast(dtypes.bool), x.astype(bool)); check((Tensor(x) * 1).cast(dtypes.bool), x.astype(bool))
     check(Tensor(x) != 1, x != 1); check(Tensor(x) != Tensor(x[::-1].copy()), x != x[::-1]); check(Tensor(x).bool().logical_not(), ~x.astype(bool))
+
+def test_scalar_constants_round_to_their_dtype():
+  """A 0-d tensor (a CONST) of bfloat16/fp8 kept its unrounded python float, so a cast folded at compile time saw 1.0957
+  where the fp8e4m3 value is 1.125."""
+  for dt in (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.bfloat16, dtypes.float16):
+    if dt not in fuzz.device_dtypes(Device.DEFAULT): continue
+    want = fuzz.fround(np.array([1.0956935, -3.3]), dt)
+    for i, v in enumerate((1.0956935, -3.3)):
+      check(Tensor(np.array(v, np.float32), dtype=dt).cast(dtypes.float32), np.float32(want[i]))
+      check(Tensor(v, dtype=dt).cast(dtypes.float32), np.float32(want[i]))
