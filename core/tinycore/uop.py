@@ -293,6 +293,14 @@ def _shape(u: UOp) -> tuple | None:
 
 # ---- value ranges of integer/bool expressions, the basis of the symbolic rules
 def _min_max(u: UOp) -> tuple:
+  lo, hi = _min_max_unwrapped(u)
+  # a sized int wraps: a bound past its range (uint x*4294967295 + 4294967295 is -x, not >= 4294967295) says nothing;
+  # index math is the exception, codegen keeps it in range
+  if u.dtype != dtypes.index and dtypes.is_int(u.dtype) and u.dtype.count == 1 and not isinstance(u.dtype, PtrDType) and \
+     (lo < dtypes.min(u.dtype) or hi > dtypes.max(u.dtype)): return (dtypes.min(u.dtype), dtypes.max(u.dtype))
+  return (lo, hi)
+
+def _min_max_unwrapped(u: UOp) -> tuple:
   op, s = u.op, u.src
   if op is Ops.CONST: return (u.arg, u.arg)
   if op is Ops.DEFINE_VAR: return (u.arg[1], u.arg[2])

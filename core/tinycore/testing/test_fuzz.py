@@ -105,3 +105,12 @@ def test_scalar_constants_round_to_their_dtype():
     for i, v in enumerate((1.0956935, -3.3)):
       check(Tensor(np.array(v, np.float32), dtype=dt).cast(dtypes.float32), np.float32(want[i]))
       check(Tensor(v, dtype=dt).cast(dtypes.float32), np.float32(want[i]))
+
+def test_value_ranges_respect_wraparound():
+  """min of a uint is max - max(max - x), rewritten as x*4294967295 + 4294967295 (mod 2**32, fine); its value range
+  ignored the wrap (>= 4294967295), so maximum(that, 1) folded to the left side and min(...).maximum(1) gave 0."""
+  a = np.array([3, 0, 5], np.uint32)
+  check(Tensor(a).min().maximum(1), np.uint32(1)); check(Tensor(a.astype(np.uint8)).min().maximum(1), np.uint8(1))
+  check((Tensor(a) * 4294967295).maximum(1), np.maximum(a * np.uint32(4294967295), 1))
+  b = np.array([100, -100, 7], np.int8)
+  check((Tensor(b) * 3).maximum(-100), np.maximum(b * np.int8(3), -100).astype(np.int8))
