@@ -115,7 +115,7 @@ class dtypes:
       v, bits = int(val), dtype.itemsize * 8
       v &= (1 << bits) - 1
       return v - (1 << bits) if not dtypes.is_unsigned(dtype) and v >= 1 << (bits - 1) else v
-    return truncate(dtype, float(val))   # a constant holds only what its dtype can: 1.1 as fp8e4m3 is 1.125
+    return float(val)
   @staticmethod
   def min(dtype: DType):
     if dtypes.is_int(dtype): return 0 if dtypes.is_unsigned(dtype) else -2 ** (dtype.itemsize * 8 - 1)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import math, functools, weakref
 from typing import Any, Callable, Union
-from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
+from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, truncate
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.helpers import prod, all_int, flatten
 from tinycore.device import Device, Buffer
@@ -28,6 +28,10 @@ def _scalar_dtype(v: ConstType, other: DType) -> DType:
   float tensor, a float with a float tensor all take the tensor's dtype (relu of uint8 stays uint8); else the scalar's own."""
   if isinstance(v, bool) or (isinstance(v, int) and not dtypes.is_bool(other)) or (isinstance(v, float) and dtypes.is_float(other)): return other
   return dtypes.from_py(v)
+
+def _scalar(v: ConstType, dt: DType, device: str) -> UOp:
+  """A 0-d tensor's value, as its dtype holds it: Tensor(1.1, dtype=dtypes.fp8e4m3) is 1.125, like a 1-element tensor."""
+  return UOp.const(dt, truncate(dt, float(v)) if dtypes.is_float(dt) else v, device)
 
 def _from_np(x, device: str, dtype: DType | None) -> UOp:
   import numpy as np
@@ -55,7 +59,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if isinstance(device, tuple) and not isinstance(data, UOp): multi_dev, device = device, device[0]   # multi: build on the first, replicate below
     if isinstance(data, UOp): u = data
     elif data is None: u = _empty(device, (0,), dtype or dtypes.default_float)
-    elif isinstance(data, (bool, int, float)): u = UOp.const(dtype or dtypes.from_py(data), data, device)
+    elif isinstance(data, (bool, int, float)): u = _scalar(data, dtype or dtypes.from_py(data), device)
     elif isinstance(data, bytes): u = _from_np(__import__("numpy").frombuffer(data, dtype="uint8"), device, dtype or dtypes.uint8)
     elif isinstance(data, (list, tuple)):
       import numpy as np
@@ -67,7 +71,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     elif type(data).__module__ == "numpy" or hasattr(data, "__array__"):
       import numpy as np
       arr = np.asarray(data)
-      u = _from_np(arr, device, dtype) if arr.shape else UOp.const(dtype or dtypes.from_np(arr.dtype), arr.item(), device)
+      u = _from_np(arr, device, dtype) if arr.shape else _scalar(arr.item(), dtype or dtypes.from_np(arr.dtype), device)
     elif isinstance(data, Tensor): u = data.uop if dtype is None else data.cast(dtype).uop
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
