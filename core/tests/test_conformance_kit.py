@@ -7,3 +7,4 @@ from tinycore.testing.test_indexing import *  # noqa: F401,F403
 from tinycore.testing.test_nn_ops import *    # noqa: F401,F403
 from tinycore.testing.test_random import *    # noqa: F401,F403
 from tinycore.testing.test_grad import *      # noqa: F401,F403
+from tinycore.testing.test_fuzz import *     # noqa: F401,F403

@@ -195,5 +195,9 @@ def truncate(dtype: DType, x):
     if dtype.scalar() == dtypes.float16:
       try: return struct.unpack("e", struct.pack("e", x))[0]
       except OverflowError: return math.copysign(math.inf, x)
+    if dtype.scalar() in (dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2):   # no struct format: round through their bits
+      import numpy as np
+      from tinycore.engine.numeric import bits_to_float, float_to_bits
+      with np.errstate(all="ignore"): return float(bits_to_float(float_to_bits(np.array([x], np.float32), dtype.scalar()), dtype.scalar())[0])
     return x
   return dtypes.as_const(x, dtype)

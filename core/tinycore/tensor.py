@@ -2,7 +2,7 @@
 from __future__ import annotations
 import math, functools, weakref, operator
 from typing import Any, Callable, Union
-from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
+from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, truncate
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.helpers import prod, all_int, flatten
 from tinycore.device import Device, Buffer
@@ -22,6 +22,16 @@ def _canon_device(device: str | tuple | None) -> str | tuple[str, ...]:
     _multi.ACTIVE = True   # multi: a device tuple makes replicated tensors, so Tensor.__init__ must check from now on
     return tuple(Device.canonicalize(d) for d in device)
   return Device.canonicalize(device) if device is not None else Device.DEFAULT
+
+def _scalar_dtype_beside(v: ConstType, other: DType) -> DType:
+  """The dtype a python scalar takes next to a tensor of dtype `other` (torch's rule): a bool, an int with an int or
+  float tensor, a float with a float tensor all take the tensor's dtype (relu of uint8 stays uint8); else the scalar's own."""
+  if isinstance(v, bool) or (isinstance(v, int) and not dtypes.is_bool(other)) or (isinstance(v, float) and dtypes.is_float(other)): return other
+  return dtypes.from_py(v)
+
+def _scalar(v: ConstType, dt: DType, device: str) -> UOp:
+  """A 0-d tensor's value, as its dtype holds it: Tensor(1.1, dtype=dtypes.fp8e4m3) is 1.125, like a 1-element tensor."""
+  return UOp.const(dt, truncate(dt, float(v)) if dtypes.is_float(dt) else v, device)
 
 def _from_np(x, device: str, dtype: DType | None) -> UOp:
   import numpy as np
@@ -71,7 +81,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if isinstance(device, tuple) and not isinstance(data, UOp): multi_dev, device = device, device[0]   # multi: build on the first, replicate below
     if isinstance(data, UOp): u = data
     elif data is None: u = _empty(device, (0,), dtype or dtypes.default_float)
-    elif isinstance(data, (bool, int, float)): u = UOp.const(_scalar_dtype(data, dtype), data, device)
+    elif isinstance(data, (bool, int, float)): u = _scalar(data, _scalar_dtype(data, dtype), device)
     elif isinstance(data, bytes): u = _from_np(__import__("numpy").frombuffer(data, dtype="uint8"), device, dtype or dtypes.uint8)
     elif isinstance(data, (list, tuple)):
       import numpy as np
@@ -83,7 +93,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     elif type(data).__module__ == "numpy" or hasattr(data, "__array__"):
       import numpy as np
       arr = np.asarray(data)
-      u = _from_np(arr, device, dtype) if arr.shape else UOp.const(dtype or dtypes.from_np(arr.dtype), arr.item(), device)
+      u = _from_np(arr, device, dtype) if arr.shape else _scalar(arr.item(), dtype or dtypes.from_np(arr.dtype), device)
     elif isinstance(data, Tensor): u = data.uop if dtype is None else data.cast(dtype).uop
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
@@ -487,9 +497,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
       if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR): y = Tensor(y.cast(dtypes.int32) if y.dtype != dtypes.int32 else y, device=x.device)
       else:
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
-        dt = x.dtype if (isinstance(y, bool) or (isinstance(y, int) and not dtypes.is_bool(x.dtype)) or (isinstance(y, float) and dtypes.is_float(x.dtype))) else dtypes.from_py(y)
-        if isinstance(y, int) and dtypes.is_bool(x.dtype) and not isinstance(y, bool): dt = dtypes.default_int
-        y = Tensor(UOp.const(dt, y, x.device))   # multi: a device tuple makes a replicated const
+        y = Tensor(UOp.const(_scalar_dtype_beside(y, x.dtype), y, x.device))   # multi: a device tuple makes a replicated const
     elif y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
     out_shape = _broadcast_shape(x.shape, y.shape)
@@ -558,8 +566,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def __itruediv__(self, x): return self.assign(self / x) if self.uop.base.op is Ops.BUFFER else self.replace(self / x)
   def __lt__(self, x): a, b = self._broadcasted(x); return a._apply(Ops.CMPLT, b)
   def __gt__(self, x): a, b = self._broadcasted(x, True); return a._apply(Ops.CMPLT, b)
-  def __ge__(self, x): return (self < x).logical_not()
-  def __le__(self, x): return (self > x).logical_not()
+  # not(a < b) is a >= b only without NaN: floats spell it out so a NaN compares False, like numpy and torch
+  def __ge__(self, x): a, b = self._broadcasted(x); return (a < b).logical_not() if not dtypes.is_float(a.dtype) else (a > b) | a.eq(b)
+  def __le__(self, x): a, b = self._broadcasted(x); return (a > b).logical_not() if not dtypes.is_float(a.dtype) else (a < b) | a.eq(b)
   def ne(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPNE, b)
   def eq(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPEQ, b)
   def __ne__(self, x): return self.ne(x)   # type: ignore[override]
@@ -590,8 +599,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
       dt = dtypes.from_py(x) if type(x) is type(y) or isinstance(y, bool) else least_upper_dtype(dtypes.from_py(x), dtypes.from_py(y))
       x = Tensor(UOp.const(dt, x, cond.device))
-    if not isinstance(x, Tensor): x = y._broadcast_const(x, dtypes.from_py(x) if not (isinstance(x, (int, bool)) and not isinstance(x, bool) and dtypes.is_float(y.dtype)) and not (isinstance(x, float) and dtypes.is_float(y.dtype)) and not isinstance(x, bool) else y.dtype)
-    if not isinstance(y, Tensor): y = x._broadcast_const(y, x.dtype if (isinstance(y, (int, float)) and (dtypes.is_float(x.dtype) or isinstance(y, int))) and not isinstance(y, bool) else dtypes.from_py(y))
+    if not isinstance(x, Tensor): x = y._broadcast_const(x, _scalar_dtype_beside(x, y.dtype))
+    if not isinstance(y, Tensor): y = x._broadcast_const(y, _scalar_dtype_beside(y, x.dtype))
     x, y = x._broadcasted(y)
     shape = _broadcast_shape(cond.shape, x.shape)
     cond, x, y = cond._expand_to(shape), x._expand_to(shape), y._expand_to(shape)

@@ -22,6 +22,13 @@ class EmulatedRenderer(Renderer):
     self.name = f"EMU+{base.name or type(base).__name__}"
     self.compiler = EmulatorCompiler(f"emu{VERSION}-{type(base).__name__}-{base.name}-{base.arch}-{self.model.name}")
   def render(self, name: str, uops: list) -> str:
+    # the interpreter computes any dtype, but the device it stands for may not: refuse what the base renderer doesn't claim
+    if self.supported_dtypes is not None:
+      from tinycore.dtype import dtypes, PtrDType
+      for u in uops:
+        dt = (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar()
+        if dt not in (dtypes.void, dtypes.index) and dt not in self.supported_dtypes:
+          raise NotImplementedError(f"{self.device} has no {dt.name} ({dt!r}): its {type(self.base).__name__} doesn't support it")
     if self.model.check is not None: self.model.check(self.base, name, uops)
     return serialize.encode(name, uops)
 

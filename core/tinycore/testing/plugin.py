@@ -10,12 +10,22 @@ def pytest_addoption(parser):
   except ValueError: pass   # registered twice: once as -p plugin, once through the package's conftest
 
 def pytest_configure(config):
+  # the kit's long runs (the fuzzer's long variant): deselect with -m "not slow", run with -m slow
+  config.addinivalue_line("markers", "slow: long runs (fuzzing); run with -m slow")
   dev = config.getoption("--device", default=None)
   if not dev: return
   os.environ["DEV"] = dev
   from tinycore.device import Device
   Device.DEFAULT = dev
   if (also := [d for d in config.getoption("--compile-also", default="").split(",") if d]): _compile_also(also)
+
+def pytest_collection_modifyitems(config, items):
+  """Without a -m expression (a third party's `pytest --pyargs tinycore.testing`), slow tests stay out, as in our pytest.ini."""
+  if config.getoption("markexpr", default=""): return
+  slow = [i for i in items if i.get_closest_marker("slow")]
+  if slow:
+    config.hook.pytest_deselected(items=slow)
+    items[:] = [i for i in items if not i.get_closest_marker("slow")]
 
 def _compile_also(devices: list[str]):
   """Every kernel about to run is also lowered, rendered and compiled for each of `devices` (NULL+ devices compile

@@ -90,7 +90,7 @@ class WGSLRenderer(Renderer):
     if op is Ops.CMPLT: return f"(!{a[0]} && {a[1]})" if isbool else f"({a[0]}<{a[1]})"
     if op in (Ops.CMPNE, Ops.CMPEQ) and isfl and srcs[0] is srcs[1]:
       return self.isnan(a[0], sdt) if op is Ops.CMPNE else f"(!{self.isnan(a[0], sdt)})"
-    if op is Ops.CMPNE: return f"({a[0]}!={a[1]})"
+    if op is Ops.CMPNE: return f"(!({a[0]}=={a[1]}))" if isfl else f"({a[0]}!={a[1]})"   # naga's != is ordered: NaN != x came out false
     if op is Ops.CMPEQ: return f"({a[0]}=={a[1]})"
     if op is Ops.AND: return f"({a[0]}&{a[1]})"
     if op is Ops.OR: return f"({a[0]}|{a[1]})"
@@ -106,6 +106,8 @@ class WGSLRenderer(Renderer):
     if self.ty(dt) == "f16": return f"(({self.bits16(x, dt)}&0x7fffu) > 0x7c00u)"
     return f"((bitcast<u32>({x})&0x7fffffffu) > 0x7f800000u)"
   def cast(self, x: str, src: DType, dt: DType) -> str:
+    if dt == dtypes.bool and dtypes.is_float(src):   # any magnitude bit set: nonzero or NaN (a NaN is true, as in C)
+      return f"(({self.bits16(x, src)}&0x7fffu)!=0u)" if self.ty(src) == "f16" else f"((bitcast<u32>(f32({x}))&0x7fffffffu)!=0u)"
     if dt == dtypes.bool: return f"({x}!={self.literal(0, src)})"
     t, st = self.ty(dt), self.ty(src)
     if t == st: return self.wrap(x, dt)

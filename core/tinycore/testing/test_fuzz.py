@@ -1,0 +1,116 @@
+"""The differential fuzzer (tinycore.testing.fuzz) on the kit's device, and the regression tests of the bugs it found.
+
+TINYCORE_FUZZ_EXAMPLES sets how many graphs the default run tries (derandomized, so CI is repeatable); the `slow`
+variant (`-m slow`) tries TINYCORE_FUZZ_SLOW_EXAMPLES fresh random graphs, for nightly runs."""
+import os
+import numpy as np
+import pytest
+from tinycore import Device, Tensor, dtypes
+from tinycore.testing import fuzz
+from tinycore.testing.helpers import check
+
+def _fuzz(examples: int, derandomize: bool):
+  from hypothesis import HealthCheck, given, settings
+  @settings(max_examples=examples, deadline=None, derandomize=derandomize, database=None, print_blob=True,
+            suppress_health_check=list(HealthCheck))
+  @given(fuzz.graphs(fuzz.device_dtypes(Device.DEFAULT)))
+  def run(graph): fuzz.check_graph(graph)
+  run()
+
+def test_fuzz_graphs(): _fuzz(int(os.environ.get("TINYCORE_FUZZ_EXAMPLES", "80")), derandomize=True)
+
+@pytest.mark.slow
+def test_fuzz_graphs_long(): _fuzz(int(os.environ.get("TINYCORE_FUZZ_SLOW_EXAMPLES", "2000")), derandomize=False)
+
+def test_unclaimed_dtypes_say_so():
+  """A dtype the device's renderer doesn't claim (the fuzzer never draws it) must fail with an error naming it,
+  not compute something."""
+  claimed = set(fuzz.device_dtypes(Device.DEFAULT))
+  for dt in fuzz.ALL_DTYPES:
+    if dt in claimed: continue
+    with pytest.raises(Exception, match=dt.name):
+      (Tensor(np.arange(5, dtype=np.float32), dtype=dt) + 1).realize()
+
+# ---- the issue's regression: compares over every size 1..300 (straddling every vector width) into bool buffers
+CMP_SOURCES = [dtypes.float32, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.float16, dtypes.bfloat16]
+
+STRADDLE = sorted({*range(1, 10), *(w + d for w in (16, 32, 64, 128, 256) for d in (-1, 0, 1)), 300})
+CMPS = {">": lambda a, c: a > c, "<": lambda a, c: a < c, "==": lambda a, c: a == c, "!=": lambda a, c: a != c, ">=": lambda a, c: a >= c}
+
+def _compare_sizes(dt, sizes, ops):
+  if dt not in fuzz.device_dtypes(Device.DEFAULT): pytest.skip(f"{Device.DEFAULT} does not claim {dt.name}")
+  r = np.random.default_rng(7)
+  for n in sizes:
+    x = fuzz.fround(r.random(n) * 2, dt) if dtypes.is_float(dt) else r.integers(0, 3, n).astype(np.float64)   # exact in dt
+    t, c = Tensor(x.astype(np.float32), dtype=dt), 0.5 if dtypes.is_float(dt) else 1
+    for op in ops:
+      g = op(t, c).numpy()
+      assert g.dtype == np.bool_ and g.shape == (n,), f"{dt.name} n={n}: got {g.dtype} {g.shape}"
+      np.testing.assert_array_equal(g, op(x, c), err_msg=f"{dt.name} compare, n={n}")
+
+def test_float_greater_every_size():
+  """The issue's case: (Tensor(x) > 0.5) for float32 x of every size 1..300 (a vector compare once stored 4-byte lanes
+  into the 1-byte bool buffer, past its end)."""
+  _compare_sizes(dtypes.float32, range(1, 301), [lambda a, c: a > c])
+
+@pytest.mark.parametrize("dt", CMP_SOURCES, ids=lambda d: d.name)
+def test_compare_sizes_straddling_vector_widths(dt):
+  """Compares from each source dtype into bool at sizes on both sides of each vector width (every compare for
+  float32, an ordering and an equality for the others: each size is its own kernel, and compiles add up)."""
+  _compare_sizes(dt, STRADDLE, list(CMPS.values()) if dt == dtypes.float32 else [CMPS[">"], CMPS["=="]])
+
+def test_compare_of_two_tensors_every_size():
+  r = np.random.default_rng(8)
+  for n in range(1, 300, 7):
+    a, b = r.standard_normal(n).astype(np.float32), r.standard_normal(n).astype(np.float32)
+    check(Tensor(a) < Tensor(b), a < b); check((Tensor(a) > 0).where(Tensor(a), Tensor(b)), np.where(a > 0, a, b))
+
+# ---- regressions found by the fuzzer
+def test_relu_keeps_unsigned_dtype():
+  """where(cond, 0, x) once promoted an unsigned x with the int32 scalar to int64 (relu of a uint32 came back int64)."""
+  x = np.array([3, 0, 7], np.uint32)
+  check(Tensor(x).relu(), x)
+  check((Tensor(x) > 2).where(Tensor(x), 1), np.where(x > 2, x, 1).astype(np.uint32))
+  check((Tensor(x.astype(np.uint8)) > 2).where(0, Tensor(x.astype(np.uint8))), np.where(x > 2, 0, x).astype(np.uint8))
+
+def test_greater_equal_with_nan_is_false():
+  """a >= b was not(a < b), which is True for a NaN; numpy and torch say False (and the same for <=)."""
+  x = np.array([np.nan, 1, 2, -np.inf, np.inf, 0], np.float32)
+  for c in (1.0, np.nan):
+    check(Tensor(x) >= c, x >= c); check(Tensor(x) <= c, x <= c); check(c <= Tensor(x), c <= x); check(c >= Tensor(x), c >= x)
+  check(Tensor(x) >= Tensor(x[::-1].copy()), x >= x[::-1])
+
+def test_pad_of_empty():
+  """Padding a 0-element tensor reads an empty input buffer; the emulator once failed to view its 1-byte allocation as int16."""
+  for dt in (np.int16, np.float32, np.int64):
+    if dtypes.from_np(dt) not in fuzz.device_dtypes(Device.DEFAULT): continue
+    check(Tensor(np.zeros((0,), dt)).pad(((1, 2),)), np.zeros(3, dt))
+    check(Tensor(np.zeros((2, 0), dt)).pad(((0, 0), (1, 0))), np.zeros((2, 1), dt))
+
+def test_nan_casts_to_true_and_is_unequal():
+  """NaN is nonzero (casts to True) and != everything, itself included; WGSL once rendered both as an ordered !=, false for NaN."""
+  for dt in (np.float32, np.float16):
+    if dtypes.from_np(dt) not in fuzz.device_dtypes(Device.DEFAULT): continue
+    x = np.array([np.nan, 0, -0.0, 1, np.inf], dt)
+    with np.errstate(invalid="ignore"):
+      check(Tensor(x).cast(dtypes.bool), x.astype(bool)); check((Tensor(x) * 1).cast(dtypes.bool), x.astype(bool))
+    check(Tensor(x) != 1, x != 1); check(Tensor(x) != Tensor(x[::-1].copy()), x != x[::-1]); check(Tensor(x).bool().logical_not(), ~x.astype(bool))
+
+def test_scalar_constants_round_to_their_dtype():
+  """A 0-d tensor (a CONST) of bfloat16/fp8 kept its unrounded python float, so a cast folded at compile time saw 1.0957
+  where the fp8e4m3 value is 1.125."""
+  for dt in (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.bfloat16, dtypes.float16):
+    if dt not in fuzz.device_dtypes(Device.DEFAULT): continue
+    want = fuzz.fround(np.array([1.0956935, -3.3]), dt)
+    for i, v in enumerate((1.0956935, -3.3)):
+      check(Tensor(np.array(v, np.float32), dtype=dt).cast(dtypes.float32), np.float32(want[i]))
+      check(Tensor(v, dtype=dt).cast(dtypes.float32), np.float32(want[i]))
+
+def test_value_ranges_respect_wraparound():
+  """min of a uint is max - max(max - x), rewritten as x*4294967295 + 4294967295 (mod 2**32, fine); its value range
+  ignored the wrap (>= 4294967295), so maximum(that, 1) folded to the left side and min(...).maximum(1) gave 0."""
+  a = np.array([3, 0, 5], np.uint32)
+  check(Tensor(a).min().maximum(1), np.uint32(1)); check(Tensor(a.astype(np.uint8)).min().maximum(1), np.uint8(1))
+  check((Tensor(a) * 4294967295).maximum(1), np.maximum(a * np.uint32(4294967295), 1))
+  b = np.array([100, -100, 7], np.int8)
+  check((Tensor(b) * 3).maximum(-100), np.maximum(b * np.int8(3), -100).astype(np.int8))
