@@ -1,10 +1,15 @@
 """The light entry-point module of tinycore-opencl: declares CL (alias GPU, tinygrad's old name) with its OpenCL C
-renderer and the probe/smi hooks. pyopencl is imported only when the device opens or a listing probes."""
-from tinycore.interface import Interface
+renderer, the probe/smi hooks and EMU+CL (the CL pipeline on core's emulator: codegen checks with no OpenCL driver).
+pyopencl is imported only when the device opens or a listing probes."""
+from tinycore.interface import Interface, EmuInterface
 TINYCORE_PLUGIN_API = (1, 1)
 
 def _open(device_name: str, spec):
   from tinycore.device import DeviceUnavailable
+  if spec.iface == "EMU":
+    from tinycore.emulator import open_emulated
+    from tinycore_opencl.renderer_cl import CLRenderer
+    return open_emulated(device_name, CLRenderer(spec.arch), {"name": "opencl", "local_mem": CLRenderer.shared_max, "max_workgroup": 256})
   from tinycore_opencl.platforms import missing
   if (why := missing()): raise DeviceUnavailable(why)
   from tinycore_opencl.device import open_device
@@ -29,7 +34,7 @@ def tinycore_renderers(device):
   return [{"name": "CL", "default": True, "load": "tinycore_opencl.renderer_cl:CLRenderer", "description": "OpenCL C built by the device's driver"}]
 
 def tinycore_interfaces(device):
-  return [ICDIface()] if device == "CL" else None
+  return [ICDIface(), EmuInterface()] if device == "CL" else None
 
 def _rows() -> list[dict]:
   from tinycore_opencl.platforms import missing, cl_devices, describe

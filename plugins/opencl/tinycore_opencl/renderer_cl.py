@@ -77,8 +77,8 @@ class CLRenderer(CStyleRenderer):
 
   def _check(self, dt: DType) -> None:
     if dt.scalar() not in self.supported_dtypes and dt.scalar() not in (dtypes.void, dtypes.index):
-      need = " (the device lacks cl_khr_fp64)" if dt.scalar() == dtypes.float64 else ""
-      raise NotImplementedError(f"{self.device_name} ({self.arch or 'OpenCL'}) does not support {dt.scalar()}{need}")
+      what = "float64 (the device lacks cl_khr_fp64)" if dt.scalar() == dtypes.float64 else str(dt.scalar())
+      raise NotImplementedError(f"{self.device_name} ({self.arch or 'OpenCL'}) does not support {what}")
 
   # ---- types and expressions
   def ctype(self, dt: DType) -> str:
