@@ -32,5 +32,5 @@ def test_an_index_past_the_devices_is_unavailable(registry):
 def test_smi_rows_name_the_device(registry):
   from tinycore_opencl.plugin import tinycore_smi
   rows = tinycore_smi("CL")
-  if platforms.missing(): assert rows == [{"index": 0, "status": platforms.missing()}]
+  if platforms.missing(): assert rows == [{"device": "CL", "index": 0, "status": platforms.missing()}]
   else: assert rows and all(r["name"] and r["mem_total"] > 0 for r in rows)

@@ -6,7 +6,7 @@ import pyopencl as cl
 from tinycore.device import Compiled, LRUAllocator, DeviceUnavailable
 from tinycore.helpers import prod
 from tinycore_opencl.platforms import cl_devices, describe, missing
-from tinycore_opencl.compiler_cl import CLCompiler
+from tinycore_opencl.compiler_cl import CLCompiler, quiet_driver
 from tinycore_opencl.renderer_cl import CLRenderer
 
 class CLContext:
@@ -31,9 +31,8 @@ class CLAllocator(LRUAllocator):
     try: return CLBuffer(cl.Buffer(self.c.ctx, cl.mem_flags.READ_WRITE, max(size, 1)), size)
     except (cl.MemoryError, cl.LogicError) as e:   # the LRU frees its cache and retries on MemoryError
       raise MemoryError(f"CL: out of memory allocating {size} bytes on {self.c.label()}: {e}") from e
-  def _free(self, opaque: CLBuffer, size: int, options=None) -> None:
-    self.c.queue.finish()   # a queued kernel may still use it
-    opaque.buf.release()
+  # OpenCL keeps a released buffer alive until the queued commands using it are done: no wait needed
+  def _free(self, opaque: CLBuffer, size: int, options=None) -> None: opaque.buf.release()
   def _copyin(self, dest: CLBuffer, src: memoryview) -> None:
     # blocking: the caller may reuse `src` as soon as this returns
     cl.enqueue_copy(self.c.queue, dest.buf, np.frombuffer(src, dtype=np.uint8), is_blocking=True)
@@ -51,7 +50,7 @@ class CLProgram:
   """`prg(*bufs, global_size, local_size, vals, wait)`: global_size counts work-groups (OpenCL wants work-items)."""
   def __init__(self, c: CLContext, name: str, lib: bytes):
     self.c, self.name = c, name
-    self.prg = cl.Program(c.ctx, [c.dev], [lib]).build()
+    with quiet_driver(): self.prg = cl.Program(c.ctx, [c.dev], [lib]).build()
     self.kernel = cl.Kernel(self.prg, name)
     self.max_threads = self.kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, c.dev)
   def __call__(self, *bufs: CLBuffer, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, **kw):
