@@ -65,3 +65,8 @@ def test_int64_literals_use_the_l_suffix():
   r = CLRenderer()
   assert r.literal(3, dtypes.int64) == "3l" and r.literal(2**64 - 1, dtypes.uint64) == "18446744073709551615ul"
   assert r.literal(-2**63, dtypes.int64) == "(-9223372036854775807l-1)"
+
+def test_only_a_partial_last_workgroup_has_work_items_to_retire():
+  even = get_program((Tensor.empty(128, 64, device=DEV) @ Tensor.empty(64, 128, device=DEV)).schedule()[-1].ast, CLRenderer()).src
+  ragged = get_program((Tensor.empty(130, 64, device=DEV) @ Tensor.empty(64, 90, device=DEV)).schedule()[-1].ast, CLRenderer()).src
+  assert "return;" not in even and "return;" in ragged

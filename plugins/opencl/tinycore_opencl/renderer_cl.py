@@ -105,7 +105,10 @@ class CLRenderer(CStyleRenderer):
   def render_special(self, u: UOp, name: str, bound: str) -> list[str]:
     d, local = int(name[-1]), u.arg[1]
     idx = f"(int)get_group_id({d})*{local}+(int)get_local_id({d})" if local > 1 else f"(int)get_group_id({d})"
-    # threads past the bound retire at once: safe while kernels have no barriers
+    # threads past the bound retire at once (safe while kernels have no barriers); where the bound is a multiple of
+    # the work-group every work-item is in range, and no early exit keeps PoCL's work-item loops vectorizable
+    b = u.src[0]
+    if b.op is Ops.CONST and b.arg % local == 0: return [f"int {name} = {idx};"]
     return [f"int {name} = {idx};", f"if ({name} >= {bound}) return;"]
   def render(self, name: str, uops: list[UOp]) -> str:
     self._wg = [1, 1, 1]
