@@ -70,3 +70,7 @@ def test_only_a_partial_last_workgroup_has_work_items_to_retire():
   even = get_program((Tensor.empty(128, 64, device=DEV) @ Tensor.empty(64, 128, device=DEV)).schedule()[-1].ast, CLRenderer()).src
   ragged = get_program((Tensor.empty(130, 64, device=DEV) @ Tensor.empty(64, 90, device=DEV)).schedule()[-1].ast, CLRenderer()).src
   assert "return;" not in even and "return;" in ragged
+
+def test_flop_estimate_counts_every_work_item():
+  """GlobalCounters and DEBUG=2's GFLOP/s use the program's estimate: 2*M*N*K for a matmul, not one work-item's share."""
+  assert get_program(matmul_ast(128, 64, 128), CLRenderer()).ops == 2 * 128 * 64 * 128
