@@ -74,3 +74,9 @@ def test_only_a_partial_last_workgroup_has_work_items_to_retire():
 def test_flop_estimate_counts_every_work_item():
   """GlobalCounters and DEBUG=2's GFLOP/s use the program's estimate: 2*M*N*K for a matmul, not one work-item's share."""
   assert get_program(matmul_ast(128, 64, 128), CLRenderer()).ops == 2 * 128 * 64 * 128
+
+def test_the_tile_is_the_renderers_and_GPU_TILE_overrides_it():
+  r = CLRenderer()
+  r.register_tile = (8, 8)   # what device.py declares for a CPU driver such as PoCL
+  assert get_program(matmul_ast(128, 64, 128), r).src.count("float acc") == 64
+  with Context(GPU_TILE="2,2"): assert get_program(matmul_ast(128, 64, 128), r).src.count("float acc") == 4

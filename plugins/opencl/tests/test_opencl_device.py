@@ -71,3 +71,10 @@ def test_every_kernel_case_builds_on_the_driver(cl, case):
   if case == "f64_exp" and dtypes.float64 not in cl.renderer.supported_dtypes: pytest.skip("no cl_khr_fp64")
   p = get_program(kernel_cases("CL")[case]().schedule()[-1].ast, cl.renderer)
   assert cl.compiler.compile(p.src)
+
+def test_renderer_carries_the_devices_limits_and_extensions(cl):
+  info = platforms.describe(cl.c.dev)
+  r = cl.renderer
+  assert r.shared_max == info["local_mem"] and max(r.local_max) <= info["max_workgroup"]
+  assert (dtypes.float64 in r.supported_dtypes) == ("cl_khr_fp64" in info["extensions"])
+  assert r.register_tile == ((8, 8) if info["is_cpu"] else (4, 8))

@@ -36,4 +36,5 @@ def describe(d) -> dict:
   return {"name": d.name.strip(), "platform": d.platform.name.strip(), "version": d.version.strip(), "driver": d.driver_version.strip(),
           "extensions": frozenset(d.extensions.split()), "mem_total": d.global_mem_size, "local_mem": d.local_mem_size,
           "max_workgroup": d.max_work_group_size, "max_item_sizes": tuple(d.max_work_item_sizes), "mem_align": d.mem_base_addr_align // 8,
-          "fp32_correct_div": bool(d.single_fp_config & 128)}   # CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
+          "fp32_correct_div": bool(d.single_fp_config & 128),   # CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
+          "is_cpu": bool(d.type & 2)}   # CL_DEVICE_TYPE_CPU
