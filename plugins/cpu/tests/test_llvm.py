@@ -272,3 +272,13 @@ def test_compile_is_deterministic_and_loadable():
   out = np.zeros(1, np.float32)
   LLVMProgram("k", lib)(out.ctypes.data)
   assert out[0] == np.float32(math.sin(1.0))
+
+def test_programs_are_freed_without_a_crash():
+  """Each MCJIT engine frees the target machine it owns: two kernels' engines once shared one, and garbage-collecting
+  the second was a double free (a segfault). A subprocess, so a crash fails this test instead of killing the runner."""
+  import subprocess, sys
+  code = ("import gc, numpy as np\nfrom tinycore import Tensor\nfrom tinycore.engine import run\n"
+          "for i in range(3): Tensor(np.ones(16 + i, np.float32), device='CPU:LLVM').add(i).sum().numpy()\n"
+          "run._runners.clear(); gc.collect(); print('freed')")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0 and "freed" in out.stdout, (out.returncode, out.stderr[-2000:])

@@ -35,8 +35,10 @@ class LLVMProgram(CPUProgram):
   def __init__(self, name: str, lib: bytes):
     self.name = name
     _load_runtime_libs()
-    # one engine per kernel: it owns the executable memory, so it lives as long as the program does
-    self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine())
+    # one engine per kernel: it owns the executable memory, so it lives as long as the program does. It also owns (and
+    # frees on disposal) the target machine it is given, so it gets its own: sharing the cached one was a double free
+    # (a segfault when a second LLVM program was garbage-collected)
+    self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine.__wrapped__())
     # an unresolved call would jump to address 0: refuse to load instead
     if (missing := [s for s in undefined_symbols(lib) if not llvm.address_of_symbol(s)]):
       raise RuntimeError(f"LLVM: kernel {name!r} calls {', '.join(missing)}, which this process doesn't provide")
