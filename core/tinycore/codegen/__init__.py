@@ -18,7 +18,9 @@ def _estimate(uops: list[UOp]) -> tuple[int, int]:
   ops = mem = 0
   mult, stack = 1, []
   for u in uops:
-    if u.op is Ops.RANGE:
+    # a thread index (GPU) runs the rest of the kernel once per index: like a loop that is never closed
+    if u.op is Ops.SPECIAL and u.src[0].op is Ops.CONST: mult *= u.src[0].arg
+    elif u.op is Ops.RANGE:
       b = u.src[0].arg if u.src[0].op is Ops.CONST else 1
       stack.append(b); mult *= b
     elif u.op is Ops.END: mult //= stack.pop() or 1

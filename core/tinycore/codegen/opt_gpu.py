@@ -8,7 +8,8 @@
 2. Workgroup shape: with two or more output dims the threads form a 16x16 square (a block reuses a 16-row panel of
    one operand and a 16-column panel of the other from L1), not 256x1.
 3. Tensor cores (opt_tc.py): a half matmul becomes mma.sync m16n8k16 WMMAs, one warp per 16x8 output tile.
-`GPU_TILE=TM,TN` overrides the tile (`GPU_TILE=1,1` turns it off); `NOGPUOPT=1` skips all of it; `TC=0` skips tensor cores."""
+The tile is the renderer's `register_tile` (default 4x8); `GPU_TILE=TM,TN` overrides it (`GPU_TILE=1,1` turns it off);
+`NOGPUOPT=1` skips all of it; `TC=0` skips tensor cores."""
 from __future__ import annotations
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
@@ -16,7 +17,7 @@ from tinycore.helpers import ContextVar, prod
 from tinycore.renderer import Renderer
 from tinycore.codegen.opt import _bound, _globals, _loads, upcast_global, _simplify, _c
 
-GPU_TILE, NOGPUOPT = ContextVar("GPU_TILE", "4,8"), ContextVar("NOGPUOPT", 0)
+GPU_TILE, NOGPUOPT = ContextVar("GPU_TILE", ""), ContextVar("NOGPUOPT", 0)   # GPU_TILE "": the renderer's register_tile
 
 def upcast_strided(k: UOp, r: UOp, amt: int) -> UOp:
   """Like opt.upcast_global, but copy u covers r = u*(bound/amt) + r': neighbouring threads stay on neighbouring
@@ -74,7 +75,8 @@ def optimize_gpu(k: UOp, renderer: Renderer) -> UOp:
   from tinycore.codegen.opt_tc import tensor_core
   if NOGPUOPT: return k
   if (tc := tensor_core(k, renderer)) is not None: return tc
-  tm, tn = (int(v) for v in str(GPU_TILE.value).split(","))   # TM rows (y axis) x TN columns (x axis)
+  # TM rows (y axis) x TN columns (x axis)
+  tm, tn = (int(v) for v in str(GPU_TILE.value).split(",")) if GPU_TILE.value else renderer.register_tile
   k, _ = register_tile(k, tm, tn)
   ls = local_sizes(k, renderer)
   if ls is None: return k   # 1-D or no outputs: gpudims' default

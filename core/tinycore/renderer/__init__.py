@@ -65,6 +65,9 @@ class Renderer:
   # unless a value or a buffer's element count leaves int32, then in int64 if 64 is listed here, else it refuses the kernel
   # with an error naming the limit (codegen/index_width.py). A renderer reads its kernel's choice with index_dtype(uops, self).
   index_widths: tuple[int, ...] = (32, 64)
+  # has_local: outputs per thread (TM rows, TN columns) of a reduce kernel's register tile (codegen/opt_gpu.py);
+  # 4x8 was fastest on an H200, a CPU under OpenCL (PoCL) wants 8x8. GPU_TILE=TM,TN overrides it
+  register_tile: tuple[int, int] = (4, 8)
   def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
     """For a float32 matmul (M, K) @ (K, N): copy the right operand into panels [N/p][K][p] of p columns first, so the
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).
