@@ -124,3 +124,13 @@ def test_lookup_is_resolved_once(fake):
   assert (time.perf_counter() - t0) / 1000 < 50e-6   # ~1-5 us; the old path parsed DEV and called hooks (~450 us)
   with Context(DEV="BUS:1+FAKE"): assert Device["FAKE"].spec.iface == "BUS" and Device["FAKE"] is not d
   assert Device["FAKE"] is d
+
+def test_alias_names_one_device(no_autoload):
+  """A device alias ('GPU' for CL in tinygrad's old spelling) canonicalizes to the registered name, so tensors made with
+  either name are on one device (they used to be 'different devices')."""
+  from tinycore.plugins import DeviceInfo
+  class Aliased(FakePlugin):
+    def tinycore_devices(self): return [DeviceInfo(self.name, self.open, self.priority, self.kind, aliases=("FK",))]
+  plugins.register(Aliased(), name="fake")
+  assert Device.canonicalize("fk") == "FAKE" and Device.canonicalize("FK:1") == "FAKE:1" and Device.canonicalize("fake") == "FAKE"
+  assert Device.canonicalize("unknownthing") == "UNKNOWNTHING"   # unknown names stay; opening them is the error

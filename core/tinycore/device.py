@@ -151,6 +151,7 @@ class _Device:
     # resolved once per (name, DEV value, plugin registry): a lookup is a dict hit, not a DEV parse and plugin hook calls
     self._resolved: dict[tuple, Compiled] = {}
     self._defaults: dict[tuple, str] = {}
+    self._aliases: dict[tuple, str] = {}
     self._auto: str | None = None
     self._default_iface: dict[str, str] = {}
   @staticmethod
@@ -162,7 +163,17 @@ class _Device:
     """'cpu' -> 'CPU', 'cpu:0' -> 'CPU', 'nv:1' -> 'NV:1'. Non-index suffixes (e.g. 'DISK:/path') are kept as written."""
     head, colon, tail = name.partition(":")
     if "+" in head or (tail and not tail.isdigit() and tail.split(":")[0].isidentifier()): return str(parse_target(name))
-    return head.upper() + ("" if not colon or tail == "0" else ":" + tail)
+    return self._canonical_name(head.upper()) + ("" if not colon or tail == "0" else ":" + tail)
+
+  def _canonical_name(self, name: str) -> str:
+    """A device alias ('GPU' for CL) as the name its plugin registered, so tensors made with either share a device.
+    Cached; a name no plugin knows stays as it is (the error comes when it is opened)."""
+    reg = self._plugins()
+    if (hit := self._aliases.get(key := (name, reg.pm))) is not None: return hit
+    try: found = reg.devices().get(name) or reg.find_device(name)
+    except Exception: found = None
+    self._aliases[key] = out = found[0].name.upper() if found is not None else name
+    return out
 
   def installed(self) -> list[str]:
     """Names of every device that installed, enabled plugins provide."""
@@ -282,7 +293,7 @@ class _Device:
   def reset(self) -> None:
     """Forget opened devices and the chosen default (tests, or after installing a plugin)."""
     self._opened.clear()
-    self._resolved.clear(); self._defaults.clear()
+    self._resolved.clear(); self._defaults.clear(); self._aliases.clear()
     self._auto = None
 
 Device = _Device()
