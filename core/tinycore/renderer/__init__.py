@@ -60,6 +60,9 @@ class Renderer:
   # codegen may emit n-wide vector values (dtype.vec(n)): loads/stores of n consecutive elements and lane-wise math on
   # them (renderer/cstyle.py vload/vstore); False: every value is a scalar
   vector_types: bool = False
+  # inf, nan and -0 behave as IEEE 754 says in every float op. False where the language lets the compiler assume finite
+  # math (WGSL does: lavapipe folds -0.0*x to -0.0 for x = inf); the fuzzer then feeds such a device finite inputs only
+  ieee_specials: bool = True
   supported_dtypes: frozenset[DType] | None = None   # None: every dtype
   # the integer widths this renderer can give index math. Default: 32 and 64. Codegen renders a kernel's indices in int32
   # unless a value or a buffer's element count leaves int32, then in int64 if 64 is listed here, else it refuses the kernel

@@ -78,18 +78,19 @@ def reduce_dtype(fn: str, d: DType) -> DType:
   return least_upper_float(d) if fn == "mean" else d
 
 # ---- generation (hypothesis)
-def graphs(dts: tuple[DType, ...], max_nodes: int = 12, cap: int = 4096):
-  """A hypothesis strategy of graphs whose every node has a dtype in `dts` and at most `cap` elements."""
+def graphs(dts: tuple[DType, ...], max_nodes: int = 12, cap: int = 4096, specials: bool = True):
+  """A hypothesis strategy of graphs whose every node has a dtype in `dts` and at most `cap` elements. `specials`: inputs
+  may hold inf, nan and -0 (False for a device whose language lets it assume finite math: Renderer.ieee_specials)."""
   from hypothesis import strategies as st
   @st.composite
   def strat(draw):
-    return _Gen(draw, dts, max_nodes, cap).root()
+    return _Gen(draw, dts, max_nodes, cap, specials).root()
   return strat()
 
 class _Gen:
-  def __init__(self, draw, dts, max_nodes, cap):
+  def __init__(self, draw, dts, max_nodes, cap, specials=True):
     from hypothesis import strategies as st
-    self.st, self.draw, self.dts, self.budget, self.cap = st, draw, dts, max_nodes, cap
+    self.st, self.draw, self.dts, self.budget, self.cap, self.specials = st, draw, dts, max_nodes, cap, specials
     self.floats = [d for d in dts if dtypes.is_float(d)]
     self.ints = [d for d in dts if dtypes.is_int(d)]
   def pick(self, xs): return self.draw(self.st.sampled_from(list(xs)))
@@ -106,7 +107,7 @@ class _Gen:
 
   def leaf(self, shape, dtype=None, nonzero=False) -> Node:
     dt = dtype or self.pick(self.dts)
-    special = dtypes.is_float(dt) and not nonzero and self.int(0, 3) == 0
+    special = self.specials and dtypes.is_float(dt) and not nonzero and self.int(0, 3) == 0
     return Node("input", (), (self.int(0, 2**16), special, nonzero), shape, dt)
   def cast(self, n: Node, dt: DType) -> Node: return n if n.dtype == dt else Node("cast", (n,), dt, n.shape, dt)
   def as_float(self, n: Node) -> Node: return n if dtypes.is_float(n.dtype) else self.cast(n, self.pick(self.floats))

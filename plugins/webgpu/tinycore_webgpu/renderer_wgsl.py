@@ -30,6 +30,9 @@ class WGSLRenderer(Renderer):
   has_local, has_shared = True, False
   local_max = (256, 256, 64)
   supports_float4 = False
+  # WGSL lets an implementation assume no inf/nan during shader execution (WGSL spec, "Floating Point Evaluation"):
+  # lavapipe turns -0.0*x into -0.0 even for x = -inf, so inf/nan results are not guaranteed here
+  ieee_specials = False
   index_widths = (32,)   # WGSL has no 64-bit integers: a kernel past 2**31-1 elements is refused with a clear error
   def __init__(self, compiler=None, f16: bool = True):
     self.compiler, self.f16 = compiler, f16
