@@ -658,7 +658,12 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     f = self.floor(); diff = self - f
     even = (f * 0.5).floor() * 2 == f
     return (diff > 0.5).where(f + 1, (diff < 0.5).where(f, even.where(f, f + 1)))
-  def abs(self) -> Tensor: return self if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool else (self < 0).where(-self, self)
+  def abs(self) -> Tensor:
+    if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool: return self
+    if not dtypes.is_float(self.dtype): return (self < 0).where(-self, self)
+    # floats: abs(-0.0) is +0.0 and nan stays nan; the gradient is 0 at 0 like torch's (no x*x: its masked gradient
+    # would be 0*inf = nan at +-inf)
+    return (self < 0).where(-self, (self > 0).where(self, (self != self).where(self, 0.0)))
   def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if self.dtype != dtypes.bool else self
   def square(self) -> Tensor: return self * self
   def pow(self, x, reverse=False) -> Tensor:

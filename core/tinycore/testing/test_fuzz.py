@@ -124,3 +124,11 @@ def test_zero_times_inf_is_nan():
   w = Tensor(np.array([[-np.inf, 1.0, 2.0]], np.float32)).realize()
   out = (z @ w).numpy()
   assert np.isnan(out[0, 0]) and (out[0, 1:] == 0).all(), out
+
+def test_abs_of_negative_zero_is_positive_zero():
+  """The fuzzer's EMU+METAL find: abs(-0.0) stayed -0.0 (where(x < 0, -x, x)), so 1/abs(x) was -inf."""
+  x = np.array([-0.0, 0.0, -1.5, 2.0, -np.inf, np.nan], np.float32)
+  for dt in (d for d in (dtypes.float32, dtypes.float16, dtypes.bfloat16) if d in fuzz.device_dtypes(Device.DEFAULT)):
+    got = Tensor(x).cast(dt).abs().cast(dtypes.float32).numpy()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.abs(x)), err_msg=str(dt))
+    np.testing.assert_array_equal(got, np.abs(x), err_msg=str(dt))
