@@ -25,23 +25,21 @@ def _fp8_table(dtype: DType) -> np.ndarray:
 def float_to_bits(x: np.ndarray, dtype: DType) -> np.ndarray:
   x = np.asarray(x, dtype=np.float32)
   if dtype == dtypes.bfloat16: return _f32_to_bf16_bits(x)
-  table = _fp8_table(dtype)
-  finite = np.where(np.isfinite(table), table, np.nan)
-  order = np.argsort(finite)   # nan last
-  vals = finite[order]
-  nfin = int(np.isfinite(vals).sum())
-  vals, order = vals[:nfin], order[:nfin]
+  # the nearest of the non-negative codes to |x| (ties to the even code), then x's sign bit: searching the signed table
+  # made +0.0 come out as -0.0 (0x80), which ties with 0x00 and is even too
+  table = _fp8_table(dtype)[:128]
+  codes = np.nonzero(np.isfinite(table))[0]   # ascending codes are ascending values
+  vals = table[codes]
   flat = x.reshape(-1)
-  pos = np.clip(np.searchsorted(vals, flat), 1, nfin - 1)
+  a = np.abs(flat)
+  pos = np.clip(np.searchsorted(vals, a), 1, len(vals) - 1)
   lo, hi = vals[pos - 1], vals[pos]
-  pick_hi = (hi - flat) < (flat - lo)
-  tie = (hi - flat) == (flat - lo)
-  pick_hi = pick_hi | (tie & ((order[pos] & 1) == 0))
-  out = np.where(pick_hi, order[pos], order[pos - 1]).astype(np.uint8)
-  maxv = vals[-1]
-  sat = np.abs(flat) > maxv
-  if dtype == dtypes.fp8e4m3: out = np.where(sat, np.where(flat > 0, order[-1], order[0]), out)  # saturate like torch's fn types
-  else: out = np.where(np.isinf(flat) | (sat & (np.abs(flat) >= maxv * 1.125)), np.where(flat > 0, 0x7C, 0xFC), np.where(sat, np.where(flat > 0, order[-1], order[0]), out))
+  pick_hi = ((hi - a) < (a - lo)) | (((hi - a) == (a - lo)) & ((codes[pos] & 1) == 0))
+  mag = np.where(pick_hi, codes[pos], codes[pos - 1])
+  maxv, top = vals[-1], codes[-1]
+  if dtype == dtypes.fp8e4m3: mag = np.where(a > maxv, top, mag)   # saturate like torch's fn types (inf too)
+  else: mag = np.where(np.isinf(a) | ((a > maxv) & (a >= maxv * 1.125)), 0x7C, np.where(a > maxv, top, mag))
+  out = mag | np.where(np.signbit(flat), 0x80, 0)
   out = np.where(np.isnan(flat), 0x7F, out)
   return out.astype(np.uint8).reshape(x.shape)
 

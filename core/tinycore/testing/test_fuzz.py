@@ -132,3 +132,12 @@ def test_abs_of_negative_zero_is_positive_zero():
     got = Tensor(x).cast(dt).abs().cast(dtypes.float32).numpy()
     np.testing.assert_array_equal(np.signbit(got), np.signbit(np.abs(x)), err_msg=str(dt))
     np.testing.assert_array_equal(got, np.abs(x), err_msg=str(dt))
+
+def test_fp8_keeps_the_sign_of_zero():
+  """+0.0 cast to fp8 came back -0.0 (the nearest-code search tied 0x00 with 0x80 and both are even): fp8 @ bool gave
+  -0.0 and 1/x flipped to -inf. The fuzzer's find on EMU+METAL/CPU."""
+  x = np.array([0.0, -0.0, 1.5, -1.5, 1e-12, -1e-12], np.float32)
+  for dt in (d for d in (dtypes.fp8e4m3, dtypes.fp8e5m2) if d in fuzz.device_dtypes(Device.DEFAULT)):
+    got = Tensor(x).cast(dt).cast(dtypes.float32).numpy()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(x), err_msg=str(dt))
+    np.testing.assert_array_equal(got, fuzz.fround(x, dt), err_msg=str(dt))

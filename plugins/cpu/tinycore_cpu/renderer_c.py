@@ -50,10 +50,10 @@ static inline unsigned char __tc_fp8_encode(float f, int e, int m, int fn) {
   if (f != f) return 0x7f;
   if (fn && isinf(f)) return f > 0 ? 0x7e : 0xfe;   /* e4m3fn has no inf: saturate to +-448 like the reference */
   unsigned char best = 0; float bd = INFINITY;
-  for (int c = 0; c < 256; c++) { float v = __tc_fp8_decode((unsigned char)c, e, m, fn); if (v != v || isinf(v)) continue;
-    float d = fabsf(v - f); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
+  for (int c = 0; c < 128; c++) { float v = __tc_fp8_decode((unsigned char)c, e, m, fn); if (v != v || isinf(v)) continue;
+    float d = fabsf(v - fabsf(f)); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
   if (!fn && isinf(f)) return f > 0 ? 0x7c : 0xfc;
-  return best; }
+  return best | (signbit(f) ? 0x80 : 0);   /* magnitude codes only, then the sign: +0.0 is code 0, -0.0 is 0x80 */ }
 static inline float __tc_from_fp8e4m3(unsigned char x) { return __tc_fp8_decode(x, 4, 3, 1); }
 static inline unsigned char __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
 static inline float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }

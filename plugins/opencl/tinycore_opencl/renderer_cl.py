@@ -37,9 +37,9 @@ TCF uchar __tc_fp8_encode(float f, int e, int m, int fn) {
   if (isnan(f)) return (uchar)0x7f;
   if (isinf(f)) return fn ? (f > 0 ? (uchar)0x7e : (uchar)0xfe) : (f > 0 ? (uchar)0x7c : (uchar)0xfc);
   uchar best = 0; float bd = INFINITY;
-  for (int c = 0; c < 256; c++) { float v = __tc_fp8_decode((uchar)c, e, m, fn); if (isnan(v) || isinf(v)) continue;
-    float d = fabs(v - f); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (uchar)c; } }
-  return best; }
+  for (int c = 0; c < 128; c++) { float v = __tc_fp8_decode((uchar)c, e, m, fn); if (isnan(v) || isinf(v)) continue;
+    float d = fabs(v - fabs(f)); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (uchar)c; } }
+  return best | (signbit(f) ? 0x80 : 0);   /* magnitude codes only, then the sign: +0.0 is code 0, -0.0 is 0x80 */ }
 TCF float __tc_from_fp8e4m3(uchar x) { return __tc_fp8_decode(x, 4, 3, 1); }
 TCF uchar __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
 TCF float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
