@@ -10,6 +10,7 @@ from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
 from tinycore.device import Device
 from tinycore.emulator import OutOfBounds, EmulatorError
+from tinycore.testing.planted import pipeline_program, plant_index
 
 DEVICES = ["EMU+NV", "EMU+AMD::gfx1100", "EMU+AMD::gfx1201", "EMU+METAL"]
 
@@ -42,32 +43,10 @@ def _thread_of(element: int, local: int) -> str:
 
 # ***** the device's own pipeline, one index planted out of range
 
-def _pipeline_program(dev, n):
-  from tinycore.tensor import Tensor
-  from tinycore.codegen import get_program
-  t = Tensor(np.arange(n, dtype=np.float32), device=dev) * 2 + 1
-  return get_program(t.schedule()[-1].ast, Device[dev].renderer)
-
-def _plant(uops, buf: int, shift: int):
-  """The program with every INDEX into buffer `buf` moved by `shift` elements (later nodes rebuilt to use it)."""
-  new, out, planted = {}, [], 0
-  for u in uops:
-    src = tuple(new.get(s, s) for s in u.src)
-    if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg == buf:
-      c = UOp.const(src[1].dtype, shift)
-      moved = UOp(Ops.ADD, src[1].dtype, (src[1], c))
-      out += [c, moved]
-      src, planted = (src[0], moved, *src[2:]), planted + 1
-    nu = u if src == u.src else u.replace(src=src)
-    new[u] = nu
-    out.append(nu)
-  assert planted, f"no INDEX into buffer {buf} to plant"
-  return out
-
 @pytest.mark.parametrize("what,buf", [("store", 0), ("load", 1)])
 def test_pipeline_kernel_with_planted_index(dev, what, buf):
   n = 3000
-  p = _pipeline_program(dev, n)
+  p = pipeline_program(dev, n)
   local = p.local_size[0]
   assert p.local_size[1:] == (1, 1) and p.global_size[0] * local >= n   # the thread -> element map used below
   bufs, read = _bufs(dev, np.zeros(n, np.float32), np.arange(n, dtype=np.float32))
@@ -75,12 +54,12 @@ def test_pipeline_kernel_with_planted_index(dev, what, buf):
   _load_program(dev, p.name, p.uops)(*bufs, global_size=p.global_size, local_size=p.local_size)
   np.testing.assert_equal(read(bufs[0], np.zeros(n, np.float32)), np.arange(n, dtype=np.float32) * 2 + 1)
   # one element further: the last element's thread steps past the end of the buffer
-  prg = _load_program(dev, p.name, _plant(p.uops, buf, 1))
+  prg = _load_program(dev, p.name, plant_index(p.uops, buf, 1))
   with pytest.raises(OutOfBounds, match=rf"^{p.name}: out-of-bounds {what} of buffer {buf} at index {n} \(size {n}\).*"
                                         rf"\({_thread_of(n - 1, local)}\)$"):
     prg(*bufs, global_size=p.global_size, local_size=p.local_size)
   # and one before the start: the first thread reads/writes index -1
-  prg = _load_program(dev, p.name, _plant(p.uops, buf, -1))
+  prg = _load_program(dev, p.name, plant_index(p.uops, buf, -1))
   with pytest.raises(OutOfBounds, match=rf"^{p.name}: out-of-bounds {what} of buffer {buf} at index -1 \(size {n}\).*\({_thread_of(0, local)}\)$"):
     prg(*bufs, global_size=p.global_size, local_size=p.local_size)
 

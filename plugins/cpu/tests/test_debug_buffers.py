@@ -18,7 +18,7 @@ def _kernel(body: str, ctype="float") -> str:
   from tinycore import Device
   from tinycore_cpu.runtime import CPUProgram
   d = Device["CPU"]
-  src = '''void k({ctype}* restrict out, const {ctype}* restrict in, const int core_start, const int core_end) {{
+  src = '''void k({ctype}* restrict out, const {ctype}* restrict in, const long long core_start, const long long core_end) {{
     for (int i = core_start; i < core_end; i++) {{ {body} }} }}'''
   prg = CPUProgram("k", d.compiler.compile(src))
   n = 10 * ctypes.sizeof(ctypes.c_{ctype if ctype != 'unsigned short' else 'ushort'})
@@ -63,23 +63,12 @@ def test_planted_index_in_a_generated_kernel(renderer):
   guard page behind the 4000-byte output."""
   if renderer == "LLVM" and importlib.util.find_spec("llvmlite") is None: pytest.skip("llvmlite is not installed")
   code = f"""
-  import numpy as np
-  from tinycore import Tensor, Device
-  from tinycore.uop import UOp, Ops
-  from tinycore.codegen import get_program
+  from tinycore import Device
+  from tinycore.testing.planted import pipeline_program, plant_index
   d = Device["CPU:{renderer}"]
   n = 1000
-  t = Tensor(np.arange(n, dtype=np.float32), device="CPU:{renderer}") * 2 + 1
-  p = get_program(t.schedule()[-1].ast, d.renderer)
-  new, uops = {{}}, []
-  for u in p.uops:
-    src = tuple(new.get(s, s) for s in u.src)
-    if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg == 0:
-      c = UOp.const(src[1].dtype, 1024); moved = UOp(Ops.ADD, src[1].dtype, (src[1], c)); uops += [c, moved]
-      src = (src[0], moved, *src[2:])
-    new[u] = nu = u if src == u.src else u.replace(src=src)
-    uops.append(nu)
-  prg = d.runtime(p.name, d.compiler.compile(d.renderer.render(p.name, uops)))
+  p = pipeline_program("CPU:{renderer}", n)
+  prg = d.runtime(p.name, d.compiler.compile(d.renderer.render(p.name, plant_index(p.uops, 0, 1024))))
   out, inp = d.allocator.alloc(4 * n), d.allocator.alloc(4 * n)
   print("kernel", p.name, flush=True)
   prg(out, inp, global_size=p.global_size, local_size=p.local_size)

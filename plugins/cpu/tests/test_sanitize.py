@@ -21,7 +21,7 @@ OOB_C = """
 from tinycore import Device
 from tinycore_cpu.runtime import CPUProgram
 d = Device["CPU"]
-src = '''void oob_read(float* restrict out, const float* restrict in, const int core_start, const int core_end) {
+src = '''void oob_read(float* restrict out, const float* restrict in, const long long core_start, const long long core_end) {
   for (int i = core_start; i < core_end; i++) out[i] = in[i + 1]; }'''
 prg = CPUProgram("oob_read", d.compiler.compile(src))
 out, inp = d.allocator.alloc(40), d.allocator.alloc(40)   # 10 floats each
@@ -45,23 +45,12 @@ def test_without_the_lane_the_same_overrun_goes_unnoticed():
 def test_planted_index_in_a_generated_kernel_is_reported():
   """A real kernel from the CPU pipeline (C renderer), its store index moved one element past the end."""
   code = """
-  import numpy as np
-  from tinycore import Tensor, Device
-  from tinycore.uop import UOp, Ops
-  from tinycore.codegen import get_program
+  from tinycore import Device
+  from tinycore.testing.planted import pipeline_program, plant_index
   d = Device["CPU"]
   n = 1000
-  t = Tensor(np.arange(n, dtype=np.float32), device="CPU") * 2 + 1
-  p = get_program(t.schedule()[-1].ast, d.renderer)
-  new, uops = {}, []
-  for u in p.uops:
-    src = tuple(new.get(s, s) for s in u.src)
-    if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg == 0:
-      c = UOp.const(src[1].dtype, 1); moved = UOp(Ops.ADD, src[1].dtype, (src[1], c)); uops += [c, moved]
-      src = (src[0], moved, *src[2:])
-    new[u] = nu = u if src == u.src else u.replace(src=src)
-    uops.append(nu)
-  prg = d.runtime(p.name, d.compiler.compile(d.renderer.render(p.name, uops)))
+  p = pipeline_program("CPU", n)
+  prg = d.runtime(p.name, d.compiler.compile(d.renderer.render(p.name, plant_index(p.uops, 0, 1))))
   out, inp = d.allocator.alloc(4 * n), d.allocator.alloc(4 * n)
   print("kernel", p.name, flush=True)
   prg(out, inp, global_size=p.global_size, local_size=p.local_size)
@@ -80,7 +69,7 @@ def test_undefined_behaviour_is_reported():
   from tinycore import Device
   from tinycore_cpu.runtime import CPUProgram
   d = Device["CPU"]
-  src = '''void twice(int* restrict out, const int* restrict in, const int core_start, const int core_end) {
+  src = '''void twice(int* restrict out, const int* restrict in, const long long core_start, const long long core_end) {
     for (int i = core_start; i < core_end; i++) out[i] = in[i] * 2; }'''
   prg = CPUProgram("twice", d.compiler.compile(src))
   out, inp = d.allocator.alloc(4), d.allocator.alloc(4)
