@@ -215,8 +215,8 @@ class _Device:
 
   def renderer_for(self, name: str):
     """The RendererInfo that DEV selects for device `name` (None when the device declares no renderers)."""
-    spec, _ = self.spec_for(name)
-    return next((r for r in self._plugins().renderers(spec.device) if r.name.upper() == spec.renderer), None)
+    from tinycore.renderer.build import renderer_info
+    return renderer_info(self.spec_for(name)[0])
 
   def spec_for(self, name: str) -> tuple[DevSpec, int]:
     """The DEV target a device name uses (its entry in DEV, else the plugin defaults) and its index."""
@@ -239,15 +239,15 @@ class _Device:
     if (dev := self._opened.get(key := (str(spec), idx))) is not None: return dev
     info, rec = self._plugins().find_device(spec.device)
     dname = spec.device + (f":{idx}" if idx else "")
+    from tinycore.renderer.build import renderer_info
     try:
       # compile-only and emulated devices are core's to open, from what the plugin declares
-      ren_info = lambda: next((r for r in self._plugins().renderers(info.name) if r.name.upper() == spec.renderer), None)
       if spec.iface == "NULL":
         from tinycore.nulldev import open_null
-        dev = open_null(dname, spec, ren_info())
+        dev = open_null(dname, spec, renderer_info(spec))
       elif spec.iface == "EMU":
         from tinycore.emudev import open_emu
-        dev = open_emu(dname, spec, ren_info())
+        dev = open_emu(dname, spec, renderer_info(spec))
       else: dev = call_plugin(info.factory, dname, spec)   # SystemExit & co. from plugin code arrive as PluginError
     except DeviceUnavailable as e:
       err = DeviceUnavailable(f"{dname} (DEV={self.dev_string(spec)}) is not available on this machine: {e}")
