@@ -25,9 +25,10 @@ def device_rules(device: str, stage: str) -> PatternMatcher | None:
   """The rules the plugin providing `device` contributes at `stage`, merged into one matcher (cached per registry)."""
   if stage not in STAGES: raise ValueError(f"unknown pipeline stage {stage!r}; stages are {', '.join(STAGES)}")
   from tinycore.plugins import registry
+  # keyed by the name as given (realize asks on every call: one dict hit), and by the manager itself, not its id (a new
+  # one may reuse a freed id)
+  if (key := (registry.pm, device, stage)) in _cache: return _cache[key]
   name = _owner(device)
-  key = (registry.pm, name, stage)   # the manager itself, not its id: a new one may reuse a freed id
-  if key in _cache: return _cache[key]
   found = registry.find_device(name)
   pms: list[PatternMatcher] = []
   if found is not None:

@@ -12,7 +12,7 @@ def realize_uops(uops: list[UOp]) -> list[UOp]:
   from tinycore.engine.run import run_schedule
   from tinycore.stages import apply_stage
   # the tensor stage: each target's device rewrites the graph it is about to realize
-  uops = [apply_stage(u, u.device if isinstance(u.device, str) else None, "tensor") for u in uops]
+  uops = [apply_stage(u, u.device, "tensor") for u in uops]   # a multi-device tuple has no single owner: skipped
   sched, outputs = create_schedule(uops, return_outputs=True)
   run_schedule(sched, keep={o.base.arg for o in outputs if o.base.op is Ops.BUFFER})
   return outputs
