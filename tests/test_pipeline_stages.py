@@ -7,7 +7,6 @@ from tinycore import plugins
 from tinycore.device import Device
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.uop import UOp, Ops
-from tinycore.dtype import dtypes
 pytestmark = pytest.mark.needs_device
 
 class StagePlugin:

@@ -23,7 +23,6 @@ def _short(e: BaseException) -> str:
 
 def targets() -> list[Target]:
   """Every installed combination, highest-priority device first; no device is opened."""
-  from tinycore.device import Device
   from tinycore.devspec import DevSpec
   from tinycore.plugins import registry
   registry.load_all()

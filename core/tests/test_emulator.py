@@ -9,8 +9,8 @@ from tinycore.dtype import dtypes
 from tinycore.device import Device, DeviceUnavailable
 from tinycore.interface import Interface
 from tinycore.renderer.cstyle import CStyleRenderer
-from tinycore.emulator import (open_emulated, ExecModel, TCLayout, layout, EmulatedRenderer, EmulatorProgram,
-                               EmuAllocator, OutOfBounds, UninitializedRead, MissingBarrier, EmulatorError)
+from tinycore.emulator import (ExecModel, TCLayout, layout, EmulatedRenderer, EmulatorProgram,
+                               OutOfBounds, UninitializedRead, MissingBarrier, EmulatorError)
 from _mma_layout import mma_m16n8k16
 from tinycore.emulator.alu import alu
 

@@ -14,7 +14,6 @@ from tinycore.renderer.cstyle import CStyleRenderer
 
 from _mma_layout import mma_m16n8k16, MMA_M16N8K16
 from tinycore.codegen import get_program
-from tinycore.codegen.gpudims import to_gpu_dims
 
 TC = TensorCore((16, 8, 16), dtypes.float16, dtypes.float32, 32, (8, 4, 4), "mma_m16n8k16_half_float", MMA_M16N8K16)
 
@@ -117,7 +116,6 @@ def test_half_matmul_tensor_cores(toy, sa, sb, wmma):
   with Context(TC=0): assert not any(u.op is Ops.WMMA for u in prog(out, toy).uops)
 
 def test_tensor_cores_bf16_and_float_out(toy):
-  from tinycore.tensor import Tensor
   a, b = R(32, 32), R(32, 16)
   ta, tb = T(a, toy).cast(dtypes.float16), T(b, toy).cast(dtypes.float16)
   out = ta.float() @ tb.float()                            # half operands widened to float: still a tensor-core matmul

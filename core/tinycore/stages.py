@@ -10,7 +10,7 @@ applied to a fixed point after core's own passes at that stage. Rules change the
 compile cache, so a changed rule never reuses a stale binary."""
 from __future__ import annotations
 from tinycore.rewrite import PatternMatcher, graph_rewrite
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp
 
 STAGES = ("tensor", "kernel", "program")
 _cache: dict[tuple, PatternMatcher | None] = {}

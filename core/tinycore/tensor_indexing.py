@@ -2,8 +2,8 @@
 advanced indexing, __setitem__, gather/scatter, one_hot, masked ops, cumulative scans, argmax, sort/topk."""
 from __future__ import annotations
 import math
-from tinycore.dtype import dtypes, to_dtype, least_upper_dtype, sum_acc_dtype
-from tinycore.helpers import prod, all_int
+from tinycore.dtype import dtypes, sum_acc_dtype
+from tinycore.helpers import all_int
 from tinycore.uop import Ops
 
 def _as_index_tensor(i, device):

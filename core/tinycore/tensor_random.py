@@ -6,7 +6,7 @@ The counter lives here, in Python; a TinyJit that captured draws refills their k
 replay (`refill_keys`), so a replayed step draws exactly the numbers the same step would draw without the JIT."""
 from __future__ import annotations
 import math, operator, time
-from tinycore.dtype import dtypes, to_dtype, least_upper_float
+from tinycore.dtype import dtypes, to_dtype
 from tinycore.helpers import prod, getenv
 
 _M32 = 0xFFFFFFFF

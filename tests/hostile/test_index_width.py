@@ -7,7 +7,7 @@ import gc
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes, Variable, Context
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp
 from tinycore.codegen import get_program
 from tinycore.codegen.index_width import IndexWidthError
 

@@ -6,7 +6,7 @@ never another exception type, a hang or a segfault.
 The hypothesis tests run in a child pytest (`-X faulthandler`), started by the `test_fuzz[...]` drivers below, so a
 segfault is reported as that driver's failure with the child's traceback instead of killing the whole run.
 TINYCORE_FUZZ_EXAMPLES sets the examples per target (default 40; CI-sized); `-m slow` runs a 10x longer pass."""
-import hashlib, io, json, os, struct, subprocess, sys, warnings, zipfile
+import io, json, os, struct, subprocess, sys, warnings, zipfile
 import numpy as np
 import pytest
 

@@ -1,12 +1,12 @@
 """Files users load (issue 18): every size, offset, stride, dtype and count in a safetensors, GGUF or torch file is
 checked against the file before memory is touched, with checks that survive `python -O`; a bad file is a
 CorruptFileError (a ValueError) naming the file and the field, never a segfault, a wrong answer or a deep exception."""
-import json, os, signal, struct, subprocess, sys, textwrap, threading, time
+import os, struct, subprocess, sys, textwrap, threading
 from collections import OrderedDict
 import numpy as np
 import pytest
-from tinycore import Tensor, dtypes
-from tinycore.nn.state import safe_load, safe_save, safe_load_metadata, torch_load, gguf_load, tensor_from_bytes, CorruptFileError, UnsupportedFileError
+from tinycore import Tensor
+from tinycore.nn.state import safe_load, safe_save, torch_load, gguf_load, CorruptFileError, UnsupportedFileError
 import _hostile_files as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

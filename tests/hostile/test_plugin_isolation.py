@@ -2,7 +2,7 @@
 KeyboardInterrupt, any BaseException) at import, in a hook or in its factory breaks only itself; a failing hook shows
 in `tinyctl plugins` with its cause; a plugin is imported only when its device is used (device names and default
 priorities come from `tinycore.devices` entry-point metadata); env knobs parse robustly."""
-import json, os, signal, subprocess, sys, threading, time, warnings
+import json, os, signal, subprocess, sys, threading, time
 import pytest
 from typer.testing import CliRunner
 from tinycore import plugins

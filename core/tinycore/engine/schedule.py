@@ -155,7 +155,7 @@ def _pm_split():
   return PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="r"), _split_reduce)])
 
 def create_schedule(targets: list[UOp], return_outputs: bool = False):
-  from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
+  from tinycore.rewrite import graph_rewrite
   sink = UOp(Ops.SINK, dtypes.void, tuple(targets))
   sink = graph_rewrite(sink, _pm_split())
   targets = list(sink.src)

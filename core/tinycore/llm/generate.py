@@ -4,7 +4,6 @@ from __future__ import annotations
 import math, time
 from typing import Iterator
 import numpy as np
-from tinycore.tensor import Tensor
 from tinycore.uop import Variable
 from tinycore.engine.jit import TinyJit
 from tinycore.llm.weights import load_gguf_raw

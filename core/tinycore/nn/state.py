@@ -2,7 +2,6 @@
 (safetensors here; torch zip checkpoints and GGUF in their own modules, re-exported)."""
 from __future__ import annotations
 import json, mmap, os, stat, struct, warnings
-from collections import OrderedDict
 from typing import Any
 from tinycore.tensor import Tensor
 from tinycore.dtype import DType, dtypes

@@ -1,11 +1,10 @@
 """torch_load: read a torch.save zip checkpoint (.pt/.pth) without importing torch. The pickle is read by an unpickler that
 only builds containers and tensors: any other global in the file is refused, so a checkpoint can't run code."""
 from __future__ import annotations
-import io, os, pickle, pickletools, struct, zipfile, zlib
+import io, pickle, pickletools, struct, zipfile, zlib
 from collections import OrderedDict
 from typing import Any
 import numpy as np
-from tinycore.tensor import Tensor
 from tinycore.dtype import DType, dtypes
 from tinycore.helpers import prod
 from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError

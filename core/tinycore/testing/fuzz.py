@@ -13,7 +13,7 @@ closer than their errors, a float->int cast at an integer boundary, an overflow)
 not compared. Ints and bools are exact; NaN must match NaN."""
 from __future__ import annotations
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 import numpy as np
 from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype

@@ -2,7 +2,7 @@
 interfaces (the driver API, PCI probing, EMU) and the probe/smi/emulator hooks.
 
 Nothing here loads libcuda, NVRTC or NVML: device.py, nvrtc.py and smi.py do, on first use."""
-import ctypes.util, glob, os
+import ctypes.util, glob
 from tinycore.interface import Interface, EmuInterface
 TINYCORE_PLUGIN_API = (1, 1)
 NVIDIA = 0x10de

@@ -4,7 +4,7 @@ functions below. PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
 groupID g = lane>>2 and threadID_in_group t = lane%4, a_i is row g+8*((i>>1)&1), col 2t+(i&1)+8*(i>>2); b_i is row
 2t+(i&1)+8*(i>>1), col g; c_i is row g+8*(i>>1), col 2t+(i&1). Lane may be a UOp (codegen) or an int (emulator)."""
 from __future__ import annotations
-from tinycore.dtype import dtypes, DType
+from tinycore.dtype import dtypes
 from tinycore.renderer import TensorCore
 
 def frag_a(l, i): return l // 4 + 8 * ((i >> 1) & 1), (l % 4) * 2 + (i & 1) + 8 * (i >> 2)
