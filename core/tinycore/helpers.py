@@ -85,7 +85,23 @@ _context_hooks: list = []
 DEBUG, BEAM, NOOPT, JIT = ContextVar("DEBUG", 0), ContextVar("BEAM", 0), ContextVar("NOOPT", 0), ContextVar("JIT", 1)
 IGNORE_BEAM_CACHE, CCACHE, CACHEDB = ContextVar("IGNORE_BEAM_CACHE", 0), ContextVar("CCACHE", 1), ContextVar("CACHEDB", "")
 TRACK_REWRITES, SPEC = ContextVar("TRACK_REWRITES", 0), ContextVar("SPEC", 0)
-DEV = ContextVar("DEV", "")
+class DevVar(ContextVar):
+  """DEV, with the first target's fields as strings ('' when unset), as tinygrad's tests read them (DEV.renderer == "LLVM")."""
+  def _first(self):
+    from tinycore.devspec import parse_dev
+    specs = parse_dev(str(self.value or ""))
+    return specs[0] if specs else None
+  @property
+  def device(self) -> str: return (t := self._first()) and t.device or ""
+  @property
+  def renderer(self) -> str: return (t := self._first()) and t.renderer or ""
+  @property
+  def arch(self) -> str: return (t := self._first()) and t.arch or ""
+  @property
+  def interface(self) -> str: return (t := self._first()) and t.iface or ""
+
+DEV = DevVar("DEV", "")
+IMAGE = ContextVar("IMAGE", 0)   # tinygrad's image-texture mode; tinycore has none, so always 0 (its tests skip on it)
 
 def cache_dir() -> str:
   base = os.getenv("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))

@@ -14,6 +14,10 @@ from tinycore.tensor_linalg import LinalgMixin
 from tinycore.tensor_hash import HashMixin
 from tinycore import tensor_multi as _multi   # multi-device (sharded) tensors: the hooks below are marked "multi:"
 
+def _to_np_dtype(dtype: DType):
+  """The numpy dtype a tensor of `dtype` reads back as (tinygrad's name; None where numpy has no such type)."""
+  return dtype.np if dtype.fmt is not None else None
+
 sint = Union[int, UOp]
 ConstType = Union[float, int, bool]
 

@@ -14,7 +14,7 @@ class EmulatedRenderer(Renderer):
   """Same capabilities (device, arch, locals, shared memory, tensor cores, dtypes) as `base`, so codegen makes the
   same choices it makes for the real device; render() emits the linearized program instead of source."""
   _caps = ("device", "arch", "has_local", "has_shared", "global_max", "local_max", "shared_max", "tensor_cores",
-           "supports_float4", "supported_dtypes", "vector_types", "register_tile")
+           "supports_float4", "claimed_dtypes", "vector_types", "register_tile")
   def __init__(self, base: Renderer, model: ExecModel | None = None):
     self.base, self.model = base, as_model(model)
     for a in self._caps:
@@ -23,11 +23,11 @@ class EmulatedRenderer(Renderer):
     self.compiler = EmulatorCompiler(f"emu{VERSION}-{type(base).__name__}-{base.name}-{base.arch}-{self.model.name}")
   def render(self, name: str, uops: list) -> str:
     # the interpreter computes any dtype, but the device it stands for may not: refuse what the base renderer doesn't claim
-    if self.supported_dtypes is not None:
+    if self.claimed_dtypes is not None:
       from tinycore.dtype import dtypes, PtrDType
       for u in uops:
         dt = (u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar()
-        if dt not in (dtypes.void, dtypes.index) and dt not in self.supported_dtypes:
+        if dt not in (dtypes.void, dtypes.index) and dt not in self.claimed_dtypes:
           raise NotImplementedError(f"{self.device} has no {dt.name} ({dt!r}): its {type(self.base).__name__} doesn't support it")
     if self.model.check is not None: self.model.check(self.base, name, uops)
     return serialize.encode(name, uops)

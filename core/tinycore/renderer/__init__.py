@@ -63,7 +63,11 @@ class Renderer:
   # inf, nan and -0 behave as IEEE 754 says in every float op. False where the language lets the compiler assume finite
   # math (WGSL does: lavapipe folds -0.0*x to -0.0 for x = inf); the fuzzer then feeds such a device finite inputs only
   ieee_specials: bool = True
-  supported_dtypes: frozenset[DType] | None = None   # None: every dtype
+  claimed_dtypes: frozenset[DType] | None = None   # None: every dtype
+  def supported_dtypes(self) -> frozenset[DType]:
+    """The dtypes this renderer can compute in (tinygrad's spelling; claimed_dtypes=None means every dtype)."""
+    from tinycore.dtype import dtypes
+    return self.claimed_dtypes if self.claimed_dtypes is not None else frozenset(dtypes.fields().values())
   # the integer widths this renderer can give index math. Default: 32 and 64. Codegen renders a kernel's indices in int32
   # unless a value or a buffer's element count leaves int32, then in int64 if 64 is listed here, else it refuses the kernel
   # with an error naming the limit (codegen/index_width.py). A renderer reads its kernel's choice with index_dtype(uops, self).

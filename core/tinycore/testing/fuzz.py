@@ -23,9 +23,9 @@ SIZES = (1, 0, 2, 3, 5, 7, 13, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129
 ALL_DTYPES = tuple(sorted({d for d in dtypes.fields().values() if d != dtypes.void}))
 
 def device_dtypes(device: str) -> tuple[DType, ...]:
-  """The dtypes `device`'s renderer claims (renderer.supported_dtypes; None means every dtype)."""
+  """The dtypes `device`'s renderer claims (renderer.claimed_dtypes; None means every dtype)."""
   from tinycore.device import Device
-  claimed = Device[device].renderer.supported_dtypes
+  claimed = Device[device].renderer.claimed_dtypes
   return tuple(d for d in ALL_DTYPES if claimed is None or d in claimed)
 
 # ---- leaves

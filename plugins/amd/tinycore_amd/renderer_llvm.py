@@ -18,7 +18,7 @@ class AMDLLVMRenderer(AMDTarget, LLVMIRRenderer):
   emulated = {dtypes.bfloat16: dtypes.uint16}
   index_widths = (32,)   # thread ids are i32: a kernel past 2**31-1 elements is refused with a clear error (use HIP)
   # every dtype but fp8 (ltype refuses it: use AMD:HIP), declared so the kit's fuzzer and EMU+AMD:LLVM know
-  supported_dtypes = frozenset(d for d in dtypes.fields().values() if d not in (dtypes.fp8e4m3, dtypes.fp8e5m2))
+  claimed_dtypes = frozenset(d for d in dtypes.fields().values() if d not in (dtypes.fp8e4m3, dtypes.fp8e5m2))
   def make_compiler(self):
     from tinycore_amd.compiler import AMDLLVMCompiler
     return AMDLLVMCompiler(self.arch)

@@ -64,7 +64,7 @@ class MetalRenderer(CStyleRenderer):
   tensor_cores = TENSOR_CORES
   arg_int = "constant int&"
   index_widths = (32,)   # its loops and thread ids are int: a kernel past 2**31-1 elements is refused with a clear error
-  supported_dtypes = frozenset(d for d in _TYPES if d not in (dtypes.void, dtypes.index)) | {dtypes.fp8e4m3, dtypes.fp8e5m2}
+  claimed_dtypes = frozenset(d for d in _TYPES if d not in (dtypes.void, dtypes.index)) | {dtypes.fp8e4m3, dtypes.fp8e5m2}
   def __init__(self, arch: str | None = None, native_bf16: bool = True):
     # arch: a Metal language version like "3.1"; bfloat is native from 3.1 unless told otherwise
     self.arch = arch

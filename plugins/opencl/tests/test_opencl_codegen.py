@@ -50,7 +50,7 @@ def test_float64_needs_cl_khr_fp64():
 
 def test_half_native_with_cl_khr_fp16_else_through_vload_half():
   native = CLRenderer(extensions={"cl_khr_fp16"})
-  assert dtypes.float16 in native.supported_dtypes and dtypes.float64 not in native.supported_dtypes
+  assert dtypes.float16 in native.claimed_dtypes and dtypes.float64 not in native.claimed_dtypes
   src = get_program(ast("half"), native).src
   assert "cl_khr_fp16 : enable" in src and "__global half*" in src and "vload_half" not in src
   src = get_program(ast("half"), CLRenderer()).src

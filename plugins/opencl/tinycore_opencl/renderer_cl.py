@@ -69,14 +69,14 @@ class CLRenderer(CStyleRenderer):
     self.type_map = dict(_TYPES)
     self.emulated = {dtypes.bfloat16: dtypes.uint16, dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
     if not self.native_half: self.emulated[dtypes.float16] = dtypes.uint16
-    self.supported_dtypes = _ALWAYS | ({dtypes.float64} if "cl_khr_fp64" in self.extensions else frozenset())
+    self.claimed_dtypes = _ALWAYS | ({dtypes.float64} if "cl_khr_fp64" in self.extensions else frozenset())
   def make_compiler(self):
     # built against a device: the first one the ICD loader lists (device.py gives an opened device its own)
     from tinycore_opencl.device import default_compiler
     return default_compiler()
 
   def _check(self, dt: DType) -> None:
-    if dt.scalar() not in self.supported_dtypes and dt.scalar() not in (dtypes.void, dtypes.index):
+    if dt.scalar() not in self.claimed_dtypes and dt.scalar() not in (dtypes.void, dtypes.index):
       what = "float64 (the device lacks cl_khr_fp64)" if dt.scalar() == dtypes.float64 else str(dt.scalar())
       raise NotImplementedError(f"{self.device_name} ({self.arch or 'OpenCL'}) does not support {what}")
 

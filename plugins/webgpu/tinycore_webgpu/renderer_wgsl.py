@@ -37,7 +37,7 @@ class WGSLRenderer(Renderer):
   def __init__(self, compiler=None, f16: bool = True):
     self.compiler, self.f16 = compiler, f16
     self.packed = {**_PACKED, **({} if f16 else {dtypes.float16: 2})}
-    self.supported_dtypes = frozenset([dtypes.float32, dtypes.float16, dtypes.int32, dtypes.uint32, *_PACKED])
+    self.claimed_dtypes = frozenset([dtypes.float32, dtypes.float16, dtypes.int32, dtypes.uint32, *_PACKED])
 
   # ---- types and literals
   def ty(self, dt: DType) -> str:
