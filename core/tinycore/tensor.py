@@ -699,13 +699,10 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     return tuple(sorted({self._resolve_dim(a) for a in axes}))
   def _reduce(self, op: Ops, axis=None, keepdim=False) -> Tensor:
+    # a zero-size axis reduces to the op's identity (0, 1, the dtype's min) in the backend; the REDUCE_AXIS node stays in
+    # the graph so gradients still reach `self` (a constant here would cut it off)
     axes = self._axes(axis)
-    if any(self.shape[a] == 0 for a in axes):
-      if op is Ops.MAX: raise ValueError(f"max/min of an empty dimension (shape {self.shape}, axis {axis}) has no identity")
-      ident = 0 if op is Ops.ADD else 1
-      out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-      ret = Tensor.full(out_shape, ident, dtype=self.dtype, device=self.device)
-    else: ret = self._wrap(self.uop.r(op, axes))
+    ret = self._wrap(self.uop.r(op, axes))
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
@@ -716,6 +713,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
   def max(self, axis=None, keepdim=False) -> Tensor:
+    # torch refuses max/min over an empty dimension (its identity, -inf or the dtype's min, is rarely what the user meant)
+    if any(self.shape[a] == 0 for a in self._axes(axis)):
+      raise ValueError(f"max/min of an empty dimension (shape {self.shape}, axis {axis}) has no identity")
     return self._reduce(Ops.MAX, axis, keepdim) if self.dtype != dtypes.bool else self.cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
   def min(self, axis=None, keepdim=False) -> Tensor:
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
@@ -732,7 +732,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     sq = (self._float() - self._float().mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return sq / max(n - correction, 0)
   def std(self, axis=None, keepdim=False, correction=1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
-  def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
+  def any(self, axis=None, keepdim=False) -> Tensor:
+    # the MAX reduce directly: over an empty axis it gives its identity, False (as torch's any does)
+    return self.bool().cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
   def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
 
   # ---- linear algebra
