@@ -177,7 +177,7 @@ def test_unused_target_raises():
 
 def test_backward_fills_and_accumulates():
   w = Tensor(np.array([[1., 2.], [3., 4.]], np.float32), requires_grad=True)
-  x = Tensor(np.array([1., -1.], np.float32))
+  x = Tensor(np.array([1., -1.], np.float32), requires_grad=False)   # explicitly False: never gets a .grad
   (w @ x).sum().backward()
   np.testing.assert_allclose(w.grad.numpy(), [[1, -1], [1, -1]])
   assert x.grad is None

@@ -821,26 +821,34 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
 
   # ---- autograd
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+    """d self / d target for each target. A target the graph reaches only through ops without a gradient (comparisons,
+    sign, casts to int) gets zeros, as in tinygrad; one that is not in the graph at all is an error (a likely mistake)."""
     from tinycore.gradient import compute_gradient
     _multi.check_grad(self.uop, *[t.uop for t in targets])   # multi: no autograd through shards yet
+    if not dtypes.is_float(self.dtype) or not all(dtypes.is_float(t.dtype) for t in targets):
+      raise RuntimeError(f"only floating-point tensors have gradients (output {self.dtype}, targets {', '.join(str(t.dtype) for t in targets)})")
     if gradient is None and self.numel() != 1: raise ValueError(f"gradient of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
+    nodes = set(self.uop.toposort()) if any(t.uop not in grads for t in targets) else set()
     out = []
     for t in targets:
-      if t.uop not in grads: raise ValueError(f"a target of shape {t.shape} is not part of the graph of this tensor")
-      out.append(Tensor(grads[t.uop]))
+      if t.uop in grads: out.append(Tensor(grads[t.uop]))
+      elif t.uop in nodes: out.append(t.zeros_like())
+      else: raise ValueError(f"a target of shape {t.shape} is not part of the graph of this tensor")
     return out
   def backward(self, gradient: Tensor | None = None) -> Tensor:
+    """Accumulate d self / d t into t.grad for every live floating-point tensor t in this graph whose requires_grad
+    isn't False (tinygrad 0.14's rule: None counts, so a plain Tensor used in the graph gets a .grad too)."""
     from tinycore.gradient import compute_gradient
     if gradient is None and self.numel() != 1: raise ValueError(f"backward of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
+    if not dtypes.is_float(self.dtype): raise RuntimeError(f"backward of a {self.dtype} tensor: only floating-point outputs have gradients")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     targets = _grad_targets(self)
-    if _multi.ACTIVE: _multi.check_backward(self.uop, [t.uop for t in list(_requires_grad_leaves) if t.requires_grad])   # multi: no autograd through shards yet
+    if _multi.ACTIVE: _multi.check_backward(self.uop, [t.uop for t in targets])   # multi: no autograd through shards yet
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
     for t in targets:
-      if (gu := grads.get(t.uop)) is None: continue
-      gt = Tensor(gu, device=t.device)
+      gt = Tensor(gu, device=t.device) if (gu := grads.get(t.uop)) is not None else t.zeros_like()
       if gt.shape != t.shape: raise RuntimeError(f"gradient shape {gt.shape} doesn't match tensor shape {t.shape}")
       t.grad = gt if t.grad is None else (t.grad + gt)
     return self
@@ -858,23 +866,24 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   class test(train):
     def __init__(self): super().__init__(False)
 
-# live tensors that require grad, so backward() can find its leaves
-class _Leaves:
-  """Live tensors that require grad, kept by identity: a WeakSet would compare two tensors with ==, which is elementwise."""
+class _LiveTensors:
+  """Every live Tensor, kept by identity (backward() finds the ones in its graph here): a WeakSet would compare two
+  tensors with ==, which is elementwise."""
   def __init__(self): self.d: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
   def add(self, t: Tensor) -> None: self.d[id(t)] = t
   def __iter__(self): return iter(list(self.d.values()))
-_requires_grad_leaves = _Leaves()
+_live_tensors = _LiveTensors()
 def _get_requires_grad(self) -> bool | None: return self._requires_grad
 def _set_requires_grad(self, v: bool | None) -> None:
-  # set in the constructor or later (`x.requires_grad = True`): either way backward() must find the tensor
+  # every tensor passes here on construction (the JIT's fast rebuild too), so this is where it is registered
   self._requires_grad = v
-  if v: _requires_grad_leaves.add(self)
+  _live_tensors.add(self)
 Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)  # type: ignore[assignment]
 
 def _grad_targets(t: Tensor) -> list[Tensor]:
   nodes = set(t.uop.toposort())
-  return [x for x in list(_requires_grad_leaves) if x.requires_grad and x.uop in nodes]
+  return [x for x in _live_tensors if x.requires_grad is not False and x.uop in nodes and dtypes.is_float(x.dtype)
+          and x.device is not None]
 
 def _empty(device, shape: tuple, dtype: DType) -> UOp:
   return UOp(Ops.BUFFER, dtype, (), Buffer(device, prod(shape) if all_int(shape) else 0, dtype)).reshape(shape)

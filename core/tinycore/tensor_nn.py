@@ -96,9 +96,6 @@ class NNMixin:
   def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._resolve_dim(dim)]
   def requires_grad_(self, requires_grad: bool = True):
     self.requires_grad = requires_grad
-    if requires_grad:
-      from tinycore.tensor import _requires_grad_leaves
-      _requires_grad_leaves.add(self)
     return self
   def diagonal(self):
     if self.ndim != 2: raise ValueError(f"diagonal needs a 2-d tensor, got shape {self.shape}")
