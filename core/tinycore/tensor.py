@@ -616,12 +616,14 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def minimum(self, x) -> Tensor:
     a, b = self._broadcasted(x)
     if a.dtype == dtypes.bool: return a & b
-    return -((-a).maximum(-b)) if not dtypes.is_unsigned(a.dtype) else (a < b).where(a, b)
+    # floats negate exactly (and keep maximum's tie gradient); ints select: -int.min overflows
+    return -((-a).maximum(-b)) if dtypes.is_float(a.dtype) else (a < b).where(a, b)
   def clamp(self, min_=None, max_=None) -> Tensor:
-    if min_ is None and max_ is None: raise ValueError("clamp needs min or max")
+    if min_ is None and max_ is None: raise RuntimeError("clamp needs min or max (both are None)")   # torch's error class
+    # selects, not maximum/minimum: at a bound the gradient is 1 (torch), not the 0.5 a tie in maximum gets; nan passes
     x = self
-    if min_ is not None: x = x.maximum(min_)
-    if max_ is not None: x = x.minimum(max_)
+    if min_ is not None: a, b = x._broadcasted(min_); x = (a < b).where(b, a)
+    if max_ is not None: a, b = x._broadcasted(max_); x = (a > b).where(b, a)
     return x
   clip = clamp
   def cast(self, dtype) -> Tensor:
@@ -697,7 +699,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def _axes(self, axis) -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    return tuple(sorted({self._resolve_dim(a) for a in axes}))
+    resolved = tuple(sorted({self._resolve_dim(a) for a in axes}))
+    return resolved if self.ndim else ()   # a 0-d tensor takes axis 0 or -1 (as torch does) and has nothing to reduce
   def _reduce(self, op: Ops, axis=None, keepdim=False) -> Tensor:
     # a zero-size axis reduces to the op's identity (0, 1, the dtype's min) in the backend; the REDUCE_AXIS node stays in
     # the graph so gradients still reach `self` (a constant here would cut it off)
@@ -776,8 +779,15 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return x.add(bias) if bias is not None else x
 
   # ---- activations used everywhere (the full set lives in the activation mixin)
-  def relu(self) -> Tensor: return (self < 0).where(0, self)   # keeps nan, like torch
-  def sigmoid(self) -> Tensor: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
+  # gradient 0 at 0 (torch's convention; maximum(0) would split it 0.5/0.5) and nan stays nan
+  def relu(self) -> Tensor: return (self <= 0).where(0, self)
+  def sigmoid(self) -> Tensor:
+    # through e = exp(-|x|) <= 1, never exp(+large): 1/(1+exp(-x)) overflows to inf at x << 0 and its backward is then
+    # 0 * inf = nan (torch's gradient there is 0)
+    x = self._float()
+    e = (x.abs() * (-1 / math.log(2))).exp2()
+    r = (1 + e).reciprocal()
+    return (x >= 0).where(r, e * r)
   def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
   def softmax(self, axis=-1, dtype=None) -> Tensor:
     x = self.cast(dtype) if dtype is not None else self._float()
@@ -788,7 +798,11 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p over `dim`, eps), like torch.nn.functional.normalize."""
     x = self._float()
-    norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2 else (x * x).sum(dim, keepdim=True).sqrt()
+    if p == 2: norm = (x * x).sum(dim, keepdim=True).sqrt()
+    elif p == 0: norm = (x != 0).sum(dim, keepdim=True).cast(x.dtype)   # the "0-norm" counts nonzeros (torch)
+    elif p == math.inf: norm = x.abs().max(dim, keepdim=True)
+    elif p == -math.inf: norm = x.abs().min(dim, keepdim=True)
+    else: norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
     return x / norm.maximum(eps)
   def newton_schulz(self, steps: int, params: tuple, eps: float = 1e-7) -> Tensor:
     """Orthogonalize the trailing matrices with an odd polynomial X <- sum_i params[i] * (X X^T)^i X, after scaling X

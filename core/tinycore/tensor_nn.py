@@ -108,9 +108,11 @@ class NNMixin:
   def celu(self, alpha: float = 1.0): return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
   def selu(self, alpha: float = 1.67326, gamma: float = 1.0507):
     return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
-  def gelu(self):
-    """The tanh approximation (as tinygrad; torch's gelu(approximate='tanh'))."""
-    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+  def gelu(self, approximate: str = "tanh"):
+    """approximate="tanh" (tinygrad's default; torch's gelu(approximate='tanh')) or "none", the exact x * Phi(x)."""
+    if approximate == "tanh": return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+    if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+    raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
   def quick_gelu(self): return self * (self * 1.702).sigmoid()
   def silu(self): return self * self.sigmoid()
   def swish(self): return self.silu()
