@@ -72,7 +72,8 @@ class NNMixin:
     return neg.where(-self.abs(), self.abs())
   def fmod(self, x): return self - self.div(x, rounding_mode="trunc") * x   # C's fmod: sign of the dividend
   def logaddexp(self, x):
-    m = self.maximum(x)
+    m = self.maximum(x).detach()
+    m = (m.abs() == math.inf).where(0, m)   # shift by 0 at +-inf: logaddexp(-inf, -inf) is -inf, not nan
     return m + ((self - m).exp() + (x - m).exp()).log()
   def polyN(self, coeffs):
     """Horner evaluation of coeffs[0]*x^(n-1) + ... + coeffs[-1]."""
@@ -87,11 +88,10 @@ class NNMixin:
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
-  def cummin(self, axis: int = 0): return -((-self).cummax(axis)) if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).cummax(axis)
   def logcumsumexp(self, axis: int = 0):
-    m = self.max(axis, keepdim=True).detach() if self.numel() else 0
-    if self.numel(): m = (m.abs() == math.inf).where(0, m)   # an infinite max shifts by 0: -inf rows stay -inf, not NaN
-    return (self - m).exp().cumsum(axis).log() + m
+    # a scan whose windows each take their own logsumexp (shifted by their own max): one global shift would underflow
+    # exp(x - max) to 0 for entries far below a later maximum ([0, 100] gave -inf, not 0)
+    return self._float()._cum(axis, "lse")
   def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
   def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._resolve_dim(dim)]
   def requires_grad_(self, requires_grad: bool = True):
