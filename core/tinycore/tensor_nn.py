@@ -24,6 +24,9 @@ def _check_labels(Y, c: int, ignore_index, what: str) -> None:
     also = f" or ignore_index {ignore_index}" if ignore_index is not None else ""
     raise IndexError(f"{what}: target {bad[0]} is out of bounds: labels must be in [0, {c}){also}")
 
+class TargetShapeError(ValueError, RuntimeError):
+  """A loss target whose shape doesn't fit the input: a ValueError here, the RuntimeError torch and tinygrad raise."""
+
 class NNMixin:
   __slots__ = ()
 
@@ -329,7 +332,7 @@ class NNMixin:
       if Y.shape != self.shape[:cd] + self.shape[cd + 1:]: raise ValueError(f"target shape {Y.shape} doesn't match logits {self.shape}")
       _check_labels(Y, c, None, "cross_entropy")
       Y = (Y.unsqueeze(cd) == Tensor._index_range(c, self.device).reshape(c, *[1] * (self.ndim - cd - 1))).cast(least_upper_float(self.dtype))
-    elif Y.shape != self.shape: raise ValueError(f"probability targets of shape {Y.shape} must match logits {self.shape}")
+    elif Y.shape != self.shape: raise TargetShapeError(f"probability targets of shape {Y.shape} must match logits {self.shape}")
     Y = (1 - label_smoothing) * Y + label_smoothing / c
     return _reduction(-(self.log_softmax(cd) * Y).sum(cd), reduction)
   def nll_loss(self, Y, weight=None, ignore_index=None, reduction: str = "mean"):
