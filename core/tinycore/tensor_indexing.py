@@ -254,8 +254,8 @@ class IndexingMixin:
   def cummin(self, axis: int = 0):
     """(values, indices), like torch: the running min along `axis` and where it was last attained (int32)."""
     if self.dtype == dtypes.bool: values = self.cast(dtypes.uint8).cummin(axis)[0].cast(dtypes.bool)
-    elif dtypes.is_unsigned(self.dtype): values = dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).cummax(axis)[0]
-    else: values = -((-self).cummax(axis)[0])
+    elif dtypes.is_float(self.dtype): values = -((-self).cummax(axis)[0])
+    else: values = ~((~self).cummax(axis)[0])   # ~x reverses the order of ints without overflow (-int.min wraps)
     return values, self._cum_arg(values, axis)
   def _cum_arg(self, values, axis: int):
     # the running extreme changes exactly where x equals it, so the last such position up to i is a running max of
