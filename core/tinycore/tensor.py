@@ -784,10 +784,12 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def sigmoid(self) -> Tensor:
     # through e = exp(-|x|) <= 1, never exp(+large): 1/(1+exp(-x)) overflows to inf at x << 0 and its backward is then
     # 0 * inf = nan (torch's gradient there is 0)
+    # -|x| as a select, not abs(): abs's gradient at 0 is 0, and sigmoid'(0) must be 1/4
     x = self._float()
-    e = (x.abs() * (-1 / math.log(2))).exp2()
+    pos = x >= 0
+    e = (pos.where(-x, x) * (1 / math.log(2))).exp2()
     r = (1 + e).reciprocal()
-    return (x >= 0).where(r, e * r)
+    return pos.where(r, e * r)
   def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
   def softmax(self, axis=-1, dtype=None) -> Tensor:
     x = self.cast(dtype) if dtype is not None else self._float()

@@ -107,10 +107,13 @@ class NNMixin:
   # ---- activations
   def relu6(self): return self.relu() - (self - 6).relu()
   def leaky_relu(self, neg_slope: float = 0.01): return (self < 0).where(self * neg_slope, self)
-  def elu(self, alpha: float = 1.0): return self.relu() - alpha * (1 - self.exp()).relu()
+  # elu/selu: exp only of the non-positive side (the unused branch's exp(+large) = inf would make its masked gradient
+  # 0 * inf = nan), and x > 0 picks the linear branch, so the gradient at 0 is alpha's side (torch)
+  def elu(self, alpha: float = 1.0): pos = self > 0; return pos.where(self, alpha * (pos.where(0, self).exp() - 1))
   def celu(self, alpha: float = 1.0): return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
   def selu(self, alpha: float = 1.67326, gamma: float = 1.0507):
-    return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
+    pos = self > 0
+    return gamma * pos.where(self, alpha * (pos.where(0, self).exp() - 1))
   def gelu(self, approximate: str = "tanh"):
     """approximate="tanh" (tinygrad's default; torch's gelu(approximate='tanh')) or "none", the exact x * Phi(x)."""
     if approximate == "tanh": return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
@@ -123,8 +126,11 @@ class NNMixin:
   def hardswish(self): return self * (self + 3).relu6() * (1 / 6)
   def hardtanh(self, min_val: float = -1, max_val: float = 1): return self.clip(min_val, max_val)
   def softplus(self, beta: float = 1.0):
+    # log(1+e^x) = max(x,0) + log(1+e^-|x|) without overflow; the max and -|x| as selects on one condition so the
+    # gradient at 0 is 1/2 (relu's and abs's own conventions at 0 would both give 0 there)
     bx = self._float() * beta
-    return (bx.relu() + (1 + (-bx.abs()).exp()).log()) * (1 / beta)   # log(1+e^x) without overflow
+    pos = bx >= 0
+    return (pos.where(bx, 0) + (1 + pos.where(-bx, bx).exp()).log()) * (1 / beta)
   def mish(self): return self * self.softplus().tanh()
   def logsigmoid(self): return -(-self).softplus()
   def softsign(self): return self / (1 + self.abs())
