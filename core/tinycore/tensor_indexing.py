@@ -2,13 +2,17 @@
 advanced indexing, __setitem__, gather/scatter, one_hot, masked ops, cumulative scans, argmax, sort/topk."""
 from __future__ import annotations
 import math
+from typing import TYPE_CHECKING
 from tinycore.dtype import dtypes, sum_acc_dtype
-from tinycore.helpers import all_int
-from tinycore.uop import Ops
+from tinycore.helpers import all_int, flatten
+from tinycore.uop import UOp, Ops
+from tinycore.tensor_base import TensorBase, tensor_type
+from tinycore.tensor_shapes import broadcast_shape
+if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _as_index_tensor(i, device):
   """A list / numpy array / Tensor index as an int Tensor (bool masks become the positions of their True entries)."""
-  from tinycore.tensor import Tensor
+  Tensor = tensor_type()
   import numpy as np
   if isinstance(i, Tensor):
     if i.dtype == dtypes.bool: return Tensor(np.nonzero(i.numpy().reshape(-1))[0].astype(np.int32), device=device), i.shape
@@ -27,19 +31,97 @@ def _check_bounds(t, size: int, dim: int):
       bad = v[(v < -size) | (v >= size)].reshape(-1)[0]
       raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
+def _is_tensor_index(i) -> bool:
+  Tensor = tensor_type()
+  return isinstance(i, (Tensor, list)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
+
 def _is_extreme(x, m):
   """Where x equals its row's max/min m. A row holding NaN has m = NaN (it propagates, as in torch), which equals
   nothing: there the NaNs are the extremes, so argmax/argmin give the first NaN's index, like torch."""
   return (x == m) | (x != x) if dtypes.is_float(x.dtype) else x == m
 
-class IndexingMixin:
+class IndexingMixin(TensorBase):
   __slots__ = ()
+
+  # ---- basic indexing (ints, slices with steps, None, Ellipsis; tensor indices in _getitem_tensor)
+  def __getitem__(self, idx) -> Tensor:
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if any(_is_tensor_index(i) for i in idx): return self._getitem_tensor(idx)
+    return self._apply_basic(self._basic_plan(idx))
+  def _basic_plan(self, idx: tuple) -> list:
+    """Per index entry: ("new",) for None, ("keep", b, e, flip, stride) for a slice, ("drop", i) for an int; Ellipsis expanded."""
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
+    if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (shape {self.shape})")
+    if Ellipsis in idx:
+      e = idx.index(Ellipsis)
+      idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
+    else: idx = idx + (slice(None),) * (self.ndim - n_real)
+    plan, dim = [], 0
+    for i in idx:
+      if i is None: plan.append(("new",)); continue
+      s = self.shape[dim]
+      if isinstance(i, UOp): raise TypeError("symbolic integer indices are not supported; use a slice with a bound Variable")
+      if isinstance(i, bool) or not isinstance(i, (int, slice)) and not hasattr(i, "__index__"):
+        raise TypeError(f"invalid index type {type(i).__name__}")
+      if isinstance(i, slice):
+        if isinstance(i.stop, UOp) or isinstance(i.start, UOp):
+          if i.step not in (None, 1): raise ValueError("symbolic slices need step 1")
+          plan.append(("keep", 0 if i.start is None else i.start, s if i.stop is None else i.stop, False, 1))
+        else:
+          start, stop, step = i.indices(s) if all_int((s,)) else (i.start or 0, i.stop if i.stop is not None else s, i.step or 1)
+          if step == 0: raise ValueError("slice step cannot be zero")
+          if step > 0: b, e = start, max(start, stop)
+          else: b, e = stop + 1, max(stop + 1, start + 1)
+          cnt = max(0, math.ceil((e - b) / abs(step)))
+          if step < 0: b = max(b, start - (cnt - 1) * abs(step)) if cnt else b
+          plan.append(("keep", b, e if cnt else b, step < 0, abs(step)))
+      else:
+        i = int(i)
+        if not -s <= i < s: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {s}")
+        i = i + s if i < 0 else i
+        plan.append(("drop", i))
+      dim += 1
+    return plan
+  def _apply_basic(self, plan: list) -> Tensor:
+    x, real = self, [p for p in plan if p[0] != "new"]
+    if real: x = x.shrink(tuple((p[1], p[2]) if p[0] == "keep" else (p[1], p[1] + 1) for p in real))
+    flips = [p[0] == "keep" and p[3] for p in real]
+    if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
+    strides = [p[4] if p[0] == "keep" else 1 for p in real]
+    if any(st != 1 for st in strides):
+      # stride by padding to a multiple, reshaping (n, st) and taking the first of each group
+      shp = x.shape
+      x = x.pad(tuple((0, (-s) % st) for s, st in zip(shp, strides)))
+      x = x.reshape(flatten([(math.ceil(s / st), st) for s, st in zip(shp, strides)]))
+      x = x.shrink(flatten([((0, math.ceil(s / st)), (0, 1)) for s, st in zip(shp, strides)]))
+      x = x.reshape(tuple(math.ceil(s / st) for s, st in zip(shp, strides)))
+    out_shape, it = [], iter(x.shape)
+    for p in plan:
+      if p[0] == "new": out_shape.append(1)
+      elif p[0] == "keep": out_shape.append(next(it))
+      else: next(it)
+    return x.reshape(tuple(out_shape))
+  def _unapply_basic(self, plan: list, v: Tensor, fill=0) -> Tensor:
+    """The inverse of _apply_basic: put `v` (shaped like self[plan]) back where it came from in self's shape, `fill` elsewhere."""
+    real = [p for p in plan if p[0] != "new"]
+    mid = tuple(math.ceil((p[2] - p[1]) / p[4]) if p[0] == "keep" else 1 for p in real)
+    x = v.reshape(mid)
+    strides = [p[4] if p[0] == "keep" else 1 for p in real]
+    if any(st != 1 for st in strides):
+      full = tuple(p[2] - p[1] if p[0] == "keep" else 1 for p in real)
+      x = x.reshape(flatten([(m, 1) for m in mid])).pad(flatten([((0, 0), (0, st - 1)) for st in strides]), value=fill)
+      x = x.reshape(tuple(m * st for m, st in zip(mid, strides))).shrink(tuple((0, f) for f in full))
+    flips = [p[0] == "keep" and p[3] for p in real]
+    if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
+    bounds = [(p[1], p[2]) if p[0] == "keep" else (p[1], p[1] + 1) for p in real]
+    return x.pad(tuple((b, s - e) for (b, e), s in zip(bounds, self.shape)), value=fill)
 
   # ---- advanced indexing
   def _getitem_tensor(self, idx: tuple):
     """numpy semantics: the tensor indices broadcast together to B; B replaces the indexed dims in place when the advanced
     indices (ints included) are adjacent in the index, else goes first."""
-    from tinycore.tensor import Tensor, _broadcast_shape, _is_tensor_index
+    Tensor = tensor_type()
     if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
     # bool masks span as many dims as they have; expand them to one position index per dim
     norm, n_real = [], sum(1 for i in idx if i is not None and i is not Ellipsis)
@@ -75,12 +157,13 @@ class IndexingMixin:
         else: adv_pos.append(k)
         in_dim += 1
     x = self._apply_basic(self._basic_plan(tuple(basic)))
-    B = _broadcast_shape(*[t.shape for t, _ in tens])
+    B = broadcast_shape(*[t.shape for t, _ in tens])
     # one-hot per indexed dim, combined into a mask over (*B, s_1..s_k)
     mask = None
     for j, (t, s) in enumerate(tens):
       t = (t < 0).where(t + s, t)._expand_to(B)
-      oh = t.reshape(*B, *[1] * j, 1, *[1] * (len(tens) - j - 1)) == Tensor._index_range(s, self.device).reshape(*[1] * (len(B) + j), s, *[1] * (len(tens) - j - 1))
+      oh = t.reshape(*B, *[1] * j, 1, *[1] * (len(tens) - j - 1)) == \
+        Tensor._index_range(s, self.device).reshape(*[1] * (len(B) + j), s, *[1] * (len(tens) - j - 1))
       mask = oh if mask is None else mask & oh
     rest = [d for d in range(x.ndim) if d not in tpos]
     xt = x.permute(rest + tpos)                                      # (*rest, s_1..s_k)
@@ -97,7 +180,7 @@ class IndexingMixin:
 
   def __setitem__(self, idx, v):
     """Lazy: the whole new value is built with where() and assigned in place."""
-    from tinycore.tensor import Tensor, _is_tensor_index, _broadcast_shape
+    Tensor = tensor_type()
     idx = idx if isinstance(idx, tuple) else (idx,)
     if not isinstance(v, Tensor):
       if not isinstance(v, (bool, int, float)): v = Tensor(v, device=self.device, dtype=self.dtype)
@@ -106,9 +189,9 @@ class IndexingMixin:
     if any(_is_tensor_index(i) for i in idx):
       pos = Tensor._index_range(self.numel(), self.device).reshape(self.shape)
       sel = pos[idx]
-      try: _broadcast_shape(v.shape, sel.shape)
+      try: broadcast_shape(v.shape, sel.shape)
       except ValueError: raise ValueError(f"can't assign a value of shape {v.shape} to an indexed region of shape {sel.shape}") from None
-      if len(_broadcast_shape(v.shape, sel.shape)) != len(sel.shape) or _broadcast_shape(v.shape, sel.shape) != sel.shape:
+      if len(broadcast_shape(v.shape, sel.shape)) != len(sel.shape) or broadcast_shape(v.shape, sel.shape) != sel.shape:
         raise ValueError(f"can't assign a value of shape {v.shape} to an indexed region of shape {sel.shape}")
       m = sel.numel()
       vb, sf = v.cast(self.dtype)._expand_to(sel.shape).reshape(m, 1), sel.reshape(m, 1)
@@ -117,12 +200,13 @@ class IndexingMixin:
       later = (oh.cast(dtypes.int32).flip(0).cumsum(0).flip(0) - oh.cast(dtypes.int32)) > 0 if m > 1 else None
       if later is not None: oh = oh & later.logical_not()
       hit = oh.any(0).reshape(self.shape)
-      val = oh.where(vb, 0).sum(0, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32).cast(self.dtype).reshape(self.shape)
+      acc = sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32
+      val = oh.where(vb, 0).sum(0, dtype=acc).cast(self.dtype).reshape(self.shape)
       new = hit.where(val, self)
     else:
       plan = self._basic_plan(idx)
       region = self._apply_basic(plan)
-      try: out = _broadcast_shape(v.shape, region.shape)
+      try: out = broadcast_shape(v.shape, region.shape)
       except ValueError: out = None
       if out != tuple(region.shape): raise ValueError(f"can't assign a value of shape {v.shape} to a region of shape {region.shape}")
       vr = v.cast(self.dtype)._expand_to(region.shape)
@@ -134,7 +218,7 @@ class IndexingMixin:
   # ---- gather / scatter
   def _onehot_dim(self, index, dim: int, what: str):
     """For gather/scatter: checks, and mask[..., s] = (index == s) shaped (*index.shape, size of `dim` in self)."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if not dtypes.is_int(index.dtype): raise TypeError(f"{what} index must be an integer tensor, got {index.dtype}")
     if index.ndim != self.ndim: raise ValueError(f"{what} index must have the same number of dims as the input: {index.shape} vs {self.shape}")
     d = self._resolve_dim(dim)
@@ -150,7 +234,7 @@ class IndexingMixin:
     x = x.unsqueeze(-1).transpose(d, -1)   # (..., 1 at d, ..., s at the end)
     return oh.where(x, 0).sum(-1, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32).cast(self.dtype)
   def _scatter_parts(self, dim, index, src, what):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     d, oh = self._onehot_dim(index, dim, what)
     if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
     for i, (a, b) in enumerate(zip(index.shape, src.shape)):
@@ -174,7 +258,8 @@ class IndexingMixin:
     val = self._scatter_move(oh.where(src, 0).sum(d, keepdim=True, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32), d)
     return hit.where(val.cast(self.dtype), self)
   def scatter_reduce(self, dim: int, index, src, reduce: str, include_self: bool = True):
-    if reduce not in ("sum", "prod", "mean", "amax", "amin"): raise ValueError(f"scatter_reduce reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise ValueError(f"scatter_reduce reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
     d, oh, src = self._scatter_parts(dim, index, src, "scatter_reduce")
     mv = lambda r: self._scatter_move(r, d)
     hit = mv(oh.any(d, keepdim=True))
@@ -198,25 +283,25 @@ class IndexingMixin:
     return hit.where(self.minimum(m) if include_self else m, self)
 
   def one_hot(self, num_classes: int = -1):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot needs an integer tensor, got {self.dtype}")
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     return (self.unsqueeze(-1) == Tensor._index_range(num_classes, self.device).reshape(*[1] * self.ndim, num_classes)).where(1, 0)
 
   def masked_fill(self, mask, value):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if isinstance(mask, Tensor) and mask.dtype != dtypes.bool: raise TypeError(f"masked_fill mask must be bool, got {mask.dtype}")
     return mask.where(value, self).cast(self.dtype) if isinstance(value, Tensor) else mask.where(value, self)
   def masked_select(self, mask):
     """The elements where mask is True, as a 1-d tensor (its length depends on the data, so the mask is realized)."""
-    from tinycore.tensor import Tensor, _broadcast_shape
+    Tensor = tensor_type()
     import numpy as np
     if mask.dtype != dtypes.bool: raise TypeError(f"masked_select mask must be bool, got {mask.dtype}")
-    shape = _broadcast_shape(self.shape, mask.shape)
+    shape = broadcast_shape(self.shape, mask.shape)
     pos = np.nonzero(mask._expand_to(shape).numpy().reshape(-1))[0].astype(np.int32)
     return self._expand_to(shape).flatten()[Tensor(pos, device=self.device)] if len(pos) else Tensor.empty(0, dtype=self.dtype, device=self.device)
   def nonzero(self):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     import numpy as np
     return Tensor(np.argwhere(self.numpy()).astype(np.int32), device=self.device)
 
@@ -260,7 +345,7 @@ class IndexingMixin:
   def _cum_arg(self, values, axis: int):
     # the running extreme changes exactly where x equals it, so the last such position up to i is a running max of
     # "i where x == running value, else 0"
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if self.ndim == 0: return Tensor.zeros((), dtype=dtypes.int32, device=self.device)
     d = self._resolve_dim(axis)
     pos = Tensor._index_range(self.shape[d], self.device).reshape(*[self.shape[d] if i == d else 1 for i in range(self.ndim)])
@@ -269,7 +354,7 @@ class IndexingMixin:
   # ---- arg reductions
   def argmax(self, axis=None, keepdim=False):
     """Index of the first maximum: mark the maxima, weight them by n - i, and take the max of that."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if axis is None:
       if self.numel() == 0: raise ValueError(f"argmax of an empty tensor (shape {self.shape})")
       r = self.flatten().argmax(0)
@@ -282,7 +367,7 @@ class IndexingMixin:
     w = Tensor.arange(n, 0, -1, device=self.device).reshape(n, *[1] * (self.ndim - d - 1))
     return (n - m.where(w, 0).max(d, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis=None, keepdim=False):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if axis is None:
       if self.numel() == 0: raise ValueError(f"argmin of an empty tensor (shape {self.shape})")
       r = self.flatten().argmin(0)
@@ -296,7 +381,7 @@ class IndexingMixin:
 
   # ---- sorting: the rank of each element (stable: ties by position) by pairwise comparison, then a one-hot permutation
   def _ranks_last(self, descending: bool):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     n = self.shape[-1]
     a, b = self.unsqueeze(-1), self.unsqueeze(-2)           # a[i] vs b[j]
     before = (b > a) if descending else (b < a)
@@ -311,7 +396,7 @@ class IndexingMixin:
     return (before | tie).cast(dtypes.int32).sum(-1)      # (..., n): position of element i in the sorted order
   def sort(self, dim: int = -1, descending: bool = False):
     """(values, indices) sorted along dim; stable. O(n^2) compares per row, all in fused kernels."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     d = self._resolve_dim(dim) if self.ndim else 0
     if self.ndim == 0: return self, Tensor(0, device=self.device)
     x = self.transpose(d, -1) if d != self.ndim - 1 else self
@@ -329,3 +414,9 @@ class IndexingMixin:
     if not 0 <= k <= self.shape[d]: raise ValueError(f"topk k={k} is out of range for dimension {d} of size {self.shape[d]}")
     v, i = self.sort(d, descending=largest)
     return v._slice_dim(d, 0, k), i._slice_dim(d, 0, k)
+
+  # ---- scans composed from the ones above
+  def logcumsumexp(self, axis: int = 0):
+    # a scan whose windows each take their own logsumexp (shifted by their own max): one global shift would underflow
+    # exp(x - max) to 0 for entries far below a later maximum ([0, 100] gave -inf, not 0)
+    return self._float()._cum(axis, "lse")
