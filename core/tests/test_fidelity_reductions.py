@@ -111,3 +111,12 @@ def test_cummax_gradient_splits_ties():
   x = Tensor(np.array([1, 3, 3, 2], np.float32))
   g, = x.cummax(0)[0].sum().gradient(x)
   np.testing.assert_allclose(g.numpy(), [1, 2, 1, 0])
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_int_max_min_at_the_extremes(op):
+  # min of signed ints must not go through negation: -int.min wraps to itself
+  for vals in ([0, -2**31], [-2**31, 0], [2**31 - 1, -2**31, 5]):
+    x = np.array(vals, np.int32)
+    compare(lambda t: getattr(t, op)(), lambda t: getattr(torch, op)(t), x, grad=False)
+  x8 = np.array([-128, 127, 0], np.int8)
+  compare(lambda t: getattr(t, op)(), lambda t: getattr(torch, op)(t), x8, grad=False)

@@ -1,7 +1,7 @@
 """Small shared utilities: environment switches, Context, and iterable helpers."""
 from __future__ import annotations
 import os, sys, re, functools, contextlib, operator, platform, tempfile, getpass
-from typing import Any, Iterable, TypeVar, Sequence
+from typing import Any, Callable, Iterable, TypeVar, Sequence
 
 T = TypeVar("T")
 
@@ -44,7 +44,7 @@ def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for 
 def argsort(xs: Sequence) -> list[int]: return sorted(range(len(xs)), key=xs.__getitem__)
 def make_tuple(x, n: int) -> tuple: return tuple(x) if isinstance(x, (tuple, list)) else (x,) * n
 def all_same(xs: Sequence) -> bool: return all(x == xs[0] for x in xs)
-def partition(xs: Iterable[T], pred) -> tuple[list[T], list[T]]:
+def partition(xs: Iterable[T], pred: Callable[[T], Any]) -> tuple[list[T], list[T]]:
   """(items where pred holds, the rest), in order."""
   yes: list[T] = []
   no: list[T] = []

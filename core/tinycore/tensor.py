@@ -534,6 +534,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
       flipped = (dtypes.max(self.dtype) - self.cast(self.dtype if self.dtype != dtypes.bool else dtypes.uint8)).max(axis, keepdim)
       return flipped.__rsub__(dtypes.max(self.dtype) if self.dtype != dtypes.bool else 1).cast(self.dtype)
+    if not dtypes.is_float(self.dtype): return ~((~self).max(axis, keepdim))   # ~ reverses int order; -int.min overflows
     return -((-self).max(axis, keepdim))
   def mean(self, axis=None, keepdim=False) -> Tensor:
     axes = self._axes(axis)

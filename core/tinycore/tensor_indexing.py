@@ -342,7 +342,7 @@ class IndexingMixin(TensorBase):
     elif dtypes.is_float(self.dtype): values = -((-self).cummax(axis)[0])
     else: values = ~((~self).cummax(axis)[0])   # ~x reverses the order of ints without overflow (-int.min wraps)
     return values, self._cum_arg(values, axis)
-  def _cum_arg(self, values, axis: int):
+  def _cum_arg(self, values: Tensor, axis: int) -> Tensor:
     # the running extreme changes exactly where x equals it, so the last such position up to i is a running max of
     # "i where x == running value, else 0"
     Tensor = tensor_type()
