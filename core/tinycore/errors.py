@@ -64,7 +64,7 @@ def emulator_hint(device: str, iface: str | None) -> str:
   except Exception: return ""   # a hint must never replace the error it decorates
   return f" Without the hardware, try DEV=EMU+{device} (its pipeline run by the emulator) or DEV=NULL+{device} (compile only)."
 
-def _requirement(req: str) -> tuple[str, str | None]:
+def parse_requirement(req: str) -> tuple[str, str | None]:
   """('llvmlite', 'llvm') from 'llvmlite>=0.40; extra == "llvm"': a requirement's name and the extra that adds it."""
   name = re.match(r"\s*([A-Za-z0-9._-]+)", req)
   extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", req)
@@ -80,7 +80,7 @@ def install_command(dist: str, module: str) -> str:
     reqs = requires(dist) or []
   except Exception: reqs = []
   for req in reqs:
-    name, extra = _requirement(req)
+    name, extra = parse_requirement(req)
     if extra and _norm(name) == _norm(top): return f"pip install '{dist}[{extra}]'"
   return f"pip install {top}"
 
