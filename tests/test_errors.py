@@ -73,9 +73,20 @@ def test_empty_env_means_default(var, value):
   assert r.returncode == 0 and r.stdout.strip() == "[2.0, 3.0]", r.stderr
 
 @pytest.mark.parametrize("var,value,expect", [("CPU_COUNT", "abc", "expected a whole number"), ("CPU_COUNT", "-2", "expected a thread count >= 1"),
-                                              ("DEBUG", "lots", "expected a whole number"), ("BEAM", "2.5", "expected a whole number")])
+                                              ("DEBUG", "lots", "expected a whole number"), ("BEAM", "2.5", "expected a whole number"),
+                                              ("DEFAULT_FLOAT", "flaot16", "expected one of HALF, BFLOAT16")])
 def test_garbage_env_is_a_clear_error(var, value, expect):
   # a kernel big enough that the CPU runtime asks CPU_COUNT how many threads to use; DEBUG and BEAM are read at import
   r = _run("try:\n  import numpy as np\n  from tinycore import Tensor\n  (Tensor(np.ones((2048, 1024), np.float32)) * 3).sum().item()\n"
            "except ValueError as e: print(f'{type(e).__name__}: {e}')", **{var: value})
   assert r.stdout.startswith(f"EnvError: environment variable {var}=") and value in r.stdout and expect in r.stdout, (r.stdout, r.stderr)
+
+def test_empty_xdg_cache_home_is_ignored(monkeypatch):
+  """XDG's rule: an empty or relative XDG_CACHE_HOME is ignored, so the cache never lands in the current directory."""
+  from tinycore.helpers import CACHEDB, cache_dir
+  monkeypatch.setattr(CACHEDB, "value", "")
+  for bad in ("", "relative/dir"):
+    monkeypatch.setenv("XDG_CACHE_HOME", bad)
+    assert cache_dir() == os.path.join(os.path.expanduser("~/.cache"), "tinycore")
+  monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere")
+  assert cache_dir() == "/somewhere/tinycore"
