@@ -34,7 +34,7 @@ SYSTEM: list[tuple[str, str, Callable[[], bool], str, str]] = [
    "DEV=CPU with its C renderer (without one: DEV=CPU:LLVM through llvmlite)", "clang"),
   ("AMD", "clang >= 19 with ld.lld", lambda: _which(*_versioned("clang")[1:]) and _which(*_versioned("ld.lld")),
    "AMD:HIP kernels compiled and linked for RDNA3/RDNA4 (NULL+AMD:HIP, EMU+AMD:HIP)", "clang-19 lld-19"),
-  ("METAL", "clang++", lambda: _which("clang++"), "the Metal Shading Language syntax check off macOS (its tests skip without it)", "clang"),
+  ("METAL", "clang++", lambda: _which(*_versioned("clang++"), "clang"), "the Metal Shading Language syntax check off macOS (its tests skip without it)", "clang"),
   ("WEBGPU", "a Vulkan driver (Mesa's lavapipe runs on the CPU)", lambda: _files("/usr/share/vulkan/icd.d/*.json", "/etc/vulkan/icd.d/*.json"),
    "DEV=WEBGPU without a GPU", "mesa-vulkan-drivers libvulkan1"),
   ("CL", "an OpenCL driver (PoCL runs on the CPU)", lambda: _files("/etc/OpenCL/vendors/*.icd"), "DEV=CL without a GPU",
