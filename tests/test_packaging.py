@@ -1,9 +1,9 @@
 """Packaging can't rot: every distribution in the repository builds an sdist and, from that sdist, a wheel; core and the
-CPU plugin install from those wheels into a fresh virtual environment and compute there, outside this checkout.
+CPU plugin (and tinyctl) install from those wheels into a fresh virtual environment and compute there, outside this checkout.
 
 Offline: the build uses the hatchling already installed (--no-isolation), and the fresh environment installs with
---no-index from the built wheels plus a wheelhouse made from this environment's own installed dependencies (numpy,
-pluggy, attrs), so pip still resolves every declared dependency but reaches no index. Slow (about a minute): run with
+--no-index from the built wheels plus a wheelhouse made from this environment's own installed copies of their declared
+dependencies (numpy, pluggy, attrs, typer and its own), so pip still resolves every declared dependency but reaches no index. Slow (about a minute): run with
 `pytest -m slow tests/test_packaging.py`; .ci/run runs it as a step of its own."""
 from __future__ import annotations
 import base64, csv, hashlib, io, os, re, subprocess, sys, tarfile, zipfile
@@ -27,7 +27,8 @@ def wheel_from_installed(name: str, out: Path) -> Path:
   """A wheel of installed distribution `name`, made from the files its RECORD lists (the offline wheelhouse).
   Scripts outside site-packages (`../../bin`) are left out: the fresh environment makes its own."""
   d = distribution(name)
-  tag = next(ln.split(":", 1)[1].strip() for ln in (d.read_text("WHEEL") or "").splitlines() if ln.startswith("Tag:"))
+  tags = [ln.split(":", 1)[1].strip().split("-") for ln in (d.read_text("WHEEL") or "").splitlines() if ln.startswith("Tag:")]
+  tag = "-".join(".".join(dict.fromkeys(t[i] for t in tags)) for i in range(3))   # py2-none-any + py3-none-any: py2.py3-none-any
   dist_info = f"{_norm(d.metadata['Name'])}-{d.version}.dist-info"
   path = out / f"{_norm(d.metadata['Name'])}-{d.version}-{tag}.whl"
   rows = []
@@ -44,6 +45,17 @@ def wheel_from_installed(name: str, out: Path) -> Path:
     csv.writer(buf).writerows([*rows, (f"{dist_info}/RECORD", "", "")])
     z.writestr(f"{dist_info}/RECORD", buf.getvalue())
   return path
+
+def runtime_closure(name: str) -> set[str]:
+  """The installed distributions `name` needs at run time on this platform (no extras), tinycore's own left out."""
+  from packaging.requirements import Requirement
+  todo, seen = [name], set()
+  while todo:
+    for req in distribution(todo.pop()).requires or []:
+      r = Requirement(req)
+      if (r.marker is not None and not r.marker.evaluate({"extra": ""})) or _norm(r.name).startswith(("tinycore", "tinyctl")): continue
+      if (n := _norm(r.name)) not in seen: seen.add(n); todo.append(r.name)
+  return seen
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
@@ -73,14 +85,14 @@ def test_every_distribution_builds_wheel_and_sdist(built: Path):
 def test_install_core_and_cpu_from_wheels_and_compute(built: Path, tmp_path: Path):
   house = tmp_path / "wheelhouse"
   house.mkdir()
-  for dep in ("numpy", "pluggy", "attrs"):
-    try: wheel_from_installed(dep, house)
-    except PackageNotFoundError: pytest.skip(f"{dep} is not installed here to make the offline wheelhouse from")
+  try:
+    for dep in runtime_closure("tinycore") | runtime_closure("tinyctl"): wheel_from_installed(dep, house)
+  except PackageNotFoundError as e: pytest.skip(f"{e} is not installed here to make the offline wheelhouse from")
   venv = tmp_path / "venv"
   _run(sys.executable, "-m", "venv", venv)
   py = venv / "bin" / "python"
   _run(py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--find-links", built, "--find-links", house,
-       "tinycore", "tinycore-cpu")
+       "tinycore", "tinycore-cpu", "tinyctl")
   env = {k: v for k, v in os.environ.items() if not k.startswith(("TINYCORE_", "PYTHON")) and k not in ("DEV", "VIRTUAL_ENV")}
   code = ("import numpy as np, tinycore, tinycore_cpu\n"
           "from tinycore import Tensor, Device\n"
@@ -98,3 +110,7 @@ def test_install_core_and_cpu_from_wheels_and_compute(built: Path, tmp_path: Pat
   if have_llvmlite == "False":
     llvm = _run(py, "-c", probe, cwd=tmp_path, env={**env, "DEV": "CPU:LLVM"}).stdout
     assert llvm.startswith("MissingDependencyError |") and "pip install 'tinycore-cpu[llvm]'" in llvm, llvm
+  # tinyctl, installed from its wheel with only its declared dependencies: it runs, and the check it makes passes
+  doctor = _run(venv / "bin" / "tinyctl", "doctor", "CPU", "--json", cwd=tmp_path, env=env).stdout
+  import json
+  assert any(f["kind"] == "device" and f["device"] == "CPU" and f["ok"] for f in json.loads(doctor)), doctor

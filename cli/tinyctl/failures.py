@@ -4,7 +4,6 @@ The traceback is still there for whoever wants it: `tinyctl --debug ...` or DEBU
 from __future__ import annotations
 import functools, os
 from typing import Any, Callable, TypeVar
-import click
 import typer
 
 OK, FAILED, USAGE, INTERNAL, INTERRUPTED = 0, 1, 2, 3, 130
@@ -47,9 +46,9 @@ def user_errors(fn: F) -> F:
   @functools.wraps(fn)
   def run(*args: Any, **kwargs: Any) -> Any:
     try: return fn(*args, **kwargs)
-    except (typer.Exit, click.exceptions.ClickException, click.exceptions.Abort): raise
     except KeyboardInterrupt: raise typer.Exit(INTERRUPTED) from None
     except Exception as e:
-      if debugging(): raise
+      # typer's exits and usage errors (click's, or typer's vendored copy of click, as installed): typer handles them
+      if debugging() or type(e).__module__.split(".")[0] in ("typer", "click"): raise
       raise typer.Exit(report(e)) from None
   return run  # type: ignore[return-value]
