@@ -3,8 +3,8 @@ CPU plugin (and tinyctl) install from those wheels into a fresh virtual environm
 
 Offline: the build uses the hatchling already installed (--no-isolation), and the fresh environment installs with
 --no-index from the built wheels plus a wheelhouse made from this environment's own installed copies of their declared
-dependencies (numpy, pluggy, attrs, typer and its own), so pip still resolves every declared dependency but reaches no index. Slow (about a minute): run with
-`pytest -m slow tests/test_packaging.py`; .ci/run runs it as a step of its own."""
+dependencies (numpy, pluggy, attrs, typer and its own), so pip still resolves every declared dependency but reaches no
+index. Slow (about a minute): run with `pytest -m slow tests/test_packaging.py`; .ci/run runs it as a step of its own."""
 from __future__ import annotations
 import base64, csv, hashlib, io, os, re, subprocess, sys, tarfile, zipfile
 from importlib.metadata import PackageNotFoundError, distribution
