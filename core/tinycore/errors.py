@@ -7,11 +7,10 @@ distribution's own metadata."""
 from __future__ import annotations
 import re
 from typing import Any
-from tinycore.devspec import DevSpecError as DevSpecError   # re-exported: every user-facing error is reachable from here
+# re-exported, so every user-facing error is reachable from here (CorruptFileError/UnsupportedFileError: __getattr__ below)
+from tinycore.devspec import DevSpecError as DevSpecError
 from tinycore.helpers import EnvError as EnvError
 
-# DevSpecError and EnvError are imported above (re-exported: every user-facing error is reachable from here);
-# CorruptFileError and UnsupportedFileError through __getattr__ below.
 class TinycoreError(Exception):
   """Base of the errors below that are tinycore's own (DevSpecError, EnvError and the file errors are ValueErrors)."""
 
