@@ -71,8 +71,8 @@ def main(argv=None):
   if not os.path.isfile(a.model): ap.error(f"no such model file: {a.model}")
   from tinycore.llm.generate import LLM
   from tinycore import Device
-  t = time.perf_counter()
   from tinycore.errors import DevSpecError, EnvError, TinycoreError
+  t = time.perf_counter()
   try: llm = LLM(a.model, a.max_context, a.chunk)
   except (TinycoreError, DevSpecError, EnvError): raise   # the device or the environment, not the file: run() reports it
   except (ValueError, OSError) as e:   # a broken or hostile file: one line, not a traceback
