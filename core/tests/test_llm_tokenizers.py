@@ -8,7 +8,7 @@ from tinycore.llm.tokenizer import Tokenizer
 from tinycore.llm.pretokenize import PRE_TOKENIZERS, PreTokenizer, translate
 
 tokenizers = pytest.importorskip("tokenizers")
-from tokenizers import AddedToken, Regex, normalizers, pre_tokenizers, models, trainers   # noqa: E402
+from tokenizers import AddedToken, Regex, normalizers, pre_tokenizers, models, trainers
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TRICKY = [
