@@ -89,6 +89,8 @@ class Tokenizer:
     self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(kv.get("tokenizer.ggml.merges", []))}
     if self.model not in ("llama", "gpt2"): raise ValueError(f"tokenizer.ggml.model {self.model!r} is not supported (llama or gpt2)")
     self.pre, self.ignore_merges = PreTokenizer.for_gguf(kv.get("tokenizer.ggml.pre")) if self.model == "gpt2" else (None, False)
+    if self.model == "gpt2" and "tokenizer.pre_regexes" in kv:   # an HF tokenizer.json brings its own regexes (llm/hf.py)
+      self.pre, self.ignore_merges = PreTokenizer(kv["tokenizer.pre_regexes"]), bool(kv.get("tokenizer.ignore_merges"))
     # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization
     sp = sorted({t for t, ty in zip(self.tokens, self.types) if ty in (3, 4) and t}, key=len, reverse=True)
     self.special_re = _longest_of(sp) if sp else None
