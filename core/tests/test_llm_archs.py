@@ -111,3 +111,14 @@ def test_bad_checkpoints_are_clear_errors(tmp_path):
   m["weight_map"]["lm_head.weight"] = "../../etc/passwd"
   with open(idx, "w") as f: json.dump(m, f)
   with pytest.raises(ValueError, match="shard name"): LLM(d)
+
+def test_runner_takes_a_checkpoint_directory(tmp_path, capsys):
+  from tinycore.llm.__main__ import main
+  model = build("qwen3", str(tmp_path))
+  assert main(["-m", str(tmp_path), "--raw", "--prompt", "hello world", "--max-tokens", "6", "--max-context", "32", "--chunk", "8"]) == 0
+  out = capsys.readouterr()
+  assert "loaded" in out.err and "qwen3" in out.err
+  from tinycore.llm.generate import LLM
+  tok = LLM(str(tmp_path), max_context=32, chunk=8).tok
+  want = hf_greedy(model, tok.encode("hello world"), 6)
+  assert out.out.rstrip("\n") == tok.decode(want)   # the printed reply is transformers' greedy reply

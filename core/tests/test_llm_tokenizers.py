@@ -111,3 +111,23 @@ def test_translate_classes():
 
 def test_unknown_pre_is_a_clear_error():
   with pytest.raises(ValueError, match="tokenizer.ggml.pre 'no-such-pre'"): PreTokenizer.for_gguf("no-such-pre")
+
+@pytest.mark.parametrize("kind", ["llama3", "qwen2", "gpt2_bytelevel_regex", "spm"])
+def test_tokenizer_json_matches_hf(kind, tmp_path):
+  """An HF checkpoint's tokenizer.json read by llm/hf.py (its own Split regexes, ignore_merges, ByteLevel's built-in
+  regex, or SentencePiece converted to BPE with byte fallback) tokenizes as the HF tokenizer built from that file."""
+  from tinycore.llm.hf import tokenizer_kv
+  texts = corpus()
+  if kind == "spm":
+    pieces, scores, types = spm_bpe_vocab(500, True)
+    hf = hf_spm(pieces, scores, types, True)
+    texts = [s.replace("<|im_start|>", "<s>").replace("<|im_end|>", "</s>") for s in texts]
+  elif kind == "gpt2_bytelevel_regex":   # GPT-2's own tokenizer.json: no Split, ByteLevel with use_regex
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    hf.train_from_iterator(TRAIN, trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+  else: hf, _ = byte_level_bpe(kind)
+  hf.save(str(tmp_path / "tokenizer.json"))
+  ours = Tokenizer(tokenizer_kv(str(tmp_path), hf.get_vocab_size()))
+  bad = disagreements(ours, hf, texts)
+  assert not bad, f"{kind}: {len(bad)}/{len(texts)} texts differ, first: {bad[0]!r}"
