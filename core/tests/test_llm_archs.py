@@ -122,3 +122,58 @@ def test_runner_takes_a_checkpoint_directory(tmp_path, capsys):
   tok = LLM(str(tmp_path), max_context=32, chunk=8).tok
   want = hf_greedy(model, tok.encode("hello world"), 6)
   assert out.out.rstrip("\n") == tok.decode(want)   # the printed reply is transformers' greedy reply
+
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3": "gemma3", "phi3": "phi3"}
+
+def to_gguf(model, arch: str, d: str, path: str) -> None:
+  """The model as llama.cpp's converter writes it (F32): GGUF names, gemma norms as 1 + w, llama's q/k rows permuted
+  to rotate adjacent pairs, phi-3's fused matrices kept fused, the tokenizer as gpt2 + pre 'qwen2'."""
+  from tinycore.llm.gguf_write import gguf_write
+  from tinycore.llm.hf import gguf_name, tokenizer_kv
+  a, c = GGUF_ARCH[arch], model.config
+  kv = {k: v for k, v in tokenizer_kv(d, c.vocab_size).items() if not k.startswith("tokenizer.pre_regexes") and k != "tokenizer.ignore_merges"}
+  kv.update({"general.architecture": a, "tokenizer.ggml.pre": "qwen2"})
+  hd = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+  rp = c.rope_parameters.get("full_attention", c.rope_parameters)
+  meta = {"embedding_length": c.hidden_size, "block_count": c.num_hidden_layers, "attention.head_count": c.num_attention_heads,
+          "attention.head_count_kv": c.num_key_value_heads, "feed_forward_length": c.intermediate_size, "context_length": c.max_position_embeddings,
+          "rope.freq_base": float(rp["rope_theta"]), "attention.layer_norm_rms_epsilon": float(c.rms_norm_eps), "attention.key_length": hd,
+          "attention.value_length": hd, "rope.dimension_count": hd}
+  if getattr(c, "sliding_window", None): meta["attention.sliding_window"] = c.sliding_window
+  for k in ("attn_logit_softcapping", "final_logit_softcapping"):
+    if getattr(c, k, None): meta[k] = float(getattr(c, k))
+  if rp.get("rope_type") == "linear": meta.update({"rope.scaling.type": "linear", "rope.scaling.factor": float(rp["factor"])})
+  kv.update({f"{a}.{k}": v for k, v in meta.items()})
+  tensors = {}
+  for name, t in model.state_dict().items():
+    g, x = gguf_name(name, a), t.detach().float().numpy()
+    if g is None or (name == "lm_head.weight" and c.tie_word_embeddings): continue
+    if a.startswith("gemma") and x.ndim == 1 and "norm" in g: x = x + 1
+    if a == "llama" and (g.endswith("attn_q.weight") or g.endswith("attn_k.weight")):
+      n = x.shape[0] // hd
+      x = x.reshape(n, 2, hd // 2, -1).swapaxes(1, 2).reshape(x.shape)
+    tensors[g] = (x, "F32")
+  gguf_write(path, kv, tensors)
+
+@pytest.mark.parametrize("arch", [a for a in ARCHS if a != "qwen2"])
+def test_gguf_of_the_same_model_matches_transformers(arch, tmp_path):
+  """The same architectures read from GGUF metadata (Config.from_gguf) instead of config.json."""
+  from tinycore.llm.generate import LLM
+  ARCHS_GGUF = ARCHS[arch][2]
+  if arch == "gemma2": ARCHS_GGUF = dict(ARCHS_GGUF, query_pre_attn_scalar=16)   # GGUF can't say 24: llama.cpp scales by head_dim
+  if arch == "gemma3": ARCHS_GGUF = dict(ARCHS_GGUF, num_hidden_layers=6, layer_types=None)   # GGUF has no layer list: gemma 3's own 5:1 pattern
+  saved = ARCHS[arch]
+  ARCHS[arch] = (saved[0], saved[1], ARCHS_GGUF)
+  try: model = build(arch, str(tmp_path))
+  finally: ARCHS[arch] = saved
+  to_gguf(model, arch, str(tmp_path), str(tmp_path / "m.gguf"))
+  llm = LLM(str(tmp_path / "m.gguf"), max_context=64, chunk=8)
+  assert llm.cfg.arch == GGUF_ARCH[arch]
+  prompt = llm.tok.encode("the tree is lit, hello world")
+  with torch.no_grad(): want = model(torch.tensor([prompt])).logits[0].numpy()
+  assert cosine(llm.forward_all(prompt), want) > 0.9999, arch
+  logits, ours = llm.prefill(prompt), []
+  for j in range(32):
+    ours.append(int(np.argmax(logits)))
+    logits = llm.decode(ours[-1], len(prompt) + j)
+  assert ours == hf_greedy(model, prompt, 32), arch

@@ -18,7 +18,7 @@ ARCHS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3
          "gemma3_text": "gemma3", "gemma3": "gemma3", "phi3": "phi3"}
 LAYER = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
          "self_attn.o_proj": "attn_output", "self_attn.qkv_proj": "attn_qkv", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
-         "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate_up_proj": "ffn_gate_up"}
+         "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate_up_proj": "ffn_up"}   # phi-3's fused gate/up: split by the model
 # gemma 2/3 norm before and after each sublayer: HF's post_attention_layernorm is then a post-norm, not the MLP's pre-norm
 GEMMA2_LAYER = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm"}
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
@@ -67,15 +67,6 @@ def load_weights(d: str, arch: str) -> dict[str, QWeight]:
       t = tensor_from_bytes(mv[start + b:start + e], SAFE_DTYPES[info["dtype"]], tuple(info["shape"]))   # one copy: mapping -> buffer
       out[name] = QWeight(kinds[info["dtype"]], tuple(info["shape"]), {"w": t}, e - b)
   return out
-
-def _split_gate_up(w: dict[str, QWeight]) -> None:
-  """phi-3 stores the MLP's gate and up projections as one matrix, gate rows first."""
-  for n in [n for n in w if n.endswith("ffn_gate_up.weight")]:
-    q = w.pop(n)
-    if len(q.shape) != 2 or q.shape[0] % 2: raise CorruptFileError(f"tensor {n!r} of shape {q.shape} can't be split into gate and up halves")
-    h = q.shape[0] // 2
-    for part, rows in (("ffn_gate", slice(0, h)), ("ffn_up", slice(h, 2 * h))):
-      w[n.replace("ffn_gate_up", part)] = QWeight(q.kind, (h, q.shape[1]), {"w": q.parts["w"][rows].contiguous().realize()}, q.nbytes // 2)
 
 def _gemma_norms(w: dict[str, QWeight]) -> None:
   """HF's gemma RMSNorm scales by (1 + weight); the model code (like llama.cpp's GGUF) multiplies by the stored weight."""
@@ -194,7 +185,6 @@ def load_hf_dir(d: str) -> tuple[dict[str, Any], dict[str, QWeight], Config]:
   arch = ARCHS.get(mt, "llama")
   w = load_weights(d, arch)
   if "token_embd.weight" not in w: raise CorruptFileError(f"{d}: the checkpoint has no model.embed_tokens.weight")
-  _split_gate_up(w)
   if arch in ("gemma", "gemma2", "gemma3"): _gemma_norms(w)
   cfg = hf_config(c, w)
   kv = tokenizer_kv(d, cfg.vocab)

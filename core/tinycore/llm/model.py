@@ -53,7 +53,9 @@ class Config:
                   swa_layers=tuple((i + 1) % pattern != 0 for i in range(n_layers or 0)) if pattern else (),
                   theta_local=10000.0 if a == "gemma3" else None, attn_softcap=float(g("attn_logit_softcapping", 0.0) or 0.0),
                   final_softcap=float(g("final_logit_softcapping", 0.0) or 0.0), embed_scale=math.sqrt(dim) if a in GEMMA else 1.0,
-                  act="gelu" if a in GEMMA else "silu")
+                  act="gelu" if a in GEMMA else "silu",
+                  # GGUF has no query_pre_attn_scalar: like llama.cpp, the 27B gemmas (46 / 62 layers) scale by dim/heads, the rest by head_dim
+                  attn_scale=(dim / nh) ** -0.5 if (a, n_layers) in (("gemma2", 46), ("gemma3", 62)) else None)
 
 def _fuse_qkv(w: dict[str, QWeight], b: str):
   """Stack a layer's q, k and v weights (same block format) into one `attn_qkv` weight along the output axis, replacing
@@ -69,6 +71,15 @@ def _fuse_qkv(w: dict[str, QWeight], b: str):
     bs = [w.pop(n) for n in biases]
     w[b + "attn_qkv.bias"] = QWeight("F32", (sum(x.shape[0] for x in bs),), {"w": bs[0].dequant().cat(*[x.dequant() for x in bs[1:]]).realize()}, sum(x.nbytes for x in bs))
 
+def _split_gate_up(w: dict[str, QWeight], b: str, hidden: int):
+  """phi-3 keeps a layer's MLP gate and up projections in one `ffn_up` matrix of 2*hidden rows, gate rows first: split
+  it in two (every block format stores its parts row by row, so a row range of each part is a row range of the matrix)."""
+  up = b + "ffn_up.weight"
+  if b + "ffn_gate.weight" in w or up not in w or len(w[up].shape) != 2 or w[up].shape[0] != 2 * hidden: return
+  q = w.pop(up)
+  for name, rows in ((b + "ffn_gate.weight", slice(0, hidden)), (up, slice(hidden, 2 * hidden))):
+    w[name] = QWeight(q.kind, (hidden, q.shape[1]), {k: v[rows].contiguous().realize() for k, v in q.parts.items()}, q.nbytes // 2)
+
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
 
 class Transformer:
@@ -78,7 +89,9 @@ class Transformer:
     for k in ("token_embd.weight", "output_norm.weight"):
       if k not in weights: raise ValueError(f"GGUF file has no tensor {k!r}")
     self.out_name = "output.weight" if "output.weight" in weights else "token_embd.weight"   # tied embeddings
-    for i in range(cfg.n_layers): _fuse_qkv(weights, f"blk.{i}.")
+    for i in range(cfg.n_layers):
+      _split_gate_up(weights, f"blk.{i}.", cfg.hidden)
+      _fuse_qkv(weights, f"blk.{i}.")
     self.norms = {k: v.dequant().realize() for k, v in weights.items() if len(v.shape) == 1}  # norms/biases: small, float32
     for v in weights.values(): v.realize()
     # embedding rows are gathered on the host: reading one row beats a vocab-sized one-hot product per token
