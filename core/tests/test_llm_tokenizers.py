@@ -131,3 +131,16 @@ def test_tokenizer_json_matches_hf(kind, tmp_path):
   ours = Tokenizer(tokenizer_kv(str(tmp_path), hf.get_vocab_size()))
   bad = disagreements(ours, hf, texts)
   assert not bad, f"{kind}: {len(bad)}/{len(texts)} texts differ, first: {bad[0]!r}"
+
+def test_hostile_tokenizer_json_regexes_are_refused(tmp_path):
+  """A tokenizer.json's regexes run on every prompt: one that can backtrack exponentially is refused when loading."""
+  from tinycore.llm.hf import tokenizer_kv
+  hf, _ = byte_level_bpe("qwen2")
+  spec = json.loads(hf.to_str())
+  for rx, why in [(r"(a+)+$", "nests a repeat"), (r"(x|xy)*z", "alternation"), (r"(\w)\1", "backreference"), ("[", "not a valid regex")]:
+    spec["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = rx
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match=why): Tokenizer(tokenizer_kv(str(tmp_path), 0))
+  spec["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"
+  (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+  with pytest.raises(ValueError, match="Split pre-tokenizer"): tokenizer_kv(str(tmp_path), 0)

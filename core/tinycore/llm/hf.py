@@ -164,7 +164,12 @@ def tokenizer_kv(d: str, vocab_rows: int) -> dict[str, Any]:
     kv.update({"tokenizer.ggml.model": "llama", "tokenizer.ggml.scores": scores, "tokenizer.ggml.add_space_prefix": prefix})
   else:
     if not any(p.get("type") == "ByteLevel" for p in pre + pieces(tj.get("decoder"))): raise ValueError("tokenizer.json: a BPE without byte fallback must be byte-level")
-    regexes = [p["pattern"]["Regex"] for p in pre if p.get("type") == "Split" and isinstance(p.get("pattern"), dict) and isinstance(p["pattern"].get("Regex"), str)]
+    regexes = []
+    for p in pre:
+      if p.get("type") != "Split": continue
+      if not (isinstance(p.get("pattern"), dict) and isinstance(p["pattern"].get("Regex"), str) and p.get("behavior") == "Isolated" and not p.get("invert")):
+        raise ValueError(f"tokenizer.json: a Split pre-tokenizer {json.dumps(p)[:120]} is not supported (a Regex pattern, Isolated, not inverted)")
+      regexes.append(p["pattern"]["Regex"])
     if any(p.get("type") == "ByteLevel" and p.get("use_regex", True) for p in pre): regexes.append(PRE_GPT2)
     if any(p.get("type") not in ("Split", "ByteLevel", "Sequence") for p in pre): raise ValueError(f"tokenizer.json: pre-tokenizers {[p.get('type') for p in pre]} are not supported (Split, ByteLevel)")
     kv.update({"tokenizer.ggml.model": "gpt2", "tokenizer.pre_regexes": regexes or [PRE_GPT2], "tokenizer.ignore_merges": bool(model.get("ignore_merges"))})

@@ -111,10 +111,38 @@ def translate(pattern: str) -> str:
     i += 1
   return "".join(out)
 
+MAX_PATTERN = 4096   # the real pre-tokenizer regexes are a few hundred characters
+
+def check_linear(pattern: str) -> None:
+  """Refuse a regex that can backtrack exponentially: an HF tokenizer.json brings its own, and a hostile one such as
+  `(a+)+$` would hang tokenizing. Inside an unbounded repeat there may be no other repeat and no alternation (the real
+  pre-tokenizers only repeat character classes), and there are no backreferences."""
+  try: import re._parser as sre   # the parser `re` itself uses (sre_parse before 3.11)
+  except ImportError: import sre_parse as sre   # type: ignore[no-redef]
+  if len(pattern) > MAX_PATTERN: raise ValueError(f"pre-tokenizer regex of {len(pattern)} characters (limit {MAX_PATTERN})")
+  try: tree = sre.parse(translate(pattern))
+  except re.error as e: raise ValueError(f"pre-tokenizer regex {pattern[:80]!r} is not a valid regex: {e}") from None
+  REPEATS = {sre.MAX_REPEAT, sre.MIN_REPEAT} | ({sre.POSSESSIVE_REPEAT} if hasattr(sre, "POSSESSIVE_REPEAT") else set())
+  def walk(items, in_unbounded: bool) -> None:
+    for op, av in items:
+      if op is sre.GROUPREF or op is sre.GROUPREF_EXISTS: raise ValueError(f"pre-tokenizer regex {pattern[:80]!r} uses a backreference")
+      if op in REPEATS:
+        lo, hi, body = av
+        if in_unbounded and hi > 1: raise ValueError(f"pre-tokenizer regex {pattern[:80]!r} nests a repeat in a repeat (can take exponential time)")
+        walk(body, in_unbounded or hi == sre.MAXREPEAT)
+      elif op is sre.BRANCH:
+        if in_unbounded: raise ValueError(f"pre-tokenizer regex {pattern[:80]!r} repeats an alternation (can take exponential time)")
+        for alt in av[1]: walk(alt, in_unbounded)
+      elif op is sre.SUBPATTERN: walk(av[-1], in_unbounded)
+      elif op in (sre.ASSERT, sre.ASSERT_NOT): walk(av[1], in_unbounded)
+  walk(tree, False)
+
 class PreTokenizer:
   """Cuts text into the words BPE merges within, by a list of regexes applied in turn ("isolated" splitting)."""
   def __init__(self, patterns: list[str]):
     if not patterns: raise ValueError("a pre-tokenizer needs at least one regex")
+    if not all(isinstance(p, str) for p in patterns): raise ValueError("pre-tokenizer regexes must be strings")
+    for p in patterns: check_linear(p)
     self.patterns = list(patterns)
     self.regexes = [re.compile(translate(p)) for p in patterns]
 
