@@ -30,6 +30,10 @@ class ChatTemplateError(ValueError):
   """The model's chat template can't be rendered: it tried something a template must not (reach Python internals,
   build huge values), raised an error itself (a message shape it rejects), or is not valid jinja."""
 
+class MessagesRejected(ChatTemplateError):
+  """The template rendered but refused these messages (its raise_exception, or a message shape it can't handle, e.g. a
+  system role the model doesn't have): the caller's messages are at fault, not the model file."""
+
 # bounds on what a template may build: a prompt is kilobytes; these stop a template from exhausting memory or time
 _MAX_VALUE = 1 << 20    # the largest string/list made with `*`
 _MAX_OUTPUT = 1 << 24   # characters of rendered prompt
@@ -95,4 +99,4 @@ def apply_chat_template(tmpl: str | None, msgs: list[dict], bos: str = "", eos: 
   except SecurityError as e: raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) did something unsafe: {e}; refusing to render it") from None
   except jinja2.TemplateSyntaxError as e: raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) is not valid jinja: {e} (line {e.lineno})") from None
   except (jinja2.TemplateError, TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError) as e:
-    raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) can't render these messages: {type(e).__name__}: {e}") from None
+    raise MessagesRejected(f"the model's chat template (tokenizer.chat_template) can't render these messages: {type(e).__name__}: {e}") from None
