@@ -19,6 +19,7 @@ ARCHS = {
   "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),                                    # q/k/v biases
   "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=24)),                     # q/k norms, head_dim != hidden/heads
   "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=WINDOW, head_dim=16)),
+  "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=16, hidden_act="gelu_pytorch_tanh")),   # embedding scale, 1+w norms, gelu
   "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(sliding_window=WINDOW, head_dim=16, query_pre_attn_scalar=24, attn_logit_softcapping=50.0,
                                                        final_logit_softcapping=30.0, layer_types=["sliding_attention", "full_attention", "sliding_attention"])),
   "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(sliding_window=WINDOW, head_dim=16, query_pre_attn_scalar=16,
@@ -123,7 +124,7 @@ def test_runner_takes_a_checkpoint_directory(tmp_path, capsys):
   want = hf_greedy(model, tok.encode("hello world"), 6)
   assert out.out.rstrip("\n") == tok.decode(want)   # the printed reply is transformers' greedy reply
 
-GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3": "gemma3", "phi3": "phi3"}
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "gemma": "gemma", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3": "gemma3", "phi3": "phi3"}
 
 def to_gguf(model, arch: str, d: str, path: str) -> None:
   """The model as llama.cpp's converter writes it (F32): GGUF names, gemma norms as 1 + w, llama's q/k rows permuted

@@ -144,3 +144,16 @@ def test_hostile_tokenizer_json_regexes_are_refused(tmp_path):
   spec["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"
   (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
   with pytest.raises(ValueError, match="Split pre-tokenizer"): tokenizer_kv(str(tmp_path), 0)
+
+def test_bos_from_the_post_processor_like_llama3(tmp_path):
+  """llama 3's tokenizer.json adds BOS with a post-processor template (tokenizer_config has no add_bos_token)."""
+  from tokenizers import processors
+  from tinycore.llm.hf import tokenizer_kv
+  hf, _ = byte_level_bpe("llama3")
+  hf.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", hf.token_to_id("<|endoftext|>"))])
+  hf.save(str(tmp_path / "tokenizer.json"))
+  (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}))
+  ours = Tokenizer(tokenizer_kv(str(tmp_path), 0))
+  for s in corpus(20):
+    assert ours.encode(s) == hf.encode(s).ids, s
+  assert ours.eos == hf.token_to_id("<|im_end|>")

@@ -11,6 +11,7 @@ from tinycore.llm.pretokenize import GPT2 as PRE_GPT2
 from tinycore.llm.weights import QWeight, check_llm_metadata
 from tinycore.nn.file_errors import CorruptFileError
 
+MAX_VOCAB = 1 << 20  # token ids: the largest real vocabularies are ~260k
 MAX_JSON = 64 << 20   # config/tokenizer files are kilobytes to a few MB; a bigger one is not a tokenizer
 
 # HF model_type -> the architecture name (GGUF's) the model code knows
@@ -98,10 +99,11 @@ def hf_config(c: dict, w: dict[str, QWeight]) -> Config:
   arch = ARCHS[mt]
   def num(k: str, default: Any = None, lo: float = 1) -> Any:
     v = c.get(k, default)
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v < 1 << 31) or (isinstance(default, int) and not isinstance(v, int)):
+    if v is None: raise ValueError(f"config.json has no {k}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v < 1 << 31) or (isinstance(default, int) and not isinstance(v, int)):
       raise ValueError(f"config.json: {k} is {v!r}, not a number >= {lo}")
     return v
-  dim, nh, n_layers = num("hidden_size", 0), num("num_attention_heads", 0), num("num_hidden_layers", 0)
+  dim, nh, n_layers = num("hidden_size"), num("num_attention_heads"), num("num_hidden_layers")
   nkv = num("num_key_value_heads", nh)
   hd = c.get("head_dim") or dim // nh
   if not isinstance(hd, int) or hd < 1: raise ValueError(f"config.json: head_dim {hd!r} is not a positive integer")
@@ -121,7 +123,7 @@ def hf_config(c: dict, w: dict[str, QWeight]) -> Config:
   act = c.get("hidden_activation", c.get("hidden_act", "silu"))
   if act not in ("silu", "gelu_pytorch_tanh", "gelu"): raise ValueError(f"config.json: activation {act!r} is not supported (silu, gelu_pytorch_tanh)")
   qpa = c.get("query_pre_attn_scalar")
-  return Config(arch, dim, n_layers, nh, nkv, num("intermediate_size", 0), w["token_embd.weight"].shape[0], hd, rope_dim, theta,
+  return Config(arch, dim, n_layers, nh, nkv, num("intermediate_size"), w["token_embd.weight"].shape[0], hd, rope_dim, theta,
                 float(num("rms_norm_eps", 1e-6, lo=0)), int(num("max_position_embeddings", 2048)), scale, rope_neox=True,
                 sliding_window=window, swa_layers=tuple(t == "sliding_attention" for t in types) if types else (),
                 theta_local=theta_local, attn_scale=float(qpa) ** -0.5 if arch in ("gemma2", "gemma3") and qpa else None,
@@ -139,16 +141,17 @@ def tokenizer_kv(d: str, vocab_rows: int) -> dict[str, Any]:
   model = tj.get("model") or {}
   if model.get("type") != "BPE": raise ValueError(f"tokenizer.json: model type {model.get('type')!r} is not supported (BPE)")
   vocab, merges = model.get("vocab"), model.get("merges") or []
-  if not isinstance(vocab, dict) or not all(isinstance(i, int) and 0 <= i < 1 << 24 for i in vocab.values()): raise ValueError("tokenizer.json: model.vocab is not a token -> id table")
+  if not isinstance(vocab, dict) or not all(isinstance(i, int) and 0 <= i < MAX_VOCAB for i in vocab.values()):
+    raise ValueError(f"tokenizer.json: model.vocab is not a token -> id table (ids below {MAX_VOCAB})")
   merges = [" ".join(m) if isinstance(m, list) else m for m in merges]
   if not all(isinstance(m, str) and len(m.split(" ")) == 2 for m in merges): raise ValueError("tokenizer.json: model.merges are not pairs")
   added = tj.get("added_tokens") or []
-  n = max([vocab_rows, *(i + 1 for i in vocab.values()), *(a.get("id", -1) + 1 for a in added if isinstance(a, dict))])
+  if not isinstance(added, list): raise ValueError("tokenizer.json: added_tokens is not a list")
+  added = [a for a in added if isinstance(a, dict) and isinstance(a.get("id"), int) and isinstance(a.get("content"), str) and 0 <= a["id"] < MAX_VOCAB]
+  n = max([vocab_rows, *(i + 1 for i in vocab.values()), *(a["id"] + 1 for a in added)])
   tokens, types = [f"<unused_{i}>" for i in range(n)], [5] * n   # ids the vocabulary leaves free (padded embedding rows)
   for t, i in vocab.items(): tokens[i], types[i] = t, 1
-  for a in added:
-    if isinstance(a, dict) and isinstance(a.get("id"), int) and isinstance(a.get("content"), str) and 0 <= a["id"] < n:
-      tokens[a["id"]], types[a["id"]] = a["content"], 3 if a.get("special") else 4
+  for a in added: tokens[a["id"]], types[a["id"]] = a["content"], 3 if a.get("special") else 4
   def pieces(node: Any) -> list[dict]:   # a pre-tokenizer/normalizer and, for a Sequence, its members
     if not isinstance(node, dict): return []
     return [node] + [x for sub in node.get("pretokenizers", node.get("normalizers", [])) or [] for x in pieces(sub)]
@@ -176,11 +179,21 @@ def tokenizer_kv(d: str, vocab_rows: int) -> dict[str, Any]:
   ids = {t: i for i, t in enumerate(tokens)}
   for k in ("bos", "eos"):
     if (t := _token_text(tc.get(f"{k}_token"))) in ids: kv[f"tokenizer.ggml.{k}_token_id"] = ids[t]
-  kv["tokenizer.ggml.add_bos_token"] = bool(tc.get("add_bos_token", False)) and "tokenizer.ggml.bos_token_id" in kv
+  # BOS is added by tokenizer_config's add_bos_token, or (llama 3) by a post-processor template that starts with it
+  post = pieces_of_post(tj.get("post_processor"))
+  bos_text = _token_text(tc.get("bos_token"))
+  starts_with_bos = bool(bos_text) and any(isinstance(p.get("single"), list) and p["single"] and isinstance(p["single"][0], dict) and
+                                           (p["single"][0].get("SpecialToken") or {}).get("id") == bos_text for p in post)
+  kv["tokenizer.ggml.add_bos_token"] = bool(tc.get("add_bos_token", starts_with_bos)) and "tokenizer.ggml.bos_token_id" in kv
   if isinstance(tc.get("chat_template"), str): kv["tokenizer.chat_template"] = tc["chat_template"]
   elif os.path.exists(p := os.path.join(d, "chat_template.jinja")):
     with open(p, encoding="utf-8") as f: kv["tokenizer.chat_template"] = f.read(MAX_JSON)
   return kv
+
+def pieces_of_post(node: Any) -> list[dict]:
+  """A post-processor and, for a Sequence, its members."""
+  if not isinstance(node, dict): return []
+  return [node] + [x for sub in node.get("processors", []) or [] for x in pieces_of_post(sub)]
 
 def load_hf_dir(d: str) -> tuple[dict[str, Any], dict[str, QWeight], Config]:
   """(metadata in GGUF terms, weights by GGUF name, model config) of an HF checkpoint directory."""
