@@ -186,8 +186,8 @@ def tokenizer_kv(d: str, vocab_rows: int) -> dict[str, Any]:
                                            (p["single"][0].get("SpecialToken") or {}).get("id") == bos_text for p in post)
   kv["tokenizer.ggml.add_bos_token"] = bool(tc.get("add_bos_token", starts_with_bos)) and "tokenizer.ggml.bos_token_id" in kv
   if isinstance(tc.get("chat_template"), str): kv["tokenizer.chat_template"] = tc["chat_template"]
-  elif os.path.exists(p := os.path.join(d, "chat_template.jinja")):
-    with open(p, encoding="utf-8") as f: kv["tokenizer.chat_template"] = f.read(MAX_JSON)
+  elif os.path.exists(tpath := os.path.join(d, "chat_template.jinja")):
+    with open(tpath, encoding="utf-8") as f: kv["tokenizer.chat_template"] = f.read(MAX_JSON)
   return kv
 
 def pieces_of_post(node: Any) -> list[dict]:
@@ -200,7 +200,7 @@ def load_hf_dir(d: str) -> tuple[dict[str, Any], dict[str, QWeight], Config]:
   c = read_json(os.path.join(d, "config.json"), "the model config")
   if not isinstance(c, dict): raise CorruptFileError(f"{d}/config.json is not a JSON object")
   mt = (c.get("text_config") or {}).get("model_type", "gemma3_text") if c.get("model_type") == "gemma3" else c.get("model_type")
-  arch = ARCHS.get(mt, "llama")
+  arch = ARCHS.get(str(mt), "llama")
   w = load_weights(d, arch)
   if "token_embd.weight" not in w: raise CorruptFileError(f"{d}: the checkpoint has no model.embed_tokens.weight")
   if arch in ("gemma", "gemma2", "gemma3"): _gemma_norms(w)

@@ -88,6 +88,8 @@ class Tokenizer:
     self.add_space_prefix = kv.get("tokenizer.ggml.add_space_prefix", self.model == "llama")
     self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(kv.get("tokenizer.ggml.merges", []))}
     if self.model not in ("llama", "gpt2"): raise ValueError(f"tokenizer.ggml.model {self.model!r} is not supported (llama or gpt2)")
+    self.pre: PreTokenizer | None
+    self.ignore_merges: bool
     self.pre, self.ignore_merges = PreTokenizer.for_gguf(kv.get("tokenizer.ggml.pre")) if self.model == "gpt2" else (None, False)
     if self.model == "gpt2" and "tokenizer.pre_regexes" in kv:   # an HF tokenizer.json brings its own regexes (llm/hf.py)
       self.pre, self.ignore_merges = PreTokenizer(kv["tokenizer.pre_regexes"]), bool(kv.get("tokenizer.ignore_merges"))
@@ -122,6 +124,7 @@ class Tokenizer:
 
   def _bpe(self, text: str) -> list[int]:
     out: list[int] = []
+    if self.pre is None: raise ValueError("a SentencePiece tokenizer has no BPE pre-tokenizer")   # only gpt2 models get here
     for word in self.pre.split(text):
       # words repeat a lot in real text; very long ones (hostile input) are not worth keeping
       out += self._bpe_word(word) if len(word) <= 64 else self._bpe_word_uncached(word)
