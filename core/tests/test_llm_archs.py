@@ -16,6 +16,8 @@ COMMON = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_att
 WINDOW = 8
 ARCHS = {
   "llama": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=10000.0)),
+  "llama3.1": ("LlamaConfig", "LlamaForCausalLM", dict(rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                                                                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
   "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),                                    # q/k/v biases
   "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=24)),                     # q/k norms, head_dim != hidden/heads
   "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=WINDOW, head_dim=16)),
@@ -124,7 +126,7 @@ def test_runner_takes_a_checkpoint_directory(tmp_path, capsys):
   want = hf_greedy(model, tok.encode("hello world"), 6)
   assert out.out.rstrip("\n") == tok.decode(want)   # the printed reply is transformers' greedy reply
 
-GGUF_ARCH = {"llama": "llama", "mistral": "llama", "gemma": "gemma", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3": "gemma3", "phi3": "phi3"}
+GGUF_ARCH = {"llama": "llama", "llama3.1": "llama", "mistral": "llama", "gemma": "gemma", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3": "gemma3", "phi3": "phi3"}
 
 def to_gguf(model, arch: str, d: str, path: str) -> None:
   """The model as llama.cpp's converter writes it (F32): GGUF names, gemma norms as 1 + w, llama's q/k rows permuted
@@ -144,6 +146,10 @@ def to_gguf(model, arch: str, d: str, path: str) -> None:
   for k in ("attn_logit_softcapping", "final_logit_softcapping"):
     if getattr(c, k, None): meta[k] = float(getattr(c, k))
   if rp.get("rope_type") == "linear": meta.update({"rope.scaling.type": "linear", "rope.scaling.factor": float(rp["factor"])})
+  extra = {}
+  if rp.get("rope_type") == "llama3":   # llama.cpp's converter stores llama 3.1's scaling as per-frequency factors
+    from tinycore.llm.hf import llama3_rope_factors
+    extra["rope_freqs.weight"] = (llama3_rope_factors(rp, float(rp["rope_theta"]), hd), "F32")
   kv.update({f"{a}.{k}": v for k, v in meta.items()})
   tensors = {}
   for name, t in model.state_dict().items():
@@ -154,7 +160,7 @@ def to_gguf(model, arch: str, d: str, path: str) -> None:
       n = x.shape[0] // hd
       x = x.reshape(n, 2, hd // 2, -1).swapaxes(1, 2).reshape(x.shape)
     tensors[g] = (x, "F32")
-  gguf_write(path, kv, tensors)
+  gguf_write(path, kv, {**tensors, **extra})
 
 @pytest.mark.parametrize("arch", [a for a in ARCHS if a != "qwen2"])
 def test_gguf_of_the_same_model_matches_transformers(arch, tmp_path):

@@ -6,6 +6,8 @@ data: sizes and names are checked before use, and shard names can't leave the di
 from __future__ import annotations
 import json, math, os, re
 from typing import Any
+import numpy as np
+from tinycore.tensor import Tensor
 from tinycore.llm.model import Config
 from tinycore.llm.pretokenize import GPT2 as PRE_GPT2
 from tinycore.llm.weights import QWeight, check_llm_metadata
@@ -76,6 +78,17 @@ def _gemma_norms(w: dict[str, QWeight]) -> None:
     if len(q.shape) == 1 and "norm" in n:
       w[n] = QWeight("F32", q.shape, {"w": (q.parts["w"].cast(dtypes.float32) + 1).realize()}, q.nbytes)
 
+def llama3_rope_factors(p: dict, theta: float, rope_dim: int) -> np.ndarray:
+  """llama 3.1+'s rope scaling as per-frequency divisors (what llama.cpp's GGUF stores as rope_freqs.weight): long
+  wavelengths are slowed by `factor`, short ones kept, the band between blended."""
+  factor, lo, hi, old = (float(p[k]) for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"))
+  if not (factor > 0 and 0 < lo < hi and old > 0): raise ValueError(f"config.json: llama3 rope parameters {p} are not factor > 0, 0 < low_freq_factor < high_freq_factor")
+  inv = 1.0 / theta ** (np.arange(0, rope_dim, 2, dtype=np.float64) / rope_dim)
+  wavelen = 2 * math.pi / inv
+  smooth = np.clip((old / wavelen - lo) / (hi - lo), 0.0, 1.0)   # 0: wavelength beyond old/lo, 1: below old/hi
+  new = (1 - smooth) * inv / factor + smooth * inv
+  return (inv / new).astype(np.float32)
+
 def _rope(c: dict, arch: str) -> tuple[float, float | None, float, float]:
   """(theta, local theta, linear scale, partial rotary factor) from either config layout (transformers 5's
   rope_parameters, per layer type for gemma 3, or the older rope_theta/rope_scaling/rope_local_base_freq keys)."""
@@ -86,7 +99,7 @@ def _rope(c: dict, arch: str) -> tuple[float, float | None, float, float]:
   theta_local = float(local["rope_theta"]) if isinstance(local, dict) and "rope_theta" in local else c.get("rope_local_base_freq")
   scaling = glob if glob.get("rope_type") not in (None, "default") else (c.get("rope_scaling") or {})
   kind = scaling.get("rope_type", scaling.get("type", "default"))
-  if kind not in ("default", "linear"): raise ValueError(f"config.json: rope scaling {kind!r} is not supported (default or linear)")
+  if kind not in ("default", "linear", "llama3"): raise ValueError(f"config.json: rope scaling {kind!r} is not supported (default, linear or llama3)")
   scale = float(scaling.get("factor", 1.0)) if kind == "linear" else 1.0
   partial = float(glob.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
   if arch == "gemma3" and theta_local is None: theta_local = 10000.0
@@ -205,6 +218,10 @@ def load_hf_dir(d: str) -> tuple[dict[str, Any], dict[str, QWeight], Config]:
   if "token_embd.weight" not in w: raise CorruptFileError(f"{d}: the checkpoint has no model.embed_tokens.weight")
   if arch in ("gemma", "gemma2", "gemma3"): _gemma_norms(w)
   cfg = hf_config(c, w)
+  rp = c.get("rope_parameters") or c.get("rope_scaling") or {}
+  if isinstance(rp, dict) and rp.get("rope_type", rp.get("type")) == "llama3":
+    f = llama3_rope_factors(rp, cfg.theta, cfg.rope_dim)
+    w["rope_freqs.weight"] = QWeight("F32", f.shape, {"w": Tensor(f)}, f.nbytes)
   kv = tokenizer_kv(d, cfg.vocab)
   kv.update({"general.architecture": cfg.arch, f"{cfg.arch}.embedding_length": cfg.dim, f"{cfg.arch}.attention.head_count": cfg.n_heads,
              f"{cfg.arch}.attention.head_count_kv": cfg.n_kv_heads, f"{cfg.arch}.block_count": cfg.n_layers,
