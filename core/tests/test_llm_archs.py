@@ -108,6 +108,8 @@ def test_bad_checkpoints_are_clear_errors(tmp_path):
   with pytest.raises(ValueError, match="model_type 'mamba' is not supported"): LLM(d)
   with open(os.path.join(d, "config.json"), "w") as f: json.dump({**cfg, "num_attention_heads": 3}, f)
   with pytest.raises(ValueError, match="num_key_value_heads 2 doesn't divide|head"): LLM(d)
+  with open(os.path.join(d, "config.json"), "w") as f: json.dump({**cfg, "intermediate_size": 100}, f)
+  with pytest.raises(ValueError, match="ffn_gate.weight' has shape"): LLM(d)
   with open(os.path.join(d, "config.json"), "w") as f: json.dump(cfg, f)
   idx = os.path.join(d, "model.safetensors.index.json")
   m = json.load(open(idx))

@@ -225,6 +225,6 @@ def load_hf_dir(d: str) -> tuple[dict[str, Any], dict[str, QWeight], Config]:
   kv = tokenizer_kv(d, cfg.vocab)
   kv.update({"general.architecture": cfg.arch, f"{cfg.arch}.embedding_length": cfg.dim, f"{cfg.arch}.attention.head_count": cfg.n_heads,
              f"{cfg.arch}.attention.head_count_kv": cfg.n_kv_heads, f"{cfg.arch}.block_count": cfg.n_layers,
-             f"{cfg.arch}.attention.key_length": cfg.head_dim})
-  if "blk.0.attn_qkv.weight" not in w: check_llm_metadata({k: v for k, v in kv.items() if k != "tokenizer.ggml.tokens"}, w, d)   # shapes vs config
+             f"{cfg.arch}.attention.key_length": cfg.head_dim, f"{cfg.arch}.feed_forward_length": cfg.hidden})
+  check_llm_metadata({k: v for k, v in kv.items() if k != "tokenizer.ggml.tokens"}, w, d)   # every weight's shape against config.json
   return kv, w, cfg
