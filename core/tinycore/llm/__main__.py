@@ -1,4 +1,4 @@
-"""python -m tinycore.llm --model PATH.gguf [--prompt ...] [--benchmark] [--serve]"""
+"""python -m tinycore.llm --model PATH.gguf|HF_DIR [--prompt ...] [--benchmark] [--serve]"""
 from __future__ import annotations
 import argparse, math, os, resource, sys, time
 import numpy as np
@@ -35,32 +35,32 @@ def _ranged(kind, lo=None, hi=None, finite=False):
     return v
   return parse
 
-class _Help(argparse.HelpFormatter):
-  """Each option's default in its help, where it has one worth showing (not the None/False of an unset flag)."""
-  def _get_help_string(self, action: argparse.Action) -> str:
-    text = action.help or ""
-    shown = not any(action.default is v for v in (None, False, argparse.SUPPRESS))   # `is`: 0 and 0.0 are real defaults
-    if shown and "%(default)" not in text: text += " (default: %(default)s)"
-    return text
-
 def main(argv=None):
-  ap = argparse.ArgumentParser(prog="python -m tinycore.llm", formatter_class=_Help,
-                               description="Run a llama-family GGUF model: generate, benchmark or serve an OpenAI-style chat API. "
-                               "The device is DEV's (e.g. DEV=CPU:LLVM); the first run compiles its kernels, later runs load them from the cache.",
-                               epilog="Exit status: 0 success, 1 an error (one line; --debug or DEBUG=1 shows the traceback), 2 a bad option.")
-  ap.add_argument("--model", "-m", required=True, help="path to a .gguf file")
-  ap.add_argument("--prompt", default="Hello", help="user message (chat template applied) or raw text with --raw")
-  ap.add_argument("--raw", action="store_true", help="don't apply the chat template")
-  ap.add_argument("--max-tokens", type=_ranged(int, 0), default=64, help="tokens to generate at most (stops earlier at an end-of-turn token)")
-  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0, help="sampling temperature; 0 is greedy")
-  ap.add_argument("--top-k", type=_ranged(int, 0), default=0, help="sample among the K likeliest tokens only; 0 is no limit")
-  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0, help="sample among the likeliest tokens whose probabilities add up to P")
-  ap.add_argument("--seed", type=_ranged(int, 0, 2**63 - 1), default=None, help="random seed for sampling (unset: a fresh one each run)")
-  ap.add_argument("--max-context", type=_ranged(int, 2), default=512, help="longest prompt + answer in tokens (sets the KV cache size)")
+  class Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter): pass
+  ap = argparse.ArgumentParser(prog="python -m tinycore.llm", formatter_class=Help,
+    description="Run a llama-family language model (llama 2/3, mistral, qwen2/3, gemma 1/2/3, phi-3): chat, complete raw text, "
+                "benchmark, or serve an OpenAI-compatible API.",
+    epilog="examples:\n"
+           "  python -m tinycore.llm -m SmolLM2-135M-Instruct-Q4_1.gguf --prompt 'What is 2+2?'\n"
+           "  python -m tinycore.llm -m ./Qwen3-0.6B --raw --prompt 'def fib(n):' --max-tokens 64\n"
+           "  python -m tinycore.llm -m model.gguf --benchmark --warmup --max-tokens 128\n"
+           "  python -m tinycore.llm -m model.gguf --serve --port 8080\n"
+           "The device is chosen with DEV (e.g. DEV=CPU); DEBUG=2 shows the kernels.\n"
+           "Exit status: 0 success, 1 an error (one line; --debug or DEBUG=1 shows the traceback), 2 a bad option.")
+  ap.add_argument("--model", "-m", required=True, metavar="PATH", default=argparse.SUPPRESS,
+                  help="a .gguf file, or a Hugging Face checkpoint directory (config.json, tokenizer.json, *.safetensors)")
+  ap.add_argument("--prompt", default="Hello", help="the user message (the model's chat template is applied), or raw text with --raw")
+  ap.add_argument("--raw", action="store_true", help="tokenize --prompt as is, without the chat template")
+  ap.add_argument("--max-tokens", type=_ranged(int, 0), default=64, help="tokens to generate at most (the number of decode steps with --benchmark)")
+  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0, help="sampling temperature; 0 picks the most likely token (greedy)")
+  ap.add_argument("--top-k", type=_ranged(int, 0), default=0, help="sample among the k most likely tokens only; 0: no limit")
+  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0, help="nucleus sampling: the most likely tokens whose probabilities add up to p")
+  ap.add_argument("--seed", type=_ranged(int, 0, 2**63 - 1), default=None, help="random seed for sampling (repeatable output); none: a fresh one")
+  ap.add_argument("--max-context", type=_ranged(int, 2), default=512, help="tokens of context (prompt + reply), the KV cache's size; at most the model's own")
   ap.add_argument("--debug", action="store_true", help="on an error, show the full traceback (so does DEBUG=1)")
   ap.add_argument("--chunk", type=_ranged(int, 1), default=32, help="prefill chunk size (tokens per jitted prefill call)")
-  ap.add_argument("--benchmark", action="store_true", help="print prefill and decode tokens/s and memory use")
-  ap.add_argument("--warmup", action="store_true", help="run a short generation before timing")
+  ap.add_argument("--benchmark", action="store_true", help="print prefill and decode tokens/s and memory use on a random prompt")
+  ap.add_argument("--warmup", action="store_true", help="run a short generation first, so compiling kernels is not timed")
   ap.add_argument("--serve", action="store_true", help="serve /v1/chat/completions (on 127.0.0.1 unless --host says otherwise)")
   ap.add_argument("--host", default="127.0.0.1", help="address to serve on")
   ap.add_argument("--port", type=_ranged(int, 0, 65535), default=8000, help="TCP port to serve on (0: any free port)")
@@ -68,7 +68,7 @@ def main(argv=None):
   ap.add_argument("--max-waiting", type=_ranged(int, 0), default=64, help="requests that may wait for the model (503 beyond)")
   ap.add_argument("--request-timeout", type=_ranged(float, 0.1, 3600, finite=True), default=10.0, help="seconds for a request's headers and body to arrive")
   a = ap.parse_args(argv)
-  if not os.path.isfile(a.model): ap.error(f"no such model file: {a.model}")
+  if not (os.path.isfile(a.model) or os.path.isdir(a.model)): ap.error(f"no such model file or checkpoint directory: {a.model}")
   from tinycore.llm.generate import LLM
   from tinycore import Device
   from tinycore.errors import DevSpecError, EnvError, TinycoreError
@@ -100,7 +100,10 @@ def main(argv=None):
     except KeyboardInterrupt: pass
     finally: srv.server_close()
     return 0
-  toks = llm.tok.encode(a.prompt) if a.raw else llm.chat_tokens([{"role": "user", "content": a.prompt}])
+  try: toks = llm.tok.encode(a.prompt) if a.raw else llm.chat_tokens([{"role": "user", "content": a.prompt}])
+  except ValueError as e:   # the model's chat template can't render (ChatTemplateError): say so, suggest --raw
+    print(f"error: {e} (--raw skips the template)", file=sys.stderr)
+    return 1
   try: llm.check_prompt(toks)
   except ValueError as e: ap.error(f"--prompt: {e} (raise --max-context?)")
   if a.warmup: list(llm.generate(toks, 2))
