@@ -540,12 +540,16 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     axes = self._axes(axis)
     n = prod([self.shape[a] for a in axes])
     out = self._float().sum(axis, keepdim)
-    return out * (1 / n) if n else out * math.nan
+    return out * (1 / n) if n else out._all_nan()
   def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
     axes = self._axes(axis)
     n = prod([self.shape[a] for a in axes])
     sq = (self._float() - self._float().mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq / max(n - correction, 0)
+    return sq / max(n - correction, 0) if n else sq._all_nan()
+  def _all_nan(self) -> Tensor:
+    # the nan of a statistic over nothing (torch): selected, not computed as 0 * nan or 0 / 0, which a device may fold
+    # to 0 (WGSL lets implementations assume no nan in arithmetic); still a node of this graph, so gradients reach it
+    return self.isnan().where(self, math.nan)
   def std(self, axis=None, keepdim=False, correction=1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
