@@ -28,6 +28,7 @@ class JitError(RuntimeError):
 _capturing: list = []   # the TinyJit currently capturing, if any (nesting is an error)
 
 def _is_buf_view(u: UOp) -> bool:
+  if u.op is Ops.MULTI: return all(_is_buf_view(s) for s in u.src)   # a sharded input: one buffer per device
   return (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)) and u.base.arg.is_allocated()
 
 def _leaf_key(x, where: str):
@@ -78,8 +79,9 @@ def _prepare_inputs(tensors: list) -> list:
   if pending: Tensor.realize(*pending)
   bufs = []
   for t in tensors:
-    if t.uop.base.op is not Ops.BUFFER: raise JitError(f"TinyJit input of shape {t.shape} could not be realized into a buffer")
-    bufs.append(t.uop.base.arg)
+    for u in (t.uop.src if t.uop.op is Ops.MULTI else (t.uop,)):   # a sharded input gives its shards' buffers, in device order
+      if u.base.op is not Ops.BUFFER: raise JitError(f"TinyJit input of shape {t.shape} could not be realized into a buffer")
+      bufs.append(u.base.arg)
   if len({id(b) for b in bufs}) != len(bufs): raise JitError("TinyJit got the same buffer as two inputs; pass it once (or .clone() one)")
   return bufs
 
@@ -112,10 +114,12 @@ def _var_vals(tensors: list, binds: list) -> dict[UOp, int]:
 class InputInfo(tuple):
   """(view signature, dtype, device) of one input; a plain tuple so building and comparing it per call is cheap."""
   __slots__ = ()
-  def __new__(cls, t): return tuple.__new__(cls, (t.uop.shape if _is_buf_view(t.uop) else _unbind_view(t.uop), t.dtype, t.device))
+  def __new__(cls, t):
+    view = (t.uop.shape, t.uop.arg) if t.uop.op is Ops.MULTI else t.uop.shape if _is_buf_view(t.uop) else _unbind_view(t.uop)   # sharded: its layout too
+    return tuple.__new__(cls, (view, t.dtype, t.device))
   def describe(self) -> str:
     v = self[0]
-    shape = v if isinstance(v, tuple) else v.shape
+    shape = v[0] if isinstance(v, tuple) and v and isinstance(v[0], tuple) else v if isinstance(v, tuple) else v.shape
     return f"shape {shape} {self[1]} on {self[2]}"
 
 @dataclass

@@ -1,0 +1,169 @@
+"""Lowering sharded graphs: a graph rewrite that turns every op over MULTI values into one op per device, plus the
+copies that move data between devices, before anything is scheduled.
+
+The lazy graph a user builds is logical: a MULTI node (tensor level, see uop.py) stands for the whole tensor, with the
+full shape and the device tuple, and ops above it see only that. `lower` rewrites bottom-up until every MULTI is a root
+(or feeds a gather), so the scheduler only ever sees single-device graphs:
+  - elementwise ops (and contiguous, detach, assign) run per shard, every operand brought to one layout first: the
+    first sharded operand's axis (an assign keeps its target's); a replicated operand is cut to each shard's rows locally,
+    one sharded on another axis is all-gathered, then cut;
+  - a reduction over the sharded axis reduces per shard, then all-reduces: every device sums all partials itself, in the
+    same order, so the replicas of the result are bitwise equal (weights updated from them stay in sync);
+  - movement ops that keep the sharded axis whole run per shard with per-shard arguments; any other movement of the
+    sharded axis (a shrink, pad or flip of it, a reshape that splits or merges it) all-gathers first and runs per device;
+  - COPY of a MULTI to one device gathers (copies every shard there and concatenates); COPY of a single-device value to
+    a device tuple replicates it; MSELECT takes one device's part;
+  - constants made for a device tuple, and any op not named above, run once per device (sharded operands all-gathered).
+Shards split an axis like numpy.array_split (uop.shard_bounds); every layout change here keeps that split."""
+from __future__ import annotations
+from typing import Callable
+from tinycore.uop import UOp, Ops, GroupOp, shard_bounds
+from tinycore.dtype import dtypes
+from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite
+
+def multi(shards: list[UOp] | tuple[UOp, ...], axis: int | None, devices: tuple[str, ...]) -> UOp:
+  if len(shards) != len(devices): raise ValueError(f"{len(shards)} shards for {len(devices)} devices {devices}")
+  return UOp(Ops.MULTI, shards[0].dtype, tuple(shards), (axis, tuple(devices)))
+
+def copy_to(u: UOp, device: str) -> UOp: return u if u.device == device else UOp(Ops.COPY, u.dtype, (u,), device)
+
+def cut(u: UOp, axis: int | None, i: int, n: int) -> UOp:
+  """The part of the whole single-device value `u` that shard i of n holds when split on `axis`."""
+  if axis is None: return u
+  b, e = shard_bounds(u.shape[axis], n)[i]
+  return u.shrink(tuple((b, e) if a == axis else (0, s) for a, s in enumerate(u.shape)))
+
+def gather(m: UOp, device: str) -> UOp:
+  """The whole value of MULTI `m` on one device: every shard copied there, padded into place and summed (like cat)."""
+  axis, devices = m.arg
+  if axis is None: return copy_to(m.src[devices.index(device)] if device in devices else m.src[0], device)
+  full, out, off = m.shape[axis], None, 0
+  for s in m.src:
+    n = s.shape[axis]
+    p = copy_to(s, device).pad(tuple((off, full - off - n) if a == axis else (0, 0) for a in range(len(s.shape))))
+    out = p if out is None else UOp(Ops.OR if out.dtype == dtypes.bool else Ops.ADD, out.dtype, (out, p))
+    off += n
+  return out
+
+def relayout(m: UOp, axis: int | None) -> UOp:
+  """MULTI `m` split on `axis` instead (None: replicated): a replica is cut locally; shards on another axis are all-gathered."""
+  have, devices = m.arg
+  if have == axis: return m
+  if have is not None: m = multi([gather(m, d) for d in devices], None, devices)
+  return multi([cut(s, axis, i, len(devices)) for i, s in enumerate(m.src)], axis, devices)
+
+def allreduce(parts: list[UOp], rop: Ops, devices: tuple[str, ...]) -> UOp:
+  # each device combines every partial in the same order: the replicas come out bitwise equal
+  out = []
+  for d in devices:
+    acc = copy_to(parts[0], d)
+    for p in parts[1:]: acc = UOp(rop, acc.dtype, (acc, copy_to(p, d)))
+    out.append(acc)
+  return multi(out, None, devices)
+
+def _devices_of(u: UOp) -> tuple[str, ...]:
+  found = {s.arg[1] if s.op is Ops.MULTI else s.arg for s in u.src if s.op is Ops.MULTI or (s.op is Ops.DEVICE and isinstance(s.arg, tuple))}
+  if len(found) > 1: raise ValueError(f"{u.op.name} of values on different device tuples: {' and '.join(map(str, sorted(found)))}")
+  devices = found.pop()
+  if stray := {s.device for s in u.src if s.op is not Ops.MULTI and isinstance(s.device, str)}:
+    raise ValueError(f"{u.op.name} mixes a value sharded over {devices} with one on {', '.join(sorted(stray))}: shard it (or .to() it) first")
+  return devices
+
+def _per_device(u: UOp, srcs: list[UOp], devices: tuple[str, ...], axis: int | None, arg_of: Callable[[int], object] | None = None) -> UOp:
+  """u once per device: a MULTI source gives its shard i, a device-tuple leaf its device i, anything else (a Variable, a
+  constant without a device) is shared."""
+  def src_i(s: UOp, i: int) -> UOp:
+    if s.op is Ops.MULTI: return s.src[i]
+    return UOp(Ops.DEVICE, arg=devices[i]) if s.op is Ops.DEVICE and isinstance(s.arg, tuple) else s
+  return multi([UOp(u.op, u.dtype, tuple(src_i(s, i) for s in srcs), u.arg if arg_of is None else arg_of(i)) for i in range(len(devices))],
+               axis, devices)
+
+def _elementwise(u: UOp) -> UOp | None:
+  if not any(s.op is Ops.MULTI for s in u.src): return None
+  devices = _devices_of(u)
+  if u.op is Ops.ASSIGN and u.src[0].op is Ops.MULTI: axis = u.src[0].arg[0]   # an assign writes its target's shards in place
+  else: axis = next((s.arg[0] for s in u.src if s.op is Ops.MULTI and s.arg[0] is not None), None)
+  return _per_device(u, [relayout(s, axis) if s.op is Ops.MULTI else s for s in u.src], devices, axis)
+
+def _reduce(u: UOp, m: UOp) -> UOp:
+  rop, axes = u.arg
+  axis, devices = m.arg
+  parts = [s.r(rop, axes) for s in m.src]
+  if axis is None or axis not in axes: return multi(parts, axis, devices)
+  return allreduce(parts, rop, devices)
+
+def _keep_axis(u: UOp, axis: int, sizes: list[int]) -> tuple[int, Callable[[int], object]] | None:
+  """(the sharded axis after u, u's argument for shard i) when u moves the sharded axis whole; else None."""
+  op, arg, shp = u.op, u.arg, u.src[0].shape
+  if op is Ops.PERMUTE: return arg.index(axis), lambda i: arg
+  if op is Ops.RESHAPE:
+    before = _prod(shp[:axis])
+    for a in range(len(arg)):   # the axis must survive whole, with the same elements in front of it
+      if arg[a] == shp[axis] and _prod(arg[:a]) == before: return a, lambda i: arg[:a] + (sizes[i],) + arg[a + 1:]
+    return None
+  if op is Ops.EXPAND and arg[axis] == shp[axis]: return axis, lambda i: arg[:axis] + (sizes[i],) + arg[axis + 1:]
+  if op is Ops.PAD and arg[axis] == (0, 0): return axis, lambda i: arg
+  if op is Ops.SHRINK and arg[axis] == (0, shp[axis]): return axis, lambda i: arg[:axis] + ((0, sizes[i]),) + arg[axis + 1:]
+  if op is Ops.FLIP and not arg[axis]: return axis, lambda i: arg
+  return None
+
+def _prod(xs) -> int:
+  out = 1
+  for x in xs: out *= x
+  return out
+
+def _movement(u: UOp, m: UOp) -> UOp:
+  axis, devices = m.arg
+  if axis is not None and (kept := _keep_axis(u, axis, [s.shape[axis] for s in m.src])) is not None:
+    return _per_device(u, [m], devices, kept[0], kept[1])
+  return _per_device(u, [relayout(m, None)], devices, None)
+
+def _copy(u: UOp) -> UOp | None:
+  x, to = u.src[0], u.arg
+  if x.op is Ops.MULTI:
+    if isinstance(to, str): return gather(x, to)
+    if to == x.arg[1]: return x
+    whole = gather(x, to[0])   # to another device tuple: through its first device
+    return multi([copy_to(whole, d) for d in to], None, to)
+  if isinstance(to, tuple): return multi([copy_to(x, d) for d in to], None, to)   # replicate a single-device value
+  return None
+
+def _mselect(u: UOp, m: UOp) -> UOp:
+  i, axis = u.arg
+  return relayout(m, axis).src[i]
+
+def _any_op(u: UOp) -> UOp | None:
+  # constants made for a device tuple, and ops without a rule of their own: once per device, on whole values
+  if u.op in (Ops.MULTI, Ops.SINK) or not any(s.op is Ops.MULTI or (s.op is Ops.DEVICE and isinstance(s.arg, tuple)) for s in u.src): return None
+  devices = _devices_of(u)
+  return _per_device(u, [relayout(s, None) if s.op is Ops.MULTI else s for s in u.src], devices, None)
+
+pm_multi = PatternMatcher([
+  (UPat(tuple(GroupOp.Elementwise | {Ops.CONTIGUOUS, Ops.DETACH, Ops.ASSIGN}), name="u"), _elementwise),
+  (UPat(Ops.REDUCE_AXIS, src=(UPat(Ops.MULTI, name="m"),), name="u"), _reduce),
+  (UPat(tuple(GroupOp.Movement), src=(UPat(Ops.MULTI, name="m"),), name="u"), _movement),
+  (UPat(Ops.COPY, name="u"), _copy),
+  (UPat(Ops.MSELECT, src=(UPat(Ops.MULTI, name="m"),), name="u"), _mselect),
+  (UPat(None, name="u"), _any_op),
+])
+
+def lower(u: UOp) -> UOp:
+  """u with every sharded op lowered: a MULTI of single-device graphs (u on a device tuple), or a single-device graph."""
+  return graph_rewrite(u, pm_multi) if u.has_multi else u
+
+def sharding(u: UOp) -> tuple[int | None, tuple[str, ...]] | None:
+  """(axis, devices) of a value on a device tuple (None for a single-device one), found by lowering its graph."""
+  if not isinstance(u.device, tuple): return None
+  return lower(u).arg
+
+def lower_targets(uops: list[UOp]) -> tuple[list[UOp], Callable[[list[UOp]], list[UOp]]]:
+  """The single-device graphs to realize for `uops` (each sharded one gives its shards), and the function that puts the
+  realized shards back together as MULTI nodes, one per input."""
+  if not any(u.has_multi for u in uops): return uops, lambda outs: outs
+  lowered = [lower(u) for u in uops]
+  flat = [s for u in lowered for s in (u.src if u.op is Ops.MULTI else (u,))]
+  def regroup(outs: list[UOp]) -> list[UOp]:
+    it, ret = iter(outs), []
+    for u in lowered: ret.append(multi([next(it) for _ in u.src], *u.arg) if u.op is Ops.MULTI else next(it))
+    return ret
+  return flat, regroup
