@@ -47,9 +47,10 @@ def _pow_grad(ctx: UOp, ret: UOp, x: UOp, y: UOp):
   dy = x.eq(0).where(_zero(ctx), ctx * ret * UOp(Ops.LOG2, x.dtype, (x,)) * math.log(2))
   return (dx, dy)
 
-def _multi_grad(ctx: UOp, ret: UOp) -> tuple[UOp, ...]:
-  # shard i's grad is device i's part of the logical grad, in the same layout
-  return tuple(UOp(Ops.MSELECT, ctx.dtype, (ctx,), (i, ret.arg[0])) for i in range(len(ret.src)))
+def _multi_grad(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+  # shard i's grad is device i's part of the logical grad; replicas are copies of one value, whose grad goes to the first
+  axis = ret.arg[0]
+  return tuple(UOp(Ops.MSELECT, ctx.dtype, (ctx,), (i, axis)) if axis is not None or i == 0 else None for i in range(len(ret.src)))
 
 def _mselect_grad(ctx: UOp, ret: UOp, x: UOp) -> tuple[UOp]:
   # the grad of the whole value: ctx where device i's part sits, zeros on the other devices' parts

@@ -146,7 +146,7 @@ class UOp(metaclass=UOpMetaClass):
     if "multi" not in (c := self._c):
       if any(s._cache is None or "multi" not in s._cache for s in self.src):
         for x in self.toposort()[:-1]: x.has_multi
-      c["multi"] = self.op is Ops.MULTI or (self.op is Ops.DEVICE and isinstance(self.arg, tuple)) or any(s.has_multi for s in self.src)
+      c["multi"] = self.op is Ops.MULTI or (self.op in (Ops.DEVICE, Ops.COPY) and isinstance(self.arg, tuple)) or any(s.has_multi for s in self.src)
     return c["multi"]
   @property
   def base(self) -> UOp:

@@ -75,8 +75,9 @@ def _per_device(u: UOp, srcs: list[UOp], devices: tuple[str, ...], axis: int | N
   def src_i(s: UOp, i: int) -> UOp:
     if s.op is Ops.MULTI: return s.src[i]
     return UOp(Ops.DEVICE, arg=devices[i]) if s.op is Ops.DEVICE and isinstance(s.arg, tuple) else s
-  return multi([UOp(u.op, u.dtype, tuple(src_i(s, i) for s in srcs), u.arg if arg_of is None else arg_of(i)) for i in range(len(devices))],
-               axis, devices)
+  shards = [UOp(u.op, u.dtype, tuple(src_i(s, i) for s in srcs), u.arg if arg_of is None else arg_of(i)) for i in range(len(devices))]
+  for s in shards: s.shape   # now, while the sources' are known: asked later, down a long chain, it would recurse
+  return multi(shards, axis, devices)
 
 def _elementwise(u: UOp) -> UOp | None:
   if not any(s.op is Ops.MULTI for s in u.src): return None
