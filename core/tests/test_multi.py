@@ -1,9 +1,10 @@
 """Sharded (multi-device) tensors over CPU instances: layout, ops, gathers and gradients, compared with numpy and with the
 same computation on one device."""
-import numpy as np, pytest
+import numpy as np
+import pytest
 from tinycore import Tensor, dtypes
+from tinycore.engine.multi import lower, sharding
 from tinycore.uop import Ops
-from tinycore.engine.multi import sharding, lower
 
 pytestmark = pytest.mark.needs_device
 D2 = ("CPU:0", "CPU:1")

@@ -1,7 +1,8 @@
 """Data-parallel training: the batch sharded over devices, the weights replicated with shard_, SGD and Adam, with and
 without TinyJit, must end with the weights the same steps give on one device (to float tolerance), and with every
 device's replica of each weight bitwise equal (the all-reduce sums the partials in one order everywhere)."""
-import numpy as np, pytest
+import numpy as np
+import pytest
 from tinycore import Tensor, TinyJit
 from tinycore.nn import optim
 

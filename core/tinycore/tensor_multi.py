@@ -7,13 +7,15 @@ Semantics (tinygrad's): shards split `axis` like numpy.array_split (every shard 
 gives each device a full copy. A reduction over the sharded axis gives a replicated result (an all-reduce); `.to(device)`
 and `.numpy()` gather; data built for a device tuple (`Tensor(x, device=(...))`) is replicated."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops, shard_bounds
-from tinycore.engine.multi import multi, cut, copy_to, sharding
+
+from tinycore.engine.multi import copy_to, cut, multi, shape_of, sharding
+from tinycore.uop import Ops, UOp, shard_bounds
+
 
 def shard(u: UOp, devices: tuple[str, ...], axis: int | None) -> UOp:
   if not devices: raise ValueError("shard needs at least one device")
   if len(set(devices)) != len(devices): raise ValueError(f"shard devices must be distinct, got {devices}")
-  if axis is not None: shard_bounds(u.shape[axis], len(devices))   # a clear error now for a shard that would be empty
+  if axis is not None: shard_bounds(shape_of(u)[axis], len(devices))   # a clear error now for a shard that would be empty
   if isinstance(u.device, tuple):
     if u.op is Ops.MULTI and u.arg == (axis, devices): return u
     # resharding on the same devices: each takes its part (engine/multi.py moves only what must move)

@@ -291,7 +291,7 @@ def shard_bounds(size: int, n: int) -> list[tuple[int, int]]:
   starts = [i * q + min(i, r) for i in range(n + 1)]
   return list(zip(starts[:-1], starts[1:]))
 
-def _device(u: UOp):
+def _device(u: UOp) -> str | tuple[str, ...] | None:
   if u.op is Ops.DEVICE: return u.arg
   if u.op is Ops.BUFFER: return u.arg.device
   if u.op is Ops.COPY: return u.arg

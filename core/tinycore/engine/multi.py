@@ -16,32 +16,40 @@ full shape and the device tuple, and ops above it see only that. `lower` rewrite
   - constants made for a device tuple, and any op not named above, run once per device (sharded operands all-gathered).
 Shards split an axis like numpy.array_split (uop.shard_bounds); every layout change here keeps that split."""
 from __future__ import annotations
-from typing import Callable
-from tinycore.uop import UOp, Ops, GroupOp, shard_bounds
+
+from collections.abc import Callable
+
 from tinycore.dtype import dtypes
-from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite
+from tinycore.rewrite import PatternMatcher, UPat, graph_rewrite
+from tinycore.uop import GroupOp, Ops, UOp, shard_bounds
+
 
 def multi(shards: list[UOp] | tuple[UOp, ...], axis: int | None, devices: tuple[str, ...]) -> UOp:
   if len(shards) != len(devices): raise ValueError(f"{len(shards)} shards for {len(devices)} devices {devices}")
   return UOp(Ops.MULTI, shards[0].dtype, tuple(shards), (axis, tuple(devices)))
+
+def shape_of(u: UOp) -> tuple:
+  if (shp := u.shape) is None: raise ValueError(f"{u.op.name} has no tensor shape: it can't be sharded")
+  return shp
 
 def copy_to(u: UOp, device: str) -> UOp: return u if u.device == device else UOp(Ops.COPY, u.dtype, (u,), device)
 
 def cut(u: UOp, axis: int | None, i: int, n: int) -> UOp:
   """The part of the whole single-device value `u` that shard i of n holds when split on `axis`."""
   if axis is None: return u
-  b, e = shard_bounds(u.shape[axis], n)[i]
-  return u.shrink(tuple((b, e) if a == axis else (0, s) for a, s in enumerate(u.shape)))
+  shp = shape_of(u)
+  b, e = shard_bounds(shp[axis], n)[i]
+  return u.shrink(tuple((b, e) if a == axis else (0, s) for a, s in enumerate(shp)))
 
 def gather(m: UOp, device: str) -> UOp:
   """The whole value of MULTI `m` on one device: every shard copied there, padded into place and summed (like cat)."""
   axis, devices = m.arg
   if axis is None: return copy_to(m.src[devices.index(device)] if device in devices else m.src[0], device)
-  full, out, off = m.shape[axis], None, 0
-  for s in m.src:
-    n = s.shape[axis]
-    p = copy_to(s, device).pad(tuple((off, full - off - n) if a == axis else (0, 0) for a in range(len(s.shape))))
-    out = p if out is None else UOp(Ops.OR if out.dtype == dtypes.bool else Ops.ADD, out.dtype, (out, p))
+  full, out, off = shape_of(m)[axis], copy_to(m.src[0], device), 0
+  for k, s in enumerate(m.src):
+    n = shape_of(s)[axis]
+    p = copy_to(s, device).pad(tuple((off, full - off - n) if a == axis else (0, 0) for a in range(len(shape_of(s)))))
+    out = p if k == 0 else UOp(Ops.OR if out.dtype == dtypes.bool else Ops.ADD, out.dtype, (out, p))
     off += n
   return out
 
@@ -76,7 +84,7 @@ def _per_device(u: UOp, srcs: list[UOp], devices: tuple[str, ...], axis: int | N
     if s.op is Ops.MULTI: return s.src[i]
     return UOp(Ops.DEVICE, arg=devices[i]) if s.op is Ops.DEVICE and isinstance(s.arg, tuple) else s
   shards = [UOp(u.op, u.dtype, tuple(src_i(s, i) for s in srcs), u.arg if arg_of is None else arg_of(i)) for i in range(len(devices))]
-  for s in shards: s.shape   # now, while the sources' are known: asked later, down a long chain, it would recurse
+  for s in shards: _ = s.shape   # now, while the sources' are known: asked later, down a long chain, it would recurse
   return multi(shards, axis, devices)
 
 def _elementwise(u: UOp) -> UOp | None:
@@ -95,12 +103,12 @@ def _reduce(u: UOp, m: UOp) -> UOp:
 
 def _keep_axis(u: UOp, axis: int, sizes: list[int]) -> tuple[int, Callable[[int], object]] | None:
   """(the sharded axis after u, u's argument for shard i) when u moves the sharded axis whole; else None."""
-  op, arg, shp = u.op, u.arg, u.src[0].shape
+  op, arg, shp = u.op, u.arg, shape_of(u.src[0])
   if op is Ops.PERMUTE: return arg.index(axis), lambda i: arg
   if op is Ops.RESHAPE:
     before = _prod(shp[:axis])
     for a in range(len(arg)):   # the axis must survive whole, with the same elements in front of it
-      if arg[a] == shp[axis] and _prod(arg[:a]) == before: return a, lambda i: arg[:a] + (sizes[i],) + arg[a + 1:]
+      if arg[a] == shp[axis] and _prod(arg[:a]) == before: return a, lambda i, a=a: arg[:a] + (sizes[i],) + arg[a + 1:]
     return None
   if op is Ops.EXPAND and arg[axis] == shp[axis]: return axis, lambda i: arg[:axis] + (sizes[i],) + arg[axis + 1:]
   if op is Ops.PAD and arg[axis] == (0, 0): return axis, lambda i: arg
@@ -115,7 +123,7 @@ def _prod(xs) -> int:
 
 def _movement(u: UOp, m: UOp) -> UOp:
   axis, devices = m.arg
-  if axis is not None and (kept := _keep_axis(u, axis, [s.shape[axis] for s in m.src])) is not None:
+  if axis is not None and (kept := _keep_axis(u, axis, [shape_of(s)[axis] for s in m.src])) is not None:
     return _per_device(u, [m], devices, kept[0], kept[1])
   return _per_device(u, [relayout(m, None)], devices, None)
 
