@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
 from tinycore.engine.multi import lower, sharding
-from tinycore.uop import Ops
+from tinycore.uop import Ops, UOp
 
 pytestmark = pytest.mark.needs_device
 D2 = ("CPU:0", "CPU:1")
@@ -39,12 +39,25 @@ def test_shard_layout(axis):
 def test_lazy_graph_is_logical_and_lowers_to_single_device_graphs():
   x, y = sh(A, 0), sh(B, 0)
   z = (x + y).sum(1)
-  assert z.uop.op is Ops.REDUCE_AXIS and z.shape == (4, 1) or z.shape == (4,)   # ops stay ops: the MULTI is below them
+  assert z.shape == (4,) and z.device == C2 and z.uop.op is not Ops.MULTI   # ops stay ops: the MULTI is below them
+  assert [n.op for n in z.uop.toposort()].count(Ops.MULTI) == 2
   low = lower(z.uop)
   assert low.op is Ops.MULTI and low.arg == (0, C2)
   for s, d in zip(low.src, C2):   # every shard's graph is on its device alone
     assert s.device == d and not any(n.op is Ops.MULTI for n in s.toposort()) and not s.has_multi
   assert not Tensor(A).uop.has_multi and x.uop.has_multi and z.uop.has_multi
+
+def test_multi_and_mselect_nodes():
+  shards = (Tensor(A[:2], device="CPU").uop, Tensor(A[2:], device="CPU:1").uop)
+  m = UOp(Ops.MULTI, dtypes.float32, shards, (0, C2))
+  assert m.shape == (4, 6) and m.device == C2 and m.has_multi
+  assert UOp(Ops.MULTI, dtypes.float32, (shards[0], shards[0]), (None, C2)).shape == (2, 6)
+  five = Tensor(np.zeros((5, 2), np.float32)).uop
+  f = UOp(Ops.MULTI, dtypes.float32, (five, five, five), (None, ("CPU", "CPU:1", "CPU:2")))
+  sel = [UOp(Ops.MSELECT, dtypes.float32, (f,), (i, 0)) for i in range(3)]
+  assert [u.shape for u in sel] == [(2, 2), (2, 2), (1, 2)] and [u.device for u in sel] == ["CPU", "CPU:1", "CPU:2"]
+  assert UOp(Ops.MSELECT, dtypes.float32, (f,), (2, None)).shape == (5, 2)
+  np.testing.assert_equal(Tensor(m).numpy(), A)
 
 def test_shard_views_and_realized_sources():
   close(Tensor(A).T.shard(D2, 0), A.T); close(Tensor(A)[:, ::2].shard(D2, 1), A[:, ::2])
@@ -195,7 +208,8 @@ def test_to_single_device(axis):
   x = sh(A, axis) * 3
   for d in ("CPU", "CPU:1", "CPU:2"):
     y = x.to(d)
-    assert y.device == d and not y.uop.has_multi or y.uop.op is Ops.COPY
+    low = lower(y.uop)
+    assert y.device == d and low.device == d and not low.has_multi and y.uop.has_multi
     close(y, A * 3)
   m = sh(A, axis) > 0
   np.testing.assert_equal(m.to("CPU").numpy(), A > 0)   # bool gather
@@ -284,3 +298,12 @@ def test_gradient_through_shard_of_a_single_device_leaf():
   g, = (t * t * 3).sum().gradient(t)   # Tensor.gradient too
   assert g.device == C2
   close(g, 6 * A)
+
+def test_gradient_through_reshard():
+  # the forward graph holds MSELECTs (each device's part of the other layout): their gradient rule runs
+  for src_ax, dst_ax in [(0, 1), (1, None), (None, 0), (0, 0)]:
+    x = sh(A, src_ax).realize()
+    x.requires_grad = True
+    y = x.shard(D2, dst_ax)
+    (y * y * sh(B, dst_ax)).sum().backward()
+    close(x.grad, 2 * A * B)
