@@ -159,6 +159,30 @@ def test_allreduce_is_replicated_and_bitwise_equal():
   t = x.sum()
   assert t.shape == () and abs(t.item() - float(a.sum())) < 1e-3
 
+def test_allreduce_reduce_scatter_path():
+  from tinycore.engine.multi import SCATTER_MIN
+  a = rng.standard_normal((8, 64, 80)).astype(np.float32)
+  assert 64 * 80 >= SCATTER_MIN   # the partials are big enough to be scattered, then all-gathered
+  s = sh(a, 0, D4).sum(0)
+  low = lower(s.uop)
+  assert low.arg == (None, C4) and any(n.op is Ops.SHRINK for n in low.src[0].toposort())
+  s.realize()
+  reps = [Tensor(u).numpy() for u in s.uop.src]
+  for r in reps[1:]: np.testing.assert_array_equal(r, reps[0])
+  close(s, a.sum(0), rtol=1e-5, atol=1e-4)
+  close(sh(a, 1, D4).max(1), a.max(1)); close(sh(a, 2, ("CPU:0", "CPU:1", "CPU:2")).sum(2, keepdim=True), a.sum(2, keepdims=True), atol=1e-4)
+
+def test_relayout_all_to_all():
+  a = rng.standard_normal((7, 9, 5)).astype(np.float32)
+  D3 = ("CPU:0", "CPU:1", "CPU:2")
+  for src_ax in (0, 1, 2, None):
+    for dst_ax in (0, 1, 2, None):
+      y = sh(a, src_ax, D3).shard(D3, dst_ax)
+      assert y.uop.arg == (dst_ax, ("CPU", "CPU:1", "CPU:2"))
+      y.realize()
+      assert [s.shape for s in y.uop.src] == [s.shape for s in sh(a, dst_ax, D3).uop.src]
+      close(y, a)
+
 # ---- movement
 @pytest.mark.parametrize("axis", AXES)
 def test_movement(axis):

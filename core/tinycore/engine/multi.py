@@ -6,9 +6,9 @@ full shape and the device tuple, and ops above it see only that. `lower` rewrite
 (or feeds a gather), so the scheduler only ever sees single-device graphs:
   - elementwise ops (and contiguous, detach, assign) run per shard, every operand brought to one layout first: the
     first sharded operand's axis (an assign keeps its target's); a replicated operand is cut to each shard's rows locally,
-    one sharded on another axis is all-gathered, then cut;
-  - a reduction over the sharded axis reduces per shard, then all-reduces: every device sums all partials itself, in the
-    same order, so the replicas of the result are bitwise equal (weights updated from them stay in sync);
+    one sharded on another axis is moved all-to-all (`relayout`);
+  - a reduction over the sharded axis reduces per shard, then all-reduces (`allreduce`): every piece is combined once, in
+    device order, so the replicas of the result are bitwise equal (weights updated from them stay in sync);
   - movement ops that keep the sharded axis whole run per shard with per-shard arguments; any other movement of the
     sharded axis (a shrink, pad or flip of it, a reshape that splits or merges it) all-gathers first and runs per device;
   - COPY of a MULTI to one device gathers (copies every shard there and concatenates); COPY of a single-device value to
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tinycore.dtype import dtypes
+from tinycore.helpers import prod
 from tinycore.rewrite import PatternMatcher, UPat, graph_rewrite
 from tinycore.uop import GroupOp, Ops, UOp, shard_bounds
 
@@ -54,20 +55,32 @@ def gather(m: UOp, device: str) -> UOp:
   return out
 
 def relayout(m: UOp, axis: int | None) -> UOp:
-  """MULTI `m` split on `axis` instead (None: replicated): a replica is cut locally; shards on another axis are all-gathered."""
+  """MULTI `m` split on `axis` instead (None: replicated). A replica is cut locally; from another axis, each device gathers
+  only its part (every shard's slice of it: an all-to-all, the tensor moved once); to replicated, an all-gather."""
   have, devices = m.arg
   if have == axis: return m
-  if have is not None: m = multi([gather(m, d) for d in devices], None, devices)
-  return multi([cut(s, axis, i, len(devices)) for i, s in enumerate(m.src)], axis, devices)
+  n = len(devices)
+  if have is None: return multi([cut(s, axis, i, n) for i, s in enumerate(m.src)], axis, devices)
+  if axis is None: return multi([gather(m, d) for d in devices], None, devices)
+  return multi([gather(multi([cut(s, axis, j, n) for s in m.src], have, devices), d) for j, d in enumerate(devices)], axis, devices)
+
+SCATTER_MIN = 4096   # elements of a partial from which an all-reduce reduce-scatters: below it, moving whole partials is cheaper
 
 def allreduce(parts: list[UOp], rop: Ops, devices: tuple[str, ...]) -> UOp:
-  # each device combines every partial in the same order: the replicas come out bitwise equal
-  out = []
-  for d in devices:
-    acc = copy_to(parts[0], d)
-    for p in parts[1:]: acc = UOp(rop, acc.dtype, (acc, copy_to(p, d)))
-    out.append(acc)
-  return multi(out, None, devices)
+  """Every device gets the combination of all partials, and the replicas are bitwise equal: each piece is combined once,
+  in device order. Small partials are copied whole to every device; from SCATTER_MIN elements, device j combines only
+  chunk j of every partial (reduce-scatter), then the chunks are all-gathered: 2(n-1)/n of a partial moved per device
+  instead of n-1."""
+  def combine(ps: list[UOp]) -> UOp:
+    acc = ps[0]
+    for p in ps[1:]: acc = UOp(rop, acc.dtype, (acc, p))
+    return acc
+  n, shp = len(devices), shape_of(parts[0])
+  ax = max(range(len(shp)), key=lambda a: shp[a], default=None)
+  if ax is None or shp[ax] < n or prod(shp) < SCATTER_MIN:
+    return multi([combine([copy_to(p, d) for p in parts]) for d in devices], None, devices)
+  chunks = [combine([copy_to(cut(p, ax, j, n), d) for p in parts]) for j, d in enumerate(devices)]
+  return relayout(multi(chunks, ax, devices), None)
 
 def _devices_of(u: UOp) -> tuple[str, ...]:
   found = {s.arg[1] if s.op is Ops.MULTI else s.arg for s in u.src if s.op is Ops.MULTI or (s.op is Ops.DEVICE and isinstance(s.arg, tuple))}
@@ -106,20 +119,15 @@ def _keep_axis(u: UOp, axis: int, sizes: list[int]) -> tuple[int, Callable[[int]
   op, arg, shp = u.op, u.arg, shape_of(u.src[0])
   if op is Ops.PERMUTE: return arg.index(axis), lambda i: arg
   if op is Ops.RESHAPE:
-    before = _prod(shp[:axis])
+    before = prod(shp[:axis])
     for a in range(len(arg)):   # the axis must survive whole, with the same elements in front of it
-      if arg[a] == shp[axis] and _prod(arg[:a]) == before: return a, lambda i, a=a: arg[:a] + (sizes[i],) + arg[a + 1:]
+      if arg[a] == shp[axis] and prod(arg[:a]) == before: return a, lambda i, a=a: arg[:a] + (sizes[i],) + arg[a + 1:]
     return None
   if op is Ops.EXPAND and arg[axis] == shp[axis]: return axis, lambda i: arg[:axis] + (sizes[i],) + arg[axis + 1:]
   if op is Ops.PAD and arg[axis] == (0, 0): return axis, lambda i: arg
   if op is Ops.SHRINK and arg[axis] == (0, shp[axis]): return axis, lambda i: arg[:axis] + ((0, sizes[i]),) + arg[axis + 1:]
   if op is Ops.FLIP and not arg[axis]: return axis, lambda i: arg
   return None
-
-def _prod(xs) -> int:
-  out = 1
-  for x in xs: out *= x
-  return out
 
 def _movement(u: UOp, m: UOp) -> UOp:
   axis, devices = m.arg
