@@ -20,8 +20,8 @@ def _loss(params: list[Tensor], x: Tensor, y: Tensor) -> Tensor:
   logits = (x @ w1 + b1).relu() @ w2
   return -(logits.log_softmax(1) * y).sum(1).mean()
 
-def _train(devices, make_opt, jit: bool, data=DATA) -> tuple[list[np.ndarray], list[float], list[Tensor]]:
-  params = [Tensor(a, requires_grad=True) for a in INIT]
+def _train(devices, make_opt, jit: bool, data=DATA, init=INIT) -> tuple[list[np.ndarray], list[float], list[Tensor]]:
+  params = [Tensor(a, requires_grad=True) for a in init]
   if devices is not None:
     for p in params: p.shard_(devices)   # replicated weights
     Tensor.realize(*params)
@@ -55,6 +55,19 @@ def test_data_parallel_matches_one_device(opt, jit, devices):
     assert p.device == tuple(Tensor(0, device=d).device for d in devices) and p.is_realized()
     reps = [Tensor(s).numpy() for s in p.uop.src]
     for r in reps[1:]: np.testing.assert_array_equal(r, reps[0])
+
+def test_data_parallel_large_layer():
+  # w1's gradient (96 x 64) is big enough that its all-reduce reduce-scatters, then all-gathers
+  from tinycore.engine.multi import SCATTER_MIN
+  init = [rng.standard_normal(s).astype(np.float32) * 0.1 for s in ((96, 64), (64,), (64, OUT))]
+  assert init[0].size >= SCATTER_MIN
+  data = [(rng.standard_normal((BATCH, 96)).astype(np.float32), np.eye(OUT, dtype=np.float32)[rng.integers(0, OUT, BATCH)]) for _ in range(3)]
+  ref_w, ref_l, _ = _train(None, OPTS["adam"], jit=False, data=data, init=init)
+  got_w, got_l, params = _train(D4, OPTS["adam"], jit=True, data=data, init=init)
+  np.testing.assert_allclose(got_l, ref_l, rtol=1e-5, atol=1e-6)
+  for g, r in zip(got_w, ref_w): np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+  reps = [Tensor(s).numpy() for s in params[0].uop.src]
+  for r in reps[1:]: np.testing.assert_array_equal(r, reps[0])
 
 def test_jit_replays_on_the_shards_in_place():
   params = [Tensor(a, requires_grad=True).shard_(D2) for a in INIT]
