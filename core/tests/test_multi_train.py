@@ -87,6 +87,18 @@ def test_jit_replays_on_the_shards_in_place():
   from tinycore.engine.jit import JitError
   with pytest.raises(JitError, match="changed"): step(Tensor(DATA[0][0]).shard(D2, 1), Tensor(DATA[0][1]).shard(D2, 0))
 
+def test_jit_sharded_and_plain_inputs_returned():
+  @TinyJit
+  def f(x: Tensor, y: Tensor):
+    return x * 2 + y.sum().to(x.device), y, x
+  for k in range(4):
+    a, b = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((3,)).astype(np.float32)
+    x, y = Tensor(a).shard(D2, 0).realize(), Tensor(b).realize()
+    out, y_out, x_out = f(x, y)
+    np.testing.assert_allclose(out.numpy(), a * 2 + b.sum(), rtol=1e-6)
+    np.testing.assert_array_equal(y_out.numpy(), b); np.testing.assert_array_equal(x_out.numpy(), a)   # inputs come back as this call's
+  assert f.cnt == 4
+
 def test_emulated_gpus():
   # two NV devices served by the emulator: the same step as on one CPU
   data = DATA[:2]
@@ -103,3 +115,6 @@ def test_emulated_gpus_ops():
   np.testing.assert_allclose(x.sum(0).numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose((Tensor(a).shard(EMU_NV, 1) @ Tensor(w).shard(EMU_NV, 0)).numpy(), a @ w, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(x.to("CPU").numpy(), a)
+  mixed = ("CPU", "EMU:0+NV")   # two backends in one tuple: copies between them
+  np.testing.assert_allclose((Tensor(a).shard(mixed, 1) @ Tensor(w).shard(mixed, 0)).numpy(), a @ w, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(Tensor(a).shard(mixed, 0).sum(0).numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
