@@ -134,19 +134,13 @@ class UOp(metaclass=UOpMetaClass):
   def ndim(self) -> int: return len(self.shape)
   @property
   def device(self) -> str | tuple[str, ...]:
-    if "device" not in (c := self._c):
-      if any(s._cache is None or "device" not in s._cache for s in self.src):
-        for x in self.toposort()[:-1]: x.device   # sources first, in order: long chains don't recurse
-      c["device"] = _device(self)
+    if "device" not in (c := self._c): _fill(self, "device", _device)
     return c["device"]
   @property
   def has_multi(self) -> bool:
     """Whether a sharded value (a MULTI, or something made for a device tuple) is in this graph: it must be lowered to
     per-device graphs before scheduling."""
-    if "multi" not in (c := self._c):
-      if any(s._cache is None or "multi" not in s._cache for s in self.src):
-        for x in self.toposort()[:-1]: x.has_multi
-      c["multi"] = self.op is Ops.MULTI or (self.op in (Ops.DEVICE, Ops.COPY) and isinstance(self.arg, tuple)) or any(s.has_multi for s in self.src)
+    if "multi" not in (c := self._c): _fill(self, "multi", _has_multi)
     return c["multi"]
   @property
   def base(self) -> UOp:
@@ -291,13 +285,26 @@ def shard_bounds(size: int, n: int) -> list[tuple[int, int]]:
   starts = [i * q + min(i, r) for i in range(n + 1)]
   return list(zip(starts[:-1], starts[1:]))
 
+def _fill(u: UOp, key: str, fn: Callable[[UOp], Any]) -> None:
+  """Cache fn(n) under `key` for u and every source that lacks it, sources first: iterative, so long chains don't recurse."""
+  stack = [u]
+  while stack:
+    n = stack[-1]
+    if n._cache is not None and key in n._cache: stack.pop(); continue
+    if pending := [s for s in n.src if s._cache is None or key not in s._cache]: stack.extend(pending); continue
+    n._c[key] = fn(n)
+    stack.pop()
+
+def _has_multi(u: UOp) -> bool:
+  return u.op is Ops.MULTI or (u.op in (Ops.DEVICE, Ops.COPY) and isinstance(u.arg, tuple)) or any(s._c["multi"] for s in u.src)
+
 def _device(u: UOp) -> str | tuple[str, ...] | None:
   if u.op is Ops.DEVICE: return u.arg
   if u.op is Ops.BUFFER: return u.arg.device
   if u.op is Ops.COPY: return u.arg
   if u.op is Ops.MULTI: return u.arg[1]
   if u.op is Ops.MSELECT: return u.src[0].device[u.arg[0]]
-  return next((s.device for s in u.src if s.device is not None), None)
+  return next((d for s in u.src if (d := s.device) is not None), None)
 
 # ---- shape inference at tensor level
 def _shape(u: UOp) -> tuple | None:

@@ -177,7 +177,7 @@ def lower_targets(uops: list[UOp]) -> tuple[list[UOp], Callable[[list[UOp]], lis
   """The single-device graphs to realize for `uops` (each sharded one gives its shards), and the function that puts the
   realized shards back together as MULTI nodes, one per input."""
   if not any(u.has_multi for u in uops): return uops, lambda outs: outs
-  lowered = [lower(u) for u in uops]
+  lowered = list(graph_rewrite(UOp(Ops.SINK, dtypes.void, tuple(uops)), pm_multi).src)   # one rewrite: shared subgraphs lowered once
   flat = [s for u in lowered for s in (u.src if u.op is Ops.MULTI else (u,))]
   def regroup(outs: list[UOp]) -> list[UOp]:
     it, ret = iter(outs), []
