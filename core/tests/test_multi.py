@@ -88,6 +88,9 @@ def test_bad_shard_is_value_error():
   with pytest.raises(ValueError, match="empty"): Tensor([[1.0, 2.0]]).shard(D2, 0)
   with pytest.raises(ValueError, match="distinct"): Tensor(A).shard(("CPU:1", "CPU:1"), 0)
   with pytest.raises(ValueError, match="at least one"): Tensor(A).shard((), 0)
+  with pytest.raises(ValueError, match=r"shape \(\) along axis 0"): Tensor(3.0).shard(D2, 0)
+  from tinycore.device import UnknownDeviceError
+  with pytest.raises(UnknownDeviceError, match="NOPE"): Tensor(A).shard(("CPU:0", "NOPE"), 0)
   with pytest.raises(ValueError, match="different devices"): sh(A, 0) + Tensor(B)
   with pytest.raises(ValueError, match="different devices"): sh(A, 0) + sh(B, 0, ("CPU:1", "CPU:2"))
 

@@ -8,6 +8,7 @@ gives each device a full copy. A reduction over the sharded axis gives a replica
 and `.numpy()` gather; data built for a device tuple (`Tensor(x, device=(...))`) is replicated."""
 from __future__ import annotations
 
+from tinycore.device import Device
 from tinycore.engine.multi import copy_to, cut, multi, shape_of, sharding
 from tinycore.uop import Ops, UOp, shard_bounds
 
@@ -15,7 +16,10 @@ from tinycore.uop import Ops, UOp, shard_bounds
 def shard(u: UOp, devices: tuple[str, ...], axis: int | None) -> UOp:
   if not devices: raise ValueError("shard needs at least one device")
   if len(set(devices)) != len(devices): raise ValueError(f"shard devices must be distinct, got {devices}")
-  if axis is not None: shard_bounds(shape_of(u)[axis], len(devices))   # a clear error now for a shard that would be empty
+  if axis is not None:   # clear errors now, not when the shards are realized
+    if not 0 <= axis < len(shape_of(u)): raise ValueError(f"can't shard a tensor of shape {u.shape} along axis {axis}")
+    shard_bounds(shape_of(u)[axis], len(devices))
+  for d in devices: Device[d]   # an unknown device name fails here, with the list of installed ones
   if isinstance(u.device, tuple):
     if u.op is Ops.MULTI and u.arg == (axis, devices): return u
     # resharding on the same devices: each takes its part (engine/multi.py moves only what must move)
