@@ -166,9 +166,11 @@ def test_allreduce_reduce_scatter_path():
   from tinycore.engine.multi import SCATTER_MIN
   a = rng.standard_normal((8, 64, 80)).astype(np.float32)
   assert 64 * 80 >= SCATTER_MIN   # the partials are big enough to be scattered, then all-gathered
-  s = sh(a, 0, D4).sum(0)
+  s = sh(a, 0, D4).realize().sum(0)
   low = lower(s.uop)
   assert low.arg == (None, C4) and any(n.op is Ops.SHRINK for n in low.src[0].toposort())
+  copies = [si for si in s.schedule() if si.is_copy]
+  assert len(copies) == 2 * 4 * 3 and sum(si.bufs[0].nbytes for si in copies) == 2 * 3 * 64 * 80 * 4   # 1.5 partials a device, not 3
   s.realize()
   reps = [Tensor(u).numpy() for u in s.uop.src]
   for r in reps[1:]: np.testing.assert_array_equal(r, reps[0])
@@ -334,3 +336,21 @@ def test_gradient_through_reshard():
     y = x.shard(D2, dst_ax)
     (y * y * sh(B, dst_ax)).sum().backward()
     close(x.grad, 2 * A * B)
+
+# ---- communication: only what the layouts require
+def _copies(*ts: Tensor) -> int: return sum(1 for si in ts[0].schedule(*ts[1:]) if si.is_copy)
+
+def test_copies_data_parallel():
+  x = sh(X, 0, D4).realize()
+  w = sh(W, None, D4).realize()
+  w.requires_grad = True
+  out = (x @ w).relu()
+  assert _copies(out) == 0   # the forward pass of data parallelism moves nothing
+  loss = out.square().sum()
+  assert _copies(loss) == 4 * 3   # the loss all-reduce: every device gets the 3 other partials
+  loss.backward()
+  assert _copies(w.grad) == 4 * 3   # w's gradient all-reduce (a sum's gradient doesn't read the loss's value)
+  y = sh(X, 1, D4).realize()
+  assert _copies(y.shard(D4, 0)) == 4 * 3   # all-to-all: each device gets one piece from each other device
+  assert _copies(y.shard(D4, None)) == 4 * 3   # all-gather: every device gets every other shard
+  assert _copies(sh(X, None, D4).realize().shard(D4, 0)) == 0   # cutting a replica is local
