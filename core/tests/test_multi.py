@@ -354,3 +354,21 @@ def test_copies_data_parallel():
   assert _copies(y.shard(D4, 0)) == 4 * 3   # all-to-all: each device gets one piece from each other device
   assert _copies(y.shard(D4, None)) == 4 * 3   # all-gather: every device gets every other shard
   assert _copies(sh(X, None, D4).realize().shard(D4, 0)) == 0   # cutting a replica is local
+
+# ---- the IR spec checks MULTI and MSELECT, and every graph here (logical and lowered) passes it
+def test_spec():
+  from tinycore.spec import SpecError, verify
+  x, w = sh(X, 0, D4), sh(W, None, D4)
+  x.requires_grad = True
+  loss = ((x @ w).relu().sum(1) + sh(X, 1, D4).sum(1)).mean()
+  loss.backward()
+  for u in (loss.uop, x.grad.uop, x.shard(D4, 1).uop):
+    assert verify(u, "tensor") and verify(lower(u), "tensor")
+  a, b = Tensor(A[:2]).uop, Tensor(A[2:], device="CPU:1").uop
+  with pytest.raises(SpecError, match="shards are on"): verify(UOp(Ops.MULTI, dtypes.float32, (a, b), (0, ("CPU:1", "CPU"))), "tensor")
+  with pytest.raises(SpecError, match="2 shards for 3"): verify(UOp(Ops.MULTI, dtypes.float32, (a, b), (0, ("CPU", "CPU:1", "CPU:2"))), "tensor")
+  c = Tensor(A[1:], device="CPU:1").uop   # 1 + 3 rows is not an even split of 4
+  with pytest.raises(SpecError, match="even split"): verify(UOp(Ops.MULTI, dtypes.float32, (Tensor(A[:1]).uop, c), (0, C2)), "tensor")
+  with pytest.raises(SpecError, match="different shapes"): verify(UOp(Ops.MULTI, dtypes.float32, (Tensor(A[:1]).uop, c), (None, C2)), "tensor")
+  with pytest.raises(SpecError, match="MSELECT 2"): verify(UOp(Ops.MSELECT, dtypes.float32, (sh(A, 0).uop,), (2, 0)), "tensor")
+  with pytest.raises(SpecError, match="tensor-level"): verify(x.uop, "kernel")
