@@ -46,12 +46,17 @@ def gather(m: UOp, device: str) -> UOp:
   """The whole value of MULTI `m` on one device: every shard copied there, padded into place and summed (like cat)."""
   axis, devices = m.arg
   if axis is None: return copy_to(m.src[devices.index(device)] if device in devices else m.src[0], device)
-  full, out, off = shape_of(m)[axis], copy_to(m.src[0], device), 0
-  for k, s in enumerate(m.src):
+  full, pieces, off = shape_of(m)[axis], [], 0
+  for s in m.src:
     n = shape_of(s)[axis]
-    p = copy_to(s, device).pad(tuple((off, full - off - n) if a == axis else (0, 0) for a in range(len(shape_of(s)))))
-    out = p if k == 0 else UOp(Ops.OR if out.dtype == dtypes.bool else Ops.ADD, out.dtype, (out, p))
+    pieces.append(copy_to(s, device).pad(tuple((off, full - off - n) if a == axis else (0, 0) for a in range(len(shape_of(s))))))
     off += n
+  return fold(Ops.OR if m.dtype == dtypes.bool else Ops.ADD, pieces)
+
+def fold(op: Ops, xs: list[UOp]) -> UOp:
+  """xs[0] op xs[1] op ..., left to right: one fixed order, so every device that folds the same values gets the same bits."""
+  out = xs[0]
+  for x in xs[1:]: out = UOp(op, out.dtype, (out, x))
   return out
 
 def relayout(m: UOp, axis: int | None) -> UOp:
@@ -71,15 +76,11 @@ def allreduce(parts: list[UOp], rop: Ops, devices: tuple[str, ...]) -> UOp:
   in device order. Small partials are copied whole to every device; from SCATTER_MIN elements, device j combines only
   chunk j of every partial (reduce-scatter), then the chunks are all-gathered: 2(n-1)/n of a partial moved per device
   instead of n-1."""
-  def combine(ps: list[UOp]) -> UOp:
-    acc = ps[0]
-    for p in ps[1:]: acc = UOp(rop, acc.dtype, (acc, p))
-    return acc
   n, shp = len(devices), shape_of(parts[0])
   ax = max(range(len(shp)), key=lambda a: shp[a], default=None)
   if ax is None or shp[ax] < n or prod(shp) < SCATTER_MIN:
-    return multi([combine([copy_to(p, d) for p in parts]) for d in devices], None, devices)
-  chunks = [combine([copy_to(cut(p, ax, j, n), d) for p in parts]) for j, d in enumerate(devices)]
+    return multi([fold(rop, [copy_to(p, d) for p in parts]) for d in devices], None, devices)
+  chunks = [fold(rop, [copy_to(cut(p, ax, j, n), d) for p in parts]) for j, d in enumerate(devices)]
   return relayout(multi(chunks, ax, devices), None)
 
 def _devices_of(u: UOp) -> tuple[str, ...]:
