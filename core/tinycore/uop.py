@@ -7,11 +7,11 @@ from tinycore.helpers import prod
 
 class Ops(enum.IntEnum):
   # graph roots and metadata
-  SINK = enum.auto(); NOOP = enum.auto(); DEVICE = enum.auto(); CUSTOM = enum.auto(); PROGRAM = enum.auto(); SOURCE = enum.auto()
+  SINK = enum.auto(); NOOP = enum.auto(); DEVICE = enum.auto(); CUSTOM = enum.auto()
   # data
   BUFFER = enum.auto(); BUFFER_VIEW = enum.auto(); CONST = enum.auto(); DEFINE_VAR = enum.auto(); BIND = enum.auto()
   # tensor level
-  COPY = enum.auto(); CONTIGUOUS = enum.auto(); ASSIGN = enum.auto(); REDUCE_AXIS = enum.auto(); DETACH = enum.auto(); KERNEL = enum.auto()
+  COPY = enum.auto(); CONTIGUOUS = enum.auto(); ASSIGN = enum.auto(); REDUCE_AXIS = enum.auto(); DETACH = enum.auto()
   # movement
   RESHAPE = enum.auto(); PERMUTE = enum.auto(); EXPAND = enum.auto(); PAD = enum.auto(); SHRINK = enum.auto(); FLIP = enum.auto()
   # unary
@@ -26,7 +26,7 @@ class Ops(enum.IntEnum):
   # kernel level
   DEFINE_GLOBAL = enum.auto(); DEFINE_LOCAL = enum.auto(); DEFINE_REG = enum.auto(); INDEX = enum.auto(); LOAD = enum.auto(); STORE = enum.auto()
   RANGE = enum.auto(); END = enum.auto(); REDUCE = enum.auto(); SPECIAL = enum.auto(); BARRIER = enum.auto(); IF = enum.auto(); ENDIF = enum.auto()
-  WMMA = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto(); UNROLL = enum.auto(); CONTRACT = enum.auto()
+  WMMA = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto()
 
 class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
@@ -262,6 +262,7 @@ class UOp(metaclass=UOpMetaClass):
 Variable = UOp.variable
 
 def sint_to_uop(x) -> UOp: return x if isinstance(x, UOp) else UOp.const(dtypes.index, x)
+def index_const(x: int) -> UOp: return UOp.const(dtypes.index, x)
 def ssimplify(x): return x.ssimplify() if isinstance(x, UOp) else x
 def smax(*xs):
   if all(isinstance(x, int) for x in xs): return max(xs)

@@ -101,17 +101,6 @@ def test_the_users_ctrl_c_still_interrupts(registry, fake_dist, only):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # the watch put the user's handler back
   finally: signal.signal(signal.SIGINT, before)
 
-def test_schedule_observer_that_raises_is_dropped(registry):
-  from tinycore import plugins_hooks
-  seen = []
-  def bad(items): raise SystemExit("observer quit")
-  plugins_hooks.schedule_observers[:] = [bad, seen.append]
-  try:
-    with pytest.warns(PluginWarning, match="schedule observer .*bad raised SystemExit: observer quit; it was removed"):
-      plugins_hooks.notify_schedule(["item"])
-    assert seen == [["item"]] and plugins_hooks.schedule_observers == [seen.append]
-  finally: plugins_hooks.schedule_observers.clear()
-
 # ***** imports only for devices used *****
 
 def test_slow_plugin_is_not_imported_unless_its_device_is_used(registry, fake_dist, only):

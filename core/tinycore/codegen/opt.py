@@ -4,12 +4,11 @@
 Copies of a REDUCE share their loop (the linearizer groups them), so e.g. a matmul becomes a register tile of
 accumulators that the C compiler turns into vector FMAs."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops, GroupOp, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import getenv
 from tinycore.renderer import Renderer
 
-def _c(x): return UOp.const(dtypes.index, x)
 def _bound(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
 
 def _terms(idx: UOp) -> list[UOp]:
@@ -38,12 +37,12 @@ def _simplify(k: UOp) -> UOp:
   return graph_rewrite(k, symbolic)
 
 def upcast_global(k: UOp, r: UOp, amt: int) -> UOp:
-  nr = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // amt),), r.arg)
+  nr = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // amt),), r.arg)
   stores = [st.substitute({r: nr * amt + u}) for st in k.src for u in range(amt)]
   return _simplify(k.replace(src=tuple(stores)))
 
 def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
-  nr = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // amt),), r.arg + ("u",))
+  nr = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // amt),), r.arg + ("u",))
   repl = {}
   for red in k.toposort():
     if red.op is not Ops.REDUCE or r not in red.src[1:]: continue
@@ -125,12 +124,12 @@ def _lanes(r: UOp, rn: UOp, n: int):
 def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
   """Turn output range `r` into n-wide vector lanes: loads/stores along it become vector loads/stores and the math on
   them vector math (renderers with vector types)."""
-  f = _lanes(r, UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg), n)
+  f = _lanes(r, UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // n),), r.arg), n)
   return _simplify(k.replace(src=tuple(f(st) for st in k.src)))
 
 def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
   """Reduce along `r` in n vector lanes (a vector accumulator), then combine the lanes once after the loop."""
-  rn = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg)
+  rn = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // n),), r.arg)
   reds = [u for u in k.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
   # several reductions over the same loop (SwiGLU's gate and up products of one input) share their loads
   if not reds or any(red.arg not in (Ops.ADD, Ops.MAX) or red.dtype != dtypes.float32 for red in reds): raise CantVectorize

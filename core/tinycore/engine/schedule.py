@@ -6,13 +6,12 @@ it was asked for, it is contiguous()/a copy/an assign, or it is a reduction whos
 from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops, GroupOp, index_const
 from tinycore.dtype import dtypes
 from tinycore.device import Buffer
 from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 PREPAD = ContextVar("PREPAD", 1)
-from tinycore import plugins_hooks
 from tinycore.engine.blocked_sum import blocked_float_sum
 
 @dataclass
@@ -97,7 +96,7 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
 def _streams_across(r: UOp) -> bool:
   """`r` reads a buffer as big as its whole input once (a matrix-vector product: no reuse between outputs) with unit
   stride along an output axis, not the reduced one (vector @ matrix, the matrix row-major)."""
-  from tinycore.codegen.lowerer import Lowerer, _c
+  from tinycore.codegen.lowerer import Lowerer
   from tinycore.codegen.opt import _terms
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
@@ -106,7 +105,7 @@ def _streams_across(r: UOp) -> bool:
   if not any(b.arg.size >= prod(src.shape) for b in bufs): return False
   # lower the input's index math alone (buffers as numbered placeholders) to read each load's strides
   gl = {b: UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.arg.size), (), i) for i, b in enumerate(bufs)}
-  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("r" if i in axes else "g", i)) for i, s in enumerate(src.shape))
+  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (index_const(s),), ("r" if i in axes else "g", i)) for i, s in enumerate(src.shape))
   try: val = graph_rewrite(Lowerer().emit(src.substitute(gl), rngs, None), symbolic)
   except NotImplementedError: return False
   big = {gl[b] for b in bufs if b.arg.size >= prod(src.shape)}
@@ -187,7 +186,6 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       buf_of[u] = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
       continue
     _kernel_item(u, out, buf_of, items, out_node=u)
-  plugins_hooks.notify_schedule(items)
   if DEBUG >= 3:
     for i, it in enumerate(items): print(f"schedule {i}: {it}")
   if not return_outputs: return items

@@ -1,4 +1,4 @@
-"""The shared C-style renderer: C, CUDA, Metal, OpenCL-C and (loosely) WGSL specialize it."""
+"""The shared C-style renderer: the C (CPU), CUDA, HIP, Metal and OpenCL-C renderers specialize it (WGSL and the IR renderers don't)."""
 from __future__ import annotations
 import math
 from tinycore.uop import UOp, Ops, GroupOp
