@@ -14,4 +14,5 @@ if __name__ == "__main__":
   tiny_llama(a.path, dim=a.dim, n_layers=a.layers, n_heads=a.heads, n_kv_heads=a.kv_heads, hidden=a.hidden, qtype=a.qtype, vocab_size=a.vocab, ctx=2048)
   n = a.layers * (a.dim * a.dim * (2 + 2 * a.kv_heads / a.heads) + 3 * a.dim * a.hidden) + 2 * (a.vocab or 100) * a.dim
   print(f"wrote {a.path}: about {n / 1e6:.1f}M parameters ({a.qtype})")
-  if a.benchmark: sys.exit(subprocess.call([sys.executable, "-m", "tinycore.llm", "--model", a.path, "--benchmark", "--max-tokens", "32", "--max-context", "256"]))
+  if a.benchmark:
+    sys.exit(subprocess.call([sys.executable, "-m", "tinycore.llm", "--model", a.path, "--benchmark", "--max-tokens", "32", "--max-context", "256"]))

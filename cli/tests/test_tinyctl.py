@@ -41,7 +41,8 @@ def test_device_list_unknown_is_usage_error(fakes):
 
 def test_device_list_table(fakes):
   r = runner.invoke(app, ["device", "list"])
-  for s in ("DEVICE", "IFACE", "RENDERER", "COUNT", "RESULT", "DEV=", "WHY", "GONE:R1", "BUS+FAKE:R2", "EMU+FAKE:R1", "(emulator)"): assert s in r.stdout
+  for s in ("DEVICE", "IFACE", "RENDERER", "COUNT", "RESULT", "DEV=", "WHY", "GONE:R1", "BUS+FAKE:R2", "EMU+FAKE:R1", "(emulator)"):
+    assert s in r.stdout
 
 @pytest.mark.skipif(not HAVE_PIPELINE, reason="the CPU runtime or the Tensor frontend is not in this tree yet")
 def test_device_list_real_cpu_passes(registry):

@@ -65,7 +65,8 @@ class Buffer:
     if base is not None:
       # raises, not asserts: these guard raw memory copies and must hold under `python -O` too
       if base.device != device: raise ValueError(f"view on {device} of a buffer on {base.device}")
-      if not (0 <= offset and offset + self.nbytes <= self._base.nbytes): raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
+      if not (0 <= offset and offset + self.nbytes <= self._base.nbytes):
+        raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
     if opaque is not None: self.allocate(opaque)
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
@@ -253,7 +254,8 @@ class _Device:
       err = DeviceUnavailable(f"{dname} (DEV={self.dev_string(spec)}) is not available on this machine: {e}")
       err.cause = e
       raise err from None   # the reason is the message; the plugin's stack adds nothing for the user
-    except Exception as e: raise RuntimeError(f"{dname} (DEV={self.dev_string(spec)}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: {type(e).__name__}: {e}") from e
+    except Exception as e:
+      raise RuntimeError(f"{dname} (DEV={self.dev_string(spec)}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: {type(e).__name__}: {e}") from e
     dev.spec, dev.plugin = spec, rec
     self._opened[key] = dev
     return dev

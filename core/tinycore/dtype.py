@@ -191,7 +191,8 @@ if DEFAULT_FLOAT.value: _apply_default_float({"DEFAULT_FLOAT": 1})
 # truncation of python values to a dtype, used by constant folding
 def truncate(dtype: DType, x):
   if dtypes.is_float(dtype):
-    if dtype.scalar() == dtypes.float32: return struct.unpack("f", struct.pack("f", x))[0] if math.isfinite(x) and abs(x) < 3.4028235e38 else (x if not math.isfinite(x) else math.copysign(math.inf, x))
+    if dtype.scalar() == dtypes.float32:
+      return struct.unpack("f", struct.pack("f", x))[0] if math.isfinite(x) and abs(x) < 3.4028235e38 else (x if not math.isfinite(x) else math.copysign(math.inf, x))
     if dtype.scalar() == dtypes.float16:
       try: return struct.unpack("e", struct.pack("e", x))[0]
       except OverflowError: return math.copysign(math.inf, x)

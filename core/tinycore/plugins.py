@@ -243,7 +243,8 @@ class _Registry:
       self.pm.register(plugin, name=r.name)
     _, err = run_isolated(checks)
     if isinstance(err, PluginIncompatible): return self._fail(r, "skipped", str(err), err)
-    if err is not None: return self._fail(r, "broken", f"invalid plugin: {type(err).__name__ + ': ' if not isinstance(err, Exception) else ''}{err}", err)
+    if err is not None:
+      return self._fail(r, "broken", f"invalid plugin: {type(err).__name__ + ': ' if not isinstance(err, Exception) else ''}{err}", err)
     r.status, r.plugin = "loaded", plugin
     self._forget_answers()
     return r

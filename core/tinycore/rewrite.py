@@ -15,7 +15,8 @@ class UPat:
     self.op = None if op is None else (frozenset([op]) if isinstance(op, Ops) else frozenset(op))
     self.dtype = None if dtype is None else (frozenset([dtype]) if isinstance(dtype, DType) else frozenset(dtype))
     if self.op is not None and (bad := [o for o in self.op if not isinstance(o, Ops)]): raise TypeError(f"UPat op must be Ops, got {bad[0]!r}")
-    if self.dtype is not None and (bad := [d for d in self.dtype if not isinstance(d, DType)]): raise TypeError(f"UPat dtype must be a DType, got {bad[0]!r}")
+    if self.dtype is not None and (bad := [d for d in self.dtype if not isinstance(d, DType)]):
+      raise TypeError(f"UPat dtype must be a DType, got {bad[0]!r}")
     if name is not None and not isinstance(name, str): raise TypeError(f"UPat name must be a str, got {name!r}")
     if src is not None and not isinstance(src, (tuple, list, UPat)):
       raise TypeError(f"UPat src must be a tuple, a list (permutations) or a UPat, not {type(src).__name__}")

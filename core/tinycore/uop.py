@@ -226,7 +226,8 @@ class UOp(metaclass=UOpMetaClass):
     return self.arg[0]
   def bind(self, val: int) -> UOp:
     if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a Variable can be bound, not {self.op}")
-    if not self.arg[1] <= val <= self.arg[2]: raise ValueError(f"{val} is out of the bounds [{self.arg[1]}, {self.arg[2]}] of Variable {self.arg[0]!r}")
+    if not self.arg[1] <= val <= self.arg[2]:
+      raise ValueError(f"{val} is out of the bounds [{self.arg[1]}, {self.arg[2]}] of Variable {self.arg[0]!r}")
     return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, val)))
   def unbind(self) -> tuple[UOp, int]:
     if self.op is not Ops.BIND: raise TypeError(f"{self.op} is not bound")

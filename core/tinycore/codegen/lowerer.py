@@ -68,7 +68,8 @@ class Lowerer:
       nidx = [None] * len(idx)
       for out_i, src_i in enumerate(u.arg): nidx[src_i] = idx[out_i]
       return self.emit(s, tuple(nidx), valid)
-    if op is Ops.EXPAND: return self.emit(s, tuple(index_const(0) if (isinstance(ss, int) and ss == 1) and ns is not ss else i for i, ss, ns in zip(idx, s.shape, u.shape)), valid)
+    if op is Ops.EXPAND:
+      return self.emit(s, tuple(index_const(0) if (isinstance(ss, int) and ss == 1) and ns is not ss else i for i, ss, ns in zip(idx, s.shape, u.shape)), valid)
     if op is Ops.SHRINK: return self.emit(s, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid)
     if op is Ops.FLIP: return self.emit(s, tuple((ss - 1) - i if f else i for i, ss, f in zip(idx, s.shape, u.arg)), valid)
     if op is Ops.PAD:

@@ -49,7 +49,8 @@ def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
     rngs = tuple(nr if x is r else x for x in red.src[1:])
     parts = [UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({r: nr * amt + u}), *rngs), red.arg) for u in range(amt)]
     # combine pairwise: a balanced tree keeps the final combine short
-    while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    while len(parts) > 1:
+      parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     repl[red] = parts[0]
   return _simplify(k.substitute(repl)) if repl else k
 
@@ -139,7 +140,8 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
     if val.dtype.count != n: raise CantVectorize
     vred = UOp(Ops.REDUCE, val.dtype, (val, *[rn if x is r else x for x in red.src[1:]]), red.arg)
     parts = [vred.gep(i) for i in range(n)]
-    while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    while len(parts) > 1:
+      parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     repl[red] = parts[0]
   return _simplify(k.substitute(repl))
 
@@ -171,7 +173,8 @@ def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
     if r2.arg[0] != "g" or r2 is r: raise InvalidOpt(f"opt {opt!r}: SWAP needs two different output axes")
     return r, r2
   if not isinstance(arg, int) or isinstance(arg, bool) or arg < 2: raise InvalidOpt(f"opt {opt!r}: the amount must be an integer >= 2")
-  if (b := _bound(r)) is None or b % arg: raise InvalidOpt(f"opt {opt!r}: amount {arg} doesn't divide axis {axis!r} of size {b if b is not None else 'symbolic'}")
+  if (b := _bound(r)) is None or b % arg:
+    raise InvalidOpt(f"opt {opt!r}: amount {arg} doesn't divide axis {axis!r} of size {b if b is not None else 'symbolic'}")
   return r, arg
 
 def apply_opt(k: UOp, opt: Opt) -> UOp:

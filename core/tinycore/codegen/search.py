@@ -115,7 +115,9 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
         nxt = nxt[:i]; break
       time_opts(opts)
       # progress on long searches (stderr, one updating line)
-      if time.perf_counter() - st > 2 and not BEAM_DEBUG: sys.stderr.write(f"\rbeam {ast_name}: {len(timed)} variants timed, best {min(timed.values())*1e6:.0f} us "); sys.stderr.flush()
+      if time.perf_counter() - st > 2 and not BEAM_DEBUG:
+        sys.stderr.write(f"\rbeam {ast_name}: {len(timed)} variants timed, best {min(timed.values())*1e6:.0f} us ")
+        sys.stderr.flush()
     if not nxt: break
     beam = sorted(set(nxt), key=lambda o: timed[o])[:width]
   best = min(timed, key=timed.get)

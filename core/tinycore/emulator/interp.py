@@ -69,7 +69,8 @@ class Interpreter:
   def run(self, bufs: tuple, gs: tuple, ls: tuple, vals: tuple):
     gs, ls = tuple(int(x) for x in gs) + (1,) * (3 - len(gs)), tuple(int(x) for x in ls) + (1,) * (3 - len(ls))
     self.gs, self.ls, self.L = gs, ls, prod(ls)
-    if self.L > self.model.max_workgroup: raise EmulatorError(f"{self.name}: workgroup of {self.L} threads, {self.model.name} allows {self.model.max_workgroup}")
+    if self.L > self.model.max_workgroup:
+      raise EmulatorError(f"{self.name}: workgroup of {self.L} threads, {self.model.name} allows {self.model.max_workgroup}")
     if len(bufs) != len(self.buf_slot): raise EmulatorError(f"{self.name}: called with {len(bufs)} buffers, takes {len(self.buf_slot)}")
     self.mem, self.nbytes = {}, {}
     for n in self.nodes:
@@ -181,7 +182,8 @@ class Interpreter:
     if self.ifs:
       m = self.ifs[-1] | ~self.active   # retired threads count as arrived
       per = m.reshape(-1, self.L)
-      if (bad := per.any(1) & ~per.all(1)).any(): self._fail(EmulatorError, np.repeat(bad, self.L) & ~m, lambda l: "barrier in divergent control flow: this thread never reaches it")
+      if (bad := per.any(1) & ~per.all(1)).any():
+        self._fail(EmulatorError, np.repeat(bad, self.L) & ~m, lambda l: "barrier in divergent control flow: this thread never reaches it")
     self.epoch += 1
 
   # ***** memory
@@ -195,7 +197,10 @@ class Interpreter:
     m = self._mask(gate)
     dt = buf.dtype.base
     if buf.op is Ops.DEFINE_GLOBAL: region, size, label, nbytes = None, self.mem[buf.arg].size, f"buffer {buf.arg}", self.nbytes[buf.arg]
-    elif buf.op is Ops.DEFINE_LOCAL: region = self.locals[self.pos[id(buf)]]; size, label = region.size, f"local {self.pos[id(buf)]}"; nbytes = size * dt.itemsize
+    elif buf.op is Ops.DEFINE_LOCAL:
+      region = self.locals[self.pos[id(buf)]]
+      size, label = region.size, f"local {self.pos[id(buf)]}"
+      nbytes = size * dt.itemsize
     else: raise EmulatorError(f"{self.name}: can't address {buf.op.name}")
     mm = np.broadcast_to(m[:, None], idx.shape) if n > 1 else m
     # only lanes that really access (active, inside IF, gate true) are checked: a gated-off lane's index may be anything
@@ -216,7 +221,8 @@ class Interpreter:
       raw = data[safe] if data.size else np.zeros(safe.shape, data.dtype)
     else:
       a, t = safe[mm], np.broadcast_to(self.lane[:, None] if n > 1 else self.lane, safe.shape)[mm]
-      if (bad := ~region.init[a]).any(): self._fail(UninitializedRead, self._lanes_of(mm, bad), lambda l: f"read of uninitialized {label} at index {int(a[bad][0]) % region.size}")
+      if (bad := ~region.init[a]).any():
+        self._fail(UninitializedRead, self._lanes_of(mm, bad), lambda l: f"read of uninitialized {label} at index {int(a[bad][0]) % region.size}")
       self._check_race(region, a, t, write=False, label=label)
       raw = region.data[safe]
     return np.where(mm, from_mem(raw, dt), 0).astype(reg_np(u.dtype))
@@ -248,7 +254,8 @@ class Interpreter:
       if (bad := (r.r_ep[a] == ep) & ((r.r_min[a] != t) | (r.r_max[a] != t))).any():
         rd = np.where(r.r_min[a] != t, r.r_min[a], r.r_max[a])
         i = int(np.flatnonzero(bad)[0])
-        self._fail(MissingBarrier, self.lane == t[i], lambda l: f"missing barrier: write to {label} index {int(a[i]) % r.size} read by {self._thread(int(rd[i]))} with no barrier between")
+        self._fail(MissingBarrier, self.lane == t[i], lambda l: f"missing barrier: write to {label} index {int(a[i]) % r.size} read by "
+                                                                f"{self._thread(int(rd[i]))} with no barrier between")
       o = np.argsort(a, kind="stable")
       if (dup := (a[o][1:] == a[o][:-1]) & (t[o][1:] != t[o][:-1])).any():
         i = o[1:][dup][0]
@@ -266,7 +273,8 @@ class Interpreter:
     T, (M, Nn, K) = tc.threads, tc.dims
     if self.L % T: raise EmulatorError(f"{self.name}: WMMA {name} needs workgroups of a multiple of {T} threads, got {self.L}")
     m = self._mask().reshape(-1, T)
-    if (bad := m.any(1) & ~m.all(1)).any(): self._fail(EmulatorError, np.repeat(bad, T) & ~m.reshape(-1), lambda l: f"WMMA {name} with inactive lanes in the warp")
+    if (bad := m.any(1) & ~m.all(1)).any():
+      self._fail(EmulatorError, np.repeat(bad, T) & ~m.reshape(-1), lambda l: f"WMMA {name} with inactive lanes in the warp")
     W = self.N // T
     ops = [np.broadcast_to(self.v[self.pos[id(s)]], (self.N, s.dtype.count)).reshape(W, T, -1).astype(np.float32) for s in u.src[:3]]
     lay = [np.array(x) for x in (tc.a, tc.b, tc.c)]

@@ -45,7 +45,8 @@ def _alu_cost(u: UOp, realize: set, limit: int = EXPAND_COST) -> int:
     if n.op is Ops.EXPAND and _really_expands(n): continue
     seen.add(n)
     # math on broadcast values only (softmax's 1/sum, taken after the expand) is hoisted out of the inner loops too
-    if n.op in GroupOp.ALU and not all(_broadcast(x) for x in n.src): cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP) else 1
+    if n.op in GroupOp.ALU and not all(_broadcast(x) for x in n.src):
+      cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP) else 1
     stack.extend(n.src)
   return cost
 

@@ -71,13 +71,15 @@ def main(argv=None):
     n_prompt = min(max(a.chunk, 32), llm.max_context // 2)
     st = benchmark(llm, n_prompt, a.max_tokens, a.warmup)
     print(f"prefill: {st['prefill_tok_s']:.1f} tok/s ({n_prompt} tokens)\ndecode:  {st['decode_tok_s']:.1f} tok/s ({st['decode_ms']:.2f} ms/token)\n"
-          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, peak RSS {st['rss_mib']:.0f} MiB")
+          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, peak "
+          f"RSS {st['rss_mib']:.0f} MiB")
     return 0
   if a.serve:
     import logging
     from tinycore.llm.serve import make_server
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try: srv = make_server(llm, a.host, a.port, os.path.basename(a.model), max_body=a.max_body, max_waiting=a.max_waiting, request_timeout=a.request_timeout)
+    try:
+      srv = make_server(llm, a.host, a.port, os.path.basename(a.model), max_body=a.max_body, max_waiting=a.max_waiting, request_timeout=a.request_timeout)
     except OSError as e:
       print(f"error: can't serve on {a.host}:{a.port}: {e.strerror or e}", file=sys.stderr)
       return 1
@@ -96,7 +98,8 @@ def main(argv=None):
     if t in llm.tok.stop: break
     print(text.add(t), end="", flush=True)
   print(text.flush())
-  if st.get("decode_s"): print(f"prefill {st['prefill_tokens']} tokens in {st['prefill_s']:.2f}s, decode {st['decode_tokens'] / st['decode_s']:.1f} tok/s", file=sys.stderr)
+  if st.get("decode_s"):
+    print(f"prefill {st['prefill_tokens']} tokens in {st['prefill_s']:.2f}s, decode {st['decode_tokens'] / st['decode_s']:.1f} tok/s", file=sys.stderr)
   return 0
 
 if __name__ == "__main__": sys.exit(main())

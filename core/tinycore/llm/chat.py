@@ -76,6 +76,8 @@ def apply_chat_template(tmpl: str | None, msgs: list[dict], bos: str = "", eos: 
       from jinja2.exceptions import SecurityError
     except ImportError: return _known(tmpl, msgs, bos)
     try: return _render(_sandbox().from_string(tmpl), messages=msgs, add_generation_prompt=True, bos_token=bos, eos_token=eos)
-    except SecurityError as e: raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) did something unsafe: {e}; refusing to render it") from None
-    except (jinja2.TemplateError, TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError): pass   # a feature the defaults lack: fall back
+    except SecurityError as e:
+      raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) did something unsafe: {e}; refusing to render it") from None
+    except (jinja2.TemplateError, TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError):
+      pass   # a feature the defaults lack: fall back
   return _known(tmpl or "", msgs, bos)

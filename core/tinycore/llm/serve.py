@@ -237,7 +237,8 @@ class Handler(BaseHTTPRequestHandler):
       if path not in ROUTES: raise RequestError(404, f"no route {path!r}; try POST /v1/chat/completions or GET /v1/models")
       if ROUTES[path] != method:
         raise RequestError(405, f"{path} takes {ROUTES[path]}, not {method}")
-      if path == "/v1/models": return self._send(200, {"object": "list", "data": [{"id": self.server.name, "object": "model", "owned_by": "tinycore"}]})
+      if path == "/v1/models":
+        return self._send(200, {"object": "list", "data": [{"id": self.server.name, "object": "model", "owned_by": "tinycore"}]})
       self._chat()
     except RequestError as e: self._error(e)
     except (BrokenPipeError, ConnectionResetError, TimeoutError): self.close_connection = True

@@ -58,6 +58,7 @@ def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64
               b + "ffn_gate.weight": (mat(hidden, dim), qtype), b + "ffn_up.weight": (mat(hidden, dim), qtype),
               b + "ffn_down.weight": (mat(dim, hidden), qtype)})
     if arch == "qwen2":
-      for n, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)): t[b + n + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
+      for n, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)):
+        t[b + n + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
   gguf_write(path, kv, t)
   return kv

@@ -61,9 +61,11 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
       raise bad(key, f"is {v!r}, not a positive number")
   dim, nh, nkv = sizes.get("embedding_length"), sizes.get("attention.head_count"), sizes.get("attention.head_count_kv")
   if nh and nkv and nh % nkv: raise bad(f"{arch}.attention.head_count_kv", f"{nkv} doesn't divide the {nh} query heads")
-  if dim and nh and "attention.key_length" not in sizes and dim % nh: raise bad(f"{arch}.attention.head_count", f"{nh} doesn't divide embedding_length {dim}")
+  if dim and nh and "attention.key_length" not in sizes and dim % nh:
+    raise bad(f"{arch}.attention.head_count", f"{nh} doesn't divide embedding_length {dim}")
   hd = sizes.get("attention.key_length", dim // nh if dim and nh else None)
-  if hd and (rd := sizes.get("rope.dimension_count", hd)) and (rd > hd or rd % 2): raise bad(f"{arch}.rope.dimension_count", f"{rd} must be even and at most the head size {hd}")
+  if hd and (rd := sizes.get("rope.dimension_count", hd)) and (rd > hd or rd % 2):
+    raise bad(f"{arch}.rope.dimension_count", f"{rd} must be even and at most the head size {hd}")
   # the weights the model multiplies must have the shapes the metadata implies
   want: dict[str, tuple] = {}
   if dim and toks is not None: want["token_embd.weight"] = want["output.weight"] = (len(toks), dim)
@@ -76,9 +78,11 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
                    b + "attn_v.weight": (nk * hd, dim), b + "attn_output.weight": (dim, nh * hd)})
       if ff: want.update({b + "ffn_gate.weight": (ff, dim), b + "ffn_up.weight": (ff, dim), b + "ffn_down.weight": (dim, ff)})
       for t in ("attn_norm", "ffn_norm", "attn_q", "attn_k", "attn_v", "attn_output"):
-        if b + t + ".weight" not in w: raise CorruptFileError(f"{name}: tensor {b + t + '.weight'!r} is missing ({arch}.block_count is {sizes['block_count']})")
+        if b + t + ".weight" not in w:
+          raise CorruptFileError(f"{name}: tensor {b + t + '.weight'!r} is missing ({arch}.block_count is {sizes['block_count']})")
   for t, shape in want.items():
-    if t in w and tuple(w[t].shape) != shape: raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
+    if t in w and tuple(w[t].shape) != shape:
+      raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
 
 def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
   """(metadata, name -> QWeight) of a GGUF file; 1-d tensors (norms, biases) come back as float32 QWeights of kind F32.

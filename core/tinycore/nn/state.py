@@ -32,9 +32,11 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   cast to the model's."""
   model_sd = get_state_dict(model)
   if strict and (missing := [k for k in model_sd if k not in state_dict]):
-    raise KeyError(f"load_state_dict: {len(missing)} model tensor(s) missing from the state dict: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+    raise KeyError(f"load_state_dict: {len(missing)} model tensor(s) missing from the state dict: "
+                   f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
   if (unused := [k for k in state_dict if k not in model_sd]):
-    warnings.warn(f"load_state_dict: {len(unused)} state dict tensor(s) not in the model: {', '.join(unused[:10])}{' ...' if len(unused) > 10 else ''}")
+    warnings.warn(f"load_state_dict: {len(unused)} state dict tensor(s) not in the model: "
+                  f"{', '.join(unused[:10])}{' ...' if len(unused) > 10 else ''}")
   loaded = []
   for k, v in model_sd.items():
     if k not in state_dict:
@@ -108,7 +110,8 @@ def safe_load_metadata(fn) -> tuple[dict, int, memoryview]:
   if len(mv) < 8: raise CorruptFileError(f"{name}: truncated safetensors file: {len(mv)} bytes, need at least 8 for the header length (offset 0)")
   n = struct.unpack_from("<Q", mv, 0)[0]
   if n > len(mv) - 8: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 runs past the end of the file ({len(mv)} bytes)")
-  if n > MAX_HEADER_BYTES: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 is over the format's {MAX_HEADER_BYTES}-byte limit")
+  if n > MAX_HEADER_BYTES:
+    raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 is over the format's {MAX_HEADER_BYTES}-byte limit")
   try: header = json.loads(bytes(mv[8:8 + n]))
   # ValueError: bad JSON, bad UTF-8, or an integer past Python's 4300-digit limit
   except ValueError as e: raise CorruptFileError(f"{name}: safetensors header at offset 8 is not valid JSON: {e}") from None
@@ -125,9 +128,11 @@ def safe_load_metadata(fn) -> tuple[dict, int, memoryview]:
     dt_name, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not isinstance(dt_name, str) or dt_name not in SAFE_DTYPES: raise bad("dtype", f"{dt_name!r} is not one of {', '.join(SAFE_DTYPES)}")
     if not isinstance(shape, list) or not all(_is_count(s) for s in shape): raise bad("shape", f"{shape!r} is not a list of non-negative integers")
-    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_count(o) for o in offs)): raise bad("data_offsets", f"{offs!r} is not [begin, end] in bytes")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_count(o) for o in offs)):
+      raise bad("data_offsets", f"{offs!r} is not [begin, end] in bytes")
     b, e = offs
-    if not b <= e <= size: raise bad("data_offsets", f"[{b}, {e}] run past the data (offset {start + e} > file size {len(mv)})" if e > size else f"[{b}, {e}] end before they begin")
+    if not b <= e <= size:
+      raise bad("data_offsets", f"[{b}, {e}] run past the data (offset {start + e} > file size {len(mv)})" if e > size else f"[{b}, {e}] end before they begin")
     if e - b != (need := prod(shape) * SAFE_DTYPES[dt_name].itemsize):
       raise bad("data_offsets", f"[{b}, {e}] at offset {start + b} hold {e - b} bytes, but {dt_name}{shape} needs {need}")
     if e > b: spans.append((b, e, k))

@@ -74,7 +74,8 @@ class _Unpickler(pickle.Unpickler):
     self._load_storage, self.tensors = load_storage, []
     rebuild = lambda *a, **k: _rebuild_tensor(self.tensors, *a, **k)
     def rebuild_from_type(fn, _type, args, _state):
-      if fn not in (rebuild, _rebuild_parameter) or not isinstance(args, tuple): raise pickle.UnpicklingError("_rebuild_from_type_v2 of something that isn't a tensor")
+      if fn not in (rebuild, _rebuild_parameter) or not isinstance(args, tuple):
+        raise pickle.UnpicklingError("_rebuild_from_type_v2 of something that isn't a tensor")
       return fn(*args)
     self._globals = {("torch._utils", "_rebuild_tensor_v2"): rebuild, ("torch._utils", "_rebuild_tensor"): rebuild,
       ("torch._utils", "_rebuild_parameter"): _rebuild_parameter, ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,

@@ -53,7 +53,8 @@ class CStyleRenderer(Renderer):
     if op is Ops.SIN: return self.math("sin", dt, a[0])
     if op is Ops.SQRT: return self.math("sqrt", dt, a[0])
     if op is Ops.TRUNC: return self.math("trunc", dt, a[0])
-    if op is Ops.RECIP: return f"(1/{a[0]})" if not fl or dt in self.emulated else f"(1.0f/{a[0]})" if dt.count > 1 else f"(({self.ctype(dt)})1/{a[0]})"
+    if op is Ops.RECIP:
+      return f"(1/{a[0]})" if not fl or dt in self.emulated else f"(1.0f/{a[0]})" if dt.count > 1 else f"(({self.ctype(dt)})1/{a[0]})"
     if op is Ops.ADD: return f"({a[0]}+{a[1]})" if dt != dtypes.bool else f"({a[0]}|{a[1]})"
     if op is Ops.SUB: return f"({a[0]}-{a[1]})"
     if op is Ops.MUL: return f"({a[0]}*{a[1]})" if dt != dtypes.bool else f"({a[0]}&{a[1]})"
@@ -233,5 +234,6 @@ class CStyleRenderer(Renderer):
                     key=lambda d: (d.name, d.count))
     # vector types with element alignment: lanes start anywhere in a buffer
     self.typedefs = "".join(f"typedef {'int' if d.scalar() == dtypes.bool else self.ctype(d.scalar())} {self.ctype(d)} "
-                            f"__attribute__((vector_size({(4 if d.scalar() == dtypes.bool else d.itemsize) * d.count}), aligned({4 if d.scalar() == dtypes.bool else d.itemsize})));\n" for d in vtypes)
+                            f"__attribute__((vector_size({(4 if d.scalar() == dtypes.bool else d.itemsize) * d.count}), "
+                            f"aligned({4 if d.scalar() == dtypes.bool else d.itemsize})));\n" for d in vtypes)
     return self.render_kernel(name, body, self.kernel_params([(n, dt, False) for _, n, dt in sorted(bufs)], sorted(vars)))

@@ -464,7 +464,8 @@ def ref_matmul(a: Ref, b: Ref) -> Ref:
   with np.errstate(all="ignore"):
     if not dtypes.is_float(d):
       if d == dtypes.bool: r = (a.val.astype(np.int64) @ b.val.astype(np.int64)) != 0
-      else: r = (a.val.astype(np.uint64 if dtypes.is_unsigned(d) else np.int64) @ b.val.astype(np.uint64 if dtypes.is_unsigned(d) else np.int64)).astype(d.np)
+      else:
+        r = (a.val.astype(np.uint64 if dtypes.is_unsigned(d) else np.int64) @ b.val.astype(np.uint64 if dtypes.is_unsigned(d) else np.int64)).astype(d.np)
       ua, ub = (a.err > 0).astype(np.float64), (b.err > 0).astype(np.float64)   # any unknown term spoils the dot product
       return _exact(r, ua @ np.ones(b.err.shape) + np.ones(a.err.shape) @ ub, d)
     aa, ab = np.abs(a.val), np.abs(b.val)

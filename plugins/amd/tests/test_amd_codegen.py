@@ -76,7 +76,8 @@ def test_hip_archs(arch):
 
 @pytest.mark.skipif(not HIP_ARCHS, reason="no clang with the amdgcn target")
 def test_hip_compile_error_shows_source_and_log():
-  with pytest.raises(CompileError) as e: HIPRenderer(HIP_ARCHS[0]).compiler.compile('extern "C" __attribute__((global)) void k() { undefined_thing(); }')
+  with pytest.raises(CompileError) as e:
+    HIPRenderer(HIP_ARCHS[0]).compiler.compile('extern "C" __attribute__((global)) void k() { undefined_thing(); }')
   assert "1 | extern" in str(e.value) and "undefined_thing" in e.value.log
 
 @needs_llvmlite

@@ -65,7 +65,8 @@ def read(lib: bytes) -> CodeObject:
   e_flags, = struct.unpack_from("<I", lib, 48)
   shoff, = struct.unpack_from("<Q", lib, 40)
   shentsize, shnum = struct.unpack_from("<HH", lib, 58)
-  secs = [struct.unpack_from("<IIQQQQIIQQ", lib, shoff + k * shentsize) for k in range(shnum)]   # name,type,flags,addr,off,size,link,info,align,entsize
+  # name,type,flags,addr,off,size,link,info,align,entsize
+  secs = [struct.unpack_from("<IIQQQQIIQQ", lib, shoff + k * shentsize) for k in range(shnum)]
   linked = e_type == 3
   meta, symbols = {}, {}
   for s in secs:

@@ -33,7 +33,8 @@ def check(fn, ref, *arrs, atol=1e-6, rtol=1e-5, c_atol=None, c_rtol=None, vs_c=T
   if ref is not None:
     with np.errstate(all="ignore"): want = np.asarray(ref(*arrs))
     close(got, want.astype(got.dtype), atol, rtol, "LLVM vs numpy")   # dtypes are checked against C below
-  if HAS_C and vs_c and (c := run_c(fn, *arrs)) is not None: close(got, c, c_atol if c_atol is not None else atol, c_rtol if c_rtol is not None else rtol, "LLVM vs C")
+  if HAS_C and vs_c and (c := run_c(fn, *arrs)) is not None:
+    close(got, c, c_atol if c_atol is not None else atol, c_rtol if c_rtol is not None else rtol, "LLVM vs C")
   return got
 
 def f32(*shape, lo=-3, hi=3): return rng.uniform(lo, hi, shape).astype(np.float32)
@@ -65,7 +66,8 @@ def test_binary_f32(name, fn, ref): check(fn, ref, f32(37, 19), f32(37, 19))
   ("sigmoid", Tensor.sigmoid, lambda x: 1 / (1 + np.exp(-x)), -8, 8), ("exp2", Tensor.exp2, np.exp2, -8, 8), ("log2", Tensor.log2, np.log2, 0.01, 9)])
 def test_unary_f32(name, fn, ref, lo, hi): check(fn, ref, f32(1000, lo=lo, hi=hi), atol=1e-5, rtol=1e-5)
 
-def test_float64(): check(lambda a, b: (a * b).exp() + a.sqrt(), lambda a, b: np.exp(a * b) + np.sqrt(a), f32(64, lo=0, hi=2).astype(np.float64), f32(64).astype(np.float64), rtol=1e-12)
+def test_float64():
+  check(lambda a, b: (a * b).exp() + a.sqrt(), lambda a, b: np.exp(a * b) + np.sqrt(a), f32(64, lo=0, hi=2).astype(np.float64), f32(64).astype(np.float64), rtol=1e-12)
 
 # ---- integer dtypes: wrap-around, signedness of compare/shift/max/div
 INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]

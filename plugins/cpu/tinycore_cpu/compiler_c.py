@@ -16,7 +16,8 @@ def find_cc() -> str | None:
 class CCompiler(Compiler):
   def __init__(self, cc: str | None = None):
     self.cc = cc or find_cc()
-    if self.cc is None: raise FileNotFoundError("no C compiler found on PATH (tried clang, gcc, cc): install one (`apt-get install clang`) or use DEV=CPU:LLVM")
+    if self.cc is None:
+      raise FileNotFoundError("no C compiler found on PATH (tried clang, gcc, cc): install one (`apt-get install clang`) or use DEV=CPU:LLVM")
     # TINYCORE_SANITIZE=address,undefined: instrumented kernels (the sanitizer lane); the flags are in the cache key
     self.sanitizers = sanitize.requested()
     if self.sanitizers: sanitize.check_loaded(self.cc, self.sanitizers)

@@ -97,7 +97,8 @@ def structure(src: str) -> list[str]:
   idx = [int(x) for x in re.findall(r"\[\[buffer\((\d+)\)\]\]", m.group(1))]
   if sorted(idx) != list(range(len(idx))): errs.append(f"buffer indices {idx} are not 0..{len(idx) - 1}")
   for p in params:
-    if ("*" in p or "&" in p) and not re.match(r"(const\s+)?(device|constant|threadgroup)\b", p): errs.append(f"parameter without an address space: {p!r}")
+    if ("*" in p or "&" in p) and not re.match(r"(const\s+)?(device|constant|threadgroup)\b", p):
+      errs.append(f"parameter without an address space: {p!r}")
     if ("*" in p or "&" in p) and "[[buffer(" not in p: errs.append(f"pointer parameter without [[buffer(n)]]: {p!r}")
   for s in re.findall(r"\(\s*((?:\w+\s+)*\w+)\s*\*\s*\)", code):   # pointer casts keep an address space too
     if not re.match(r"(device|threadgroup|constant)\b", s): errs.append(f"pointer cast without an address space: ({s}*)")

@@ -38,14 +38,16 @@ def find_cuda_include() -> str | None:
 @functools.cache
 def _lib() -> ctypes.CDLL:
   path = find_nvrtc()
-  if path is None: raise FileNotFoundError("libnvrtc.so not found: install the CUDA toolkit or `pip install 'tinycore-nv[nvrtc]'` (nvidia-cuda-nvrtc)")
+  if path is None:
+    raise FileNotFoundError("libnvrtc.so not found: install the CUDA toolkit or `pip install 'tinycore-nv[nvrtc]'` (nvidia-cuda-nvrtc)")
   for b in sorted(glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins*.so*")), key=lambda p: ("alt" in p, len(p)))[:1]:
     ctypes.CDLL(b, mode=ctypes.RTLD_GLOBAL)
   lib = ctypes.CDLL(path)
   lib.nvrtcGetErrorString.restype = ctypes.c_char_p
   lib.nvrtcCreateProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
   lib.nvrtcCompileProgram.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-  for f in ("nvrtcGetProgramLogSize", "nvrtcGetPTXSize", "nvrtcGetCUBINSize"): getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+  for f in ("nvrtcGetProgramLogSize", "nvrtcGetPTXSize", "nvrtcGetCUBINSize"):
+    getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
   for f in ("nvrtcGetProgramLog", "nvrtcGetPTX", "nvrtcGetCUBIN"): getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
   lib.nvrtcDestroyProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
   return lib

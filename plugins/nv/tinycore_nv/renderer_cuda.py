@@ -90,7 +90,8 @@ class CUDARenderer(CStyleRenderer):
     return super().math(fn, dt, *a)
   def cast(self, x: str, src: DType, dt: DType) -> str:
     # half<->bfloat16 have no direct conversion: through float
-    if self.native_half and src in (dtypes.float16, dtypes.bfloat16) and dt not in (dtypes.bool, dtypes.float32) and dt not in self.emulated: x = f"(float)({x})"
+    if self.native_half and src in (dtypes.float16, dtypes.bfloat16) and dt not in (dtypes.bool, dtypes.float32) and dt not in self.emulated:
+      x = f"(float)({x})"
     if self.native_half and dt in (dtypes.float16, dtypes.bfloat16) and src not in (dtypes.float32, dtypes.float64, dtypes.bool): x = f"(float)({x})"
     if self.native_half and src == dtypes.bool and dt in (dtypes.float16, dtypes.bfloat16): x = f"(float)({x})"
     return super().cast(x, src, dt)

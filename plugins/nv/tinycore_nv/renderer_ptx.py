@@ -101,7 +101,8 @@ class PTXRenderer(Renderer):
       if isf(t): return new(t, f"cvt.rn.{t}.{st} {{d}}, {x};")
       if isf(st):
         # like C on x86: narrow targets go through a wider signed int, so negatives wrap
-        if dt.itemsize < 4 or dt == dtypes.uint32: return cast(new("s64" if dt == dtypes.uint32 else "s32", f"cvt.rzi.{'s64' if dt == dtypes.uint32 else 's32'}.{st} {{d}}, {x};"), dtypes.int64 if dt == dtypes.uint32 else dtypes.int32, dt)
+        if dt.itemsize < 4 or dt == dtypes.uint32:
+          return cast(new("s64" if dt == dtypes.uint32 else "s32", f"cvt.rzi.{'s64' if dt == dtypes.uint32 else 's32'}.{st} {{d}}, {x};"), dtypes.int64 if dt == dtypes.uint32 else dtypes.int32, dt)
         return new(t, f"cvt.rzi.{t}.{st} {{d}}, {x};")
       if dt in (dtypes.int8, dtypes.uint8): return new(t, f"cvt.{mtype(dt)}.{st} {{d}}, {x};")
       if dt.itemsize == src.itemsize: return new(t, f"mov.{btype(t)} {{d}}, {x};")
