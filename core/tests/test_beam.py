@@ -58,7 +58,6 @@ def test_vector_selects_in_tiled_kernels():
 def test_costly_broadcast_elementwise_is_computed_once():
   """gelu(h) @ w: the gelu is realized once instead of being recomputed for every output column (2 kernels, not 1)."""
   import math
-  from tinycore import GlobalCounters
   rng = np.random.default_rng(4)
   h, w = rng.standard_normal((8, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
   g = lambda t: 0.5 * t * (1 + (t / math.sqrt(2)).erf())

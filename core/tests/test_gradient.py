@@ -1,5 +1,4 @@
 """Autograd: each gradient rule against torch (when installed) or finite differences, then composites and the API."""
-import math
 import numpy as np
 import pytest
 pytestmark = pytest.mark.needs_device
@@ -202,7 +201,7 @@ def test_gradient_keeps_device_and_dtype():
 
 def test_realized_leaf():
   x = Tensor(np.array([0.5, 1.5], np.float32), requires_grad=True).realize()
-  y = (x * 2).realize()  # an intermediate realized before backward keeps its graph for autograd
+  _y = (x * 2).realize()  # an intermediate realized before backward keeps its graph for autograd
   g, = (x.sin() * 3).sum().gradient(x)
   np.testing.assert_allclose(g.numpy(), 3 * np.cos([0.5, 1.5]), rtol=1e-5)
 

@@ -48,7 +48,7 @@ CONFIGS = {"f32_gqa": dict(), "f16_tied": dict(qtype="F16", tied=True, n_kv_head
 @pytest.fixture(scope="module", params=list(CONFIGS))
 def model(request, tmp_path_factory):
   p = str(tmp_path_factory.mktemp("llm") / f"{request.param}.gguf")
-  kv = tiny_llama(p, seed=len(request.param), **CONFIGS[request.param])
+  tiny_llama(p, seed=len(request.param), **CONFIGS[request.param])
   return request.param, p, LLM(p, max_context=32, chunk=8)
 
 def test_forward_matches_numpy(model):

@@ -15,7 +15,8 @@ class SpecError(ValueError):
     except Exception: expr = "<unprintable>"
     if len(expr) > 200: expr = expr[:200] + "..."
     self.uop, self.rule, self.stage = u, rule, stage
-    super().__init__(f"{stage} spec: {rule}\n  at {u.op.name} dtype={u.dtype} arg={u.arg!r} src=({', '.join(s.op.name for s in u.src)})\n  expr: {expr}")
+    super().__init__(f"{stage} spec: {rule}\n  at {u.op.name} dtype={u.dtype} arg={u.arg!r} src=({', '.join(s.op.name for s in u.src)})\n"
+                     f"  expr: {expr}")
 
 def _isint(d: DType) -> bool: return dtypes.is_int(d) and not isinstance(d, PtrDType)
 def _isbool(d: DType) -> bool: return d.scalar() == dtypes.bool and not isinstance(d, PtrDType)
@@ -183,15 +184,15 @@ def verify(sink: UOp | Iterable[UOp], stage: str = "kernel") -> bool:
   """Check every node of `sink` (a UOp, or the list of a linearized program) against the rules of `stage`."""
   if stage not in STAGES: raise ValueError(f"unknown spec stage {stage!r}, expected one of {STAGES}")
   if stage == "program":
-    _verify_program(list(sink))
+    _verify_program(list(sink))  # type: ignore[arg-type]
     return True
   table = {**_COMMON, **(_KERNEL if stage == "kernel" else _TENSOR)}
-  for u in sink.toposort():
+  for u in sink.toposort():  # type: ignore[union-attr]
     if stage == "kernel" and u.op in _TENSOR_ONLY: raise SpecError(u, f"{u.op.name} is a tensor-level op and can't appear in a kernel", stage)
     if stage == "tensor" and u.op in _KERNEL_ONLY: raise SpecError(u, f"{u.op.name} is a kernel-level op and can't appear in a tensor graph", stage)
     if (fn := table.get(u.op)) is not None and (why := fn(u, stage)) is not None: raise SpecError(u, why, stage)
     if stage == "tensor" and u.op in GroupOp.Elementwise and (why := _elementwise_shapes(u, stage)) is not None: raise SpecError(u, why, stage)
-  if stage == "kernel": _check_dangling(sink)
+  if stage == "kernel": _check_dangling(sink)  # type: ignore[arg-type]
   return True
 
 def _check_dangling(sink: UOp):

@@ -43,5 +43,5 @@ def launch_dims(uops: list[UOp], var_vals: dict | None = None) -> tuple[tuple, t
     dim, local = int(u.arg[0][-1]), u.arg[1]
     b = u.src[0]
     n = b.arg if b.op is Ops.CONST else b
-    gs[dim], ls[dim] = (-(-n // local) if isinstance(n, int) else n), local
+    gs[dim], ls[dim] = (-(-n // local) if isinstance(n, int) else n), local  # type: ignore[assignment]
   return tuple(gs), tuple(ls)

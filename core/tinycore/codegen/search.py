@@ -77,7 +77,7 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   if base.vars: return O.heuristic_opts(k0, renderer)   # symbolic sizes: no timing
   # scratch buffers of the kernel's sizes; values don't matter for timing
   glob = sorted({u.arg: u for u in base.uops if u.op is Ops.DEFINE_GLOBAL}.items())
-  bufs = [Buffer(dev.device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in glob]
+  bufs = [Buffer(dev.device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in glob]  # type: ignore[attr-defined]
   timed: dict[tuple, float] = {}
   def time_opts(opts: tuple) -> float:
     if opts in timed: return timed[opts]
@@ -97,11 +97,11 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
     return t
   st = time.perf_counter()
   ast_name = base.name
-  beam = [()]
+  beam: list[tuple] = [()]
   time_opts(())
   time_opts(O.heuristic_opts(k0, renderer))
   while True:
-    nxt = []
+    nxt: list[tuple] = []
     for opts in beam:
       try: k = O.apply_opts(k0, opts)
       except Exception: continue

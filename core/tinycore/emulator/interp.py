@@ -6,6 +6,7 @@ load/store gates). Lanes run in lockstep, so a barrier can't deadlock or reorder
 records which thread last wrote/read each address in the current barrier epoch, and a cross-thread access with no
 barrier between is reported as a missing barrier (a data race on real hardware)."""
 from __future__ import annotations
+from typing import Callable
 import numpy as np
 from tinycore.uop import Ops, GroupOp
 from tinycore.dtype import dtypes, PtrDType
@@ -62,7 +63,7 @@ class Interpreter:
     gi = (g % gs[0], g // gs[0] % gs[1], g // (gs[0] * gs[1])); li = (l % ls[0], l // ls[0] % ls[1], l // (ls[0] * ls[1]))
     gid = tuple(g * n + l for g, n, l in zip(gi, ls, li))
     return f"thread group {gi} local {li}, global {gid}"
-  def _fail(self, cls, lanes: np.ndarray, msg: str):
+  def _fail(self, cls, lanes: np.ndarray, msg: Callable[[int], str]):
     lane = int(np.flatnonzero(lanes)[0])
     raise cls(f"{self.name}: {msg(lane)} ({self._thread(lane)})")
 
@@ -72,7 +73,7 @@ class Interpreter:
     if self.L > self.model.max_workgroup:
       raise EmulatorError(f"{self.name}: workgroup of {self.L} threads, {self.model.name} allows {self.model.max_workgroup}")
     if len(bufs) != len(self.buf_slot): raise EmulatorError(f"{self.name}: called with {len(bufs)} buffers, takes {len(self.buf_slot)}")
-    self.mem, self.nbytes = {}, {}
+    self.mem, self.nbytes = dict[int, np.ndarray](), dict[int, int]()
     for n in self.nodes:
       if n.op is Ops.DEFINE_GLOBAL and n.arg not in self.mem:
         b = memoryview(bufs[self.buf_slot[n.arg]]).cast("B")
@@ -105,8 +106,8 @@ class Interpreter:
     try: self._exec(nodes, pos, v, loops, N)
     except (TypeError, ValueError, IndexError) as e:   # a malformed program: say which op, not just numpy's complaint
       u = nodes[self.pc]
-      raise EmulatorError(f"{self.name}: op {self.pc} {u.op.name} {u.dtype}: {type(e).__name__}: {e}"
-                          + ("" if all(v[pos[id(s)]] is not None for s in u.src if id(s) in pos) else " (a source was used before it was computed)")) from e
+      early = "" if all(v[pos[id(s)]] is not None for s in u.src if id(s) in pos) else " (a source was used before it was computed)"
+      raise EmulatorError(f"{self.name}: op {self.pc} {u.op.name} {u.dtype}: {type(e).__name__}: {e}{early}") from e
 
   def _exec(self, nodes, pos, v, loops, N):
     pc = 0

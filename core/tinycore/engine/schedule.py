@@ -11,8 +11,8 @@ from tinycore.dtype import dtypes
 from tinycore.device import Buffer
 from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
-PREPAD = ContextVar("PREPAD", 1)
 from tinycore.engine.blocked_sum import blocked_float_sum
+PREPAD = ContextVar("PREPAD", 1)
 
 @dataclass
 class ScheduleItem:
@@ -174,12 +174,12 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       value = u.src[1]
       # reading the target through a different view while writing it would race: compute into a fresh buffer first
       if _reads_shifted(value, target.base, buf_of):
-        tmp = _kernel_item(value, Buffer(value.device, value.size, value.dtype), buf_of, items)
+        tmp = _kernel_item(value, Buffer(value.device, value.size, value.dtype), buf_of, items)  # type: ignore[arg-type]
         value = tmp
       _kernel_item(value, out_buf, buf_of, items, out_node=u, store_view=None if _is_view_of_buffer(target) else target)
       buf_of[u] = target
       continue
-    out = Buffer(u.device, _max_size(u), u.dtype) if u.op is not Ops.ASSIGN else None
+    out = Buffer(u.device, _max_size(u), u.dtype) if u.op is not Ops.ASSIGN else None  # type: ignore[arg-type]
     if u.op is Ops.COPY:
       src = buf_of.get(u.src[0], u.src[0])
       sb = src.base.arg

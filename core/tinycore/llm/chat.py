@@ -6,9 +6,11 @@ import functools, time
 def _known(tmpl: str, msgs: list[dict], bos: str) -> str:
   if "<|im_start|>" in tmpl: return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs) + "<|im_start|>assistant\n"
   if "<|start_header_id|>" in tmpl:
-    return bos + "".join(f"<|start_header_id|>{m['role']}<|end_header_id|>\n\n{m['content']}<|eot_id|>" for m in msgs) + "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    turns = "".join(f"<|start_header_id|>{m['role']}<|end_header_id|>\n\n{m['content']}<|eot_id|>" for m in msgs)
+    return bos + turns + "<|start_header_id|>assistant<|end_header_id|>\n\n"
   if "<start_of_turn>" in tmpl:
-    return bos + "".join(f"<start_of_turn>{'model' if m['role'] == 'assistant' else 'user'}\n{m['content']}<end_of_turn>\n" for m in msgs) + "<start_of_turn>model\n"
+    turns = "".join(f"<start_of_turn>{'model' if m['role'] == 'assistant' else 'user'}\n{m['content']}<end_of_turn>\n" for m in msgs)
+    return bos + turns + "<start_of_turn>model\n"
   if "[INST]" in tmpl:
     out, sys = bos, ""
     for m in msgs:

@@ -65,7 +65,8 @@ def _longest_of(words: list[str]) -> re.Pattern:
   except (RecursionError, re.error):   # a vocabulary built to nest too deep: the plain alternation is slower, not wrong
     return re.compile("(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
 
-# gpt2/llama3 pre-tokenizer, approximated with `re` (no \p{L}): contractions, words with an optional leading space, 1-3 digits, punctuation runs, spaces
+# gpt2/llama3 pre-tokenizer, approximated with `re` (no \p{L}): contractions, words with an optional leading space, 1-3 digits,
+# punctuation runs, spaces
 _PRE = re.compile(r"""'(?i:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d{1,3}| ?[^\s\w]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+|_+""")
 
 class Tokenizer:

@@ -40,7 +40,8 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
   if toks is not None:
     if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks): raise bad("tokenizer.ggml.tokens", "is not a list of strings")
     for k in ("tokenizer.ggml.token_type", "tokenizer.ggml.scores"):
-      if k in kv and not (isinstance(v := kv[k], list) and len(v) == len(toks) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
+      numbers = isinstance(v := kv.get(k), list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+      if k in kv and not (numbers and len(v) == len(toks)):
         raise bad(k, f"must be a list of {len(toks)} numbers, one per token")
     for k in ("bos", "eos", "unknown", "padding", "seperator", "separator"):
       if (key := f"tokenizer.ggml.{k}_token_id") in kv and not (_is_int(i := kv[key]) and 0 <= i < len(toks)):
@@ -74,8 +75,8 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
     ff, nk = sizes.get("feed_forward_length"), nkv or nh
     for i in range(sizes.get("block_count", 0)):
       b = f"blk.{i}."
-      want.update({b + "attn_norm.weight": (dim,), b + "ffn_norm.weight": (dim,), b + "attn_q.weight": (nh * hd, dim), b + "attn_k.weight": (nk * hd, dim),
-                   b + "attn_v.weight": (nk * hd, dim), b + "attn_output.weight": (dim, nh * hd)})
+      want.update({b + "attn_norm.weight": (dim,), b + "ffn_norm.weight": (dim,), b + "attn_q.weight": (nh * hd, dim),
+                   b + "attn_k.weight": (nk * hd, dim), b + "attn_v.weight": (nk * hd, dim), b + "attn_output.weight": (dim, nh * hd)})
       if ff: want.update({b + "ffn_gate.weight": (ff, dim), b + "ffn_up.weight": (ff, dim), b + "ffn_down.weight": (dim, ff)})
       for t in ("attn_norm", "ffn_norm", "attn_q", "attn_k", "attn_v", "attn_output"):
         if b + t + ".weight" not in w:
@@ -97,7 +98,8 @@ def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
       blk = _blocks(raw, bb)
       g = (shape[0], shape[1] // 32)
       d = Tensor(np.ascontiguousarray(blk[:, :2]).view(np.float16).reshape(*g, 1))
-      q = Tensor(np.ascontiguousarray(blk[:, 2:]).view(np.int8).reshape(*g, 32)) if kind == "Q8_0" else Tensor(np.ascontiguousarray(blk[:, 2:]).reshape(*g, 16))
+      qs = np.ascontiguousarray(blk[:, 2:])
+      q = Tensor(qs.view(np.int8).reshape(*g, 32)) if kind == "Q8_0" else Tensor(qs.reshape(*g, 16))
       out[tn] = QWeight(kind, shape, {"q": q, "d": d}, nbytes)
     elif tt in _PLAIN: out[tn] = QWeight(kind, shape, {"w": tensor_from_bytes(raw, _PLAIN[tt], shape)}, nbytes)
     else:  # Q4_1/Q4_K/Q6_K (and 1-d quantized tensors): decode once here

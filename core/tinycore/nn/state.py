@@ -14,6 +14,7 @@ def get_state_dict(obj: Any, prefix: str = "", tensor_type=Tensor) -> dict[str, 
   """Every Tensor reachable from obj through attributes, dicts, lists and tuples, named by its path ('layers.0.weight')."""
   if isinstance(obj, tensor_type): return {prefix.strip("."): obj}
   if hasattr(obj, "_asdict"): return get_state_dict(obj._asdict(), prefix, tensor_type)  # namedtuple
+  items: Any
   if isinstance(obj, dict): items = obj.items()
   elif isinstance(obj, (list, tuple)): items = enumerate(obj)
   elif hasattr(obj, "__dict__"): items = vars(obj).items()
@@ -65,7 +66,7 @@ def tensor_from_bytes(data, dtype: DType, shape: tuple, device: str | None = Non
   n, mv = prod(shape), memoryview(data).cast("B")
   if len(mv) != n * dtype.itemsize:
     raise ValueError(f"tensor_from_bytes: {len(mv)} bytes can't be a {dtype} tensor of shape {shape} ({n * dtype.itemsize} bytes)")
-  buf = Buffer(_canon_device(device), n, dtype)
+  buf = Buffer(_canon_device(device), n, dtype)  # type: ignore[arg-type]
   if n: buf.allocate().copyin(mv)
   return Tensor(UOp(Ops.BUFFER, dtype, (), buf).reshape(shape))
 
@@ -130,12 +131,13 @@ def safe_load_metadata(fn) -> tuple[dict, int, memoryview]:
     if not isinstance(shape, list) or not all(_is_count(s) for s in shape): raise bad("shape", f"{shape!r} is not a list of non-negative integers")
     if not (isinstance(offs, list) and len(offs) == 2 and all(_is_count(o) for o in offs)):
       raise bad("data_offsets", f"{offs!r} is not [begin, end] in bytes")
-    b, e = offs
-    if not b <= e <= size:
-      raise bad("data_offsets", f"[{b}, {e}] run past the data (offset {start + e} > file size {len(mv)})" if e > size else f"[{b}, {e}] end before they begin")
-    if e - b != (need := prod(shape) * SAFE_DTYPES[dt_name].itemsize):
-      raise bad("data_offsets", f"[{b}, {e}] at offset {start + b} hold {e - b} bytes, but {dt_name}{shape} needs {need}")
-    if e > b: spans.append((b, e, k))
+    begin, end = offs
+    if not begin <= end <= size:
+      raise bad("data_offsets", f"[{begin}, {end}] run past the data (offset {start + end} > file size {len(mv)})" if end > size
+                else f"[{begin}, {end}] end before they begin")
+    if end - begin != (need := prod(shape) * SAFE_DTYPES[dt_name].itemsize):
+      raise bad("data_offsets", f"[{begin}, {end}] at offset {start + begin} hold {end - begin} bytes, but {dt_name}{shape} needs {need}")
+    if end > begin: spans.append((begin, end, k))
   spans.sort()
   for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
     if b1 < e0: raise CorruptFileError(f"{name}: tensors {k0!r} [{b0}, {e0}] and {k1!r} [{b1}, {e1}] share bytes (offset {start + b1})")

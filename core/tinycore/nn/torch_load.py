@@ -51,7 +51,8 @@ def _rebuild_tensor(tensors: list, storage, offset, size, stride, *_a, **_k) -> 
   size, stride, n, item = tuple(size), tuple(stride), prod(size), dt.itemsize
   words = len(storage.data) // item
   if n and offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1 > words:
-    raise pickle.UnpicklingError(f"tensor of shape {size} with stride {stride} at storage offset {offset} reaches past the storage's {words} {dt} elements")
+    raise pickle.UnpicklingError(f"tensor of shape {size} with stride {stride} at storage offset {offset} reaches past the storage's "
+                                 f"{words} {dt} elements")
   if n * item > max(len(storage.data), 1 << 20) * 4096:   # only stride-0 views read one element many times; bound the expansion
     raise pickle.UnpicklingError(f"tensor of shape {size} would expand a {len(storage.data)}-byte storage to {n * item} bytes")
   # view as same-width unsigned ints so bfloat16/fp8 survive bit-exact, then apply the (maybe non-contiguous) strides

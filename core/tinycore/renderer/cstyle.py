@@ -150,7 +150,7 @@ class CStyleRenderer(Renderer):
     self.threads = workgroup_threads(uops)   # for render_kernel's launch bounds (GPU dialects)
     self.index_dtype = index_dtype(uops, self)
     r: dict[UOp, str] = {}
-    bufs: list[tuple[str, DType, bool]] = []
+    bufs: list[tuple[int, str, DType]] = []
     vars: list[tuple[str, DType]] = []
     body: list[str] = []
     depth = 1
@@ -230,7 +230,7 @@ class CStyleRenderer(Renderer):
     vtypes = {dtypes.float32.vec(x.dtype.count) if x.dtype.scalar() in self.emulated else x.dtype
               for x in uops if x.dtype.count > 1 and not isinstance(x.dtype, PtrDType)}
     # selects need masks; bool lanes travel to and from memory as bytes
-    vtypes = sorted(vtypes | {dtypes.bool.vec(d.count) for d in vtypes} | {dtypes.uint8.vec(d.count) for d in vtypes if d.scalar() == dtypes.bool},
+    vtypes = sorted(vtypes | {dtypes.bool.vec(d.count) for d in vtypes} | {dtypes.uint8.vec(d.count) for d in vtypes if d.scalar() == dtypes.bool},  # type: ignore[assignment]
                     key=lambda d: (d.name, d.count))
     # vector types with element alignment: lanes start anywhere in a buffer
     self.typedefs = "".join(f"typedef {'int' if d.scalar() == dtypes.bool else self.ctype(d.scalar())} {self.ctype(d)} "

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view as swv
-from tinycore import Tensor, dtypes
+from tinycore import Tensor
 from tinycore.testing.helpers import check, rand
 
 def np_conv(x, w, stride=1, padding=0, dilation=1, groups=1):

@@ -1,6 +1,5 @@
 """Elementwise, reduction and movement ops against numpy: value, shape and dtype, over 0-sized, 1-element, broadcast and
 non-contiguous (permuted/flipped/strided) inputs."""
-import math
 import numpy as np
 import pytest
 from tinycore import Device, Tensor, dtypes

@@ -1,6 +1,6 @@
 """The smoke set every backend must pass first (after tinygrad's test_tiny): tiny kernels of each kind."""
 import numpy as np
-from tinycore import Tensor, dtypes, Device
+from tinycore import Tensor, Device
 from tinycore.testing.helpers import check
 
 def test_const(): check(Tensor(2.0) + 0, np.float32(2.0))

@@ -89,7 +89,9 @@ def read(lib: bytes) -> CodeObject:
   for k in meta.get("amdhsa.kernels", []):
     kd = symbols.get(k.get(".symbol", k[".name"] + ".kd"))
     # the kernel descriptor starts group_segment_fixed_size, private_segment_fixed_size, kernarg_size (u32 each)
-    g, p, ka = struct.unpack_from("<III", lib, kd) if kd is not None else (k.get(".group_segment_fixed_size", 0), k.get(".private_segment_fixed_size", 0), k.get(".kernarg_segment_size", 0))
-    kernels[k[".name"]] = Kernel(k[".name"], k.get(".kernarg_segment_size", ka), g, p, k.get(".wavefront_size"), k.get(".args", []), k.get(".sgpr_count"), k.get(".vgpr_count"))
+    g, p, ka = struct.unpack_from("<III", lib, kd) if kd is not None else \
+      (k.get(".group_segment_fixed_size", 0), k.get(".private_segment_fixed_size", 0), k.get(".kernarg_segment_size", 0))
+    kernels[k[".name"]] = Kernel(k[".name"], k.get(".kernarg_segment_size", ka), g, p, k.get(".wavefront_size"), k.get(".args", []),
+                                 k.get(".sgpr_count"), k.get(".vgpr_count"))
   target = meta.get("amdhsa.target", "")
   return CodeObject(MACH.get(e_flags & 0xff, target.rpartition("--")[2] or f"mach 0x{e_flags & 0xff:x}"), linked, symbols, meta, kernels)

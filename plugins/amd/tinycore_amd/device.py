@@ -126,6 +126,7 @@ def open_device(device_name: str, spec):
       raise
   ctx = _contexts[phys]
   if not (arch := spec.arch or ctx.arch):
-    raise DeviceUnavailable(f"could not tell the arch of {ctx.name} (neither hipDeviceProp_t.gcnArchName nor the KFD topology says): name it, e.g. DEV=AMD::gfx1100")
+    raise DeviceUnavailable(f"could not tell the arch of {ctx.name} (neither hipDeviceProp_t.gcnArchName nor the KFD topology says): "
+                            "name it, e.g. DEV=AMD::gfx1100")
   from tinycore.renderer.build import build_renderer
   return HIPDevice(device_name, ctx, build_renderer(spec, arch=arch))

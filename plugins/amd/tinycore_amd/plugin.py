@@ -64,7 +64,8 @@ def tinycore_renderers(device):
   if device != "AMD": return None
   from tinycore_amd.arch import ARCHS   # a table, no imports
   archs = tuple(ARCHS)
-  return [{"name": "LLVM", "default": True, "archs": archs, "load": "tinycore_amd.renderer_llvm:AMDLLVMRenderer", "description": "AMDGPU LLVM IR compiled by llvmlite"},
+  return [{"name": "LLVM", "default": True, "archs": archs, "load": "tinycore_amd.renderer_llvm:AMDLLVMRenderer",
+           "description": "AMDGPU LLVM IR compiled by llvmlite"},
           {"name": "HIP", "archs": archs, "load": "tinycore_amd.renderer_hip:HIPRenderer", "description": "HIP C++ compiled by clang (-nogpulib)"}]
 
 def tinycore_interfaces(device):

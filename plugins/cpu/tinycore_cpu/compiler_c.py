@@ -5,7 +5,8 @@ from tinycore.compiler import Compiler, CompileError
 from tinycore_cpu import sanitize
 
 # -O2 for the host ISA; -fno-math-errno only drops errno writes, IEEE NaN/inf semantics stay intact (no -ffast-math)
-FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-fno-strict-aliasing", "-ffp-contract=fast", "-std=gnu11", "-w"]
+FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-fno-strict-aliasing", "-ffp-contract=fast",
+         "-std=gnu11", "-w"]
 
 @functools.cache
 def find_cc() -> str | None:

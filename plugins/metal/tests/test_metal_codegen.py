@@ -75,7 +75,7 @@ def test_structure_hand_built(case):
 
 def test_no_float64_and_vars():
   with pytest.raises(NotImplementedError, match="float64"):
-    src_ = MetalRenderer().render("k", _lin([_st(_g(0, dtypes.float64), _c(0), _c(1.0, dtypes.float64))]))
+    MetalRenderer().render("k", _lin([_st(_g(0, dtypes.float64), _c(0), _c(1.0, dtypes.float64))]))
   from tinycore import Variable
   s = get_program((E((16,))[:Variable("n", 1, 16).bind(3)] + 1).schedule()[-1].ast, MetalRenderer()).src
   assert "constant int& n [[buffer(2)]]" in s and structure(s) == []

@@ -73,7 +73,8 @@ def _library(ctx: MetalContext, name: str, lib: bytes) -> int:
   if lib.startswith(METALLIB_MAGIC):
     # a metallib from xcrun: wrapped in dispatch_data (the NULL destructor makes libdispatch copy the bytes)
     ld = ctypes.CDLL("/usr/lib/libSystem.B.dylib")
-    ld.dispatch_data_create.restype, ld.dispatch_data_create.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+    ld.dispatch_data_create.restype = ctypes.c_void_p
+    ld.dispatch_data_create.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
     data = ld.dispatch_data_create(lib, len(lib), None, None)
     out = send(ctx.dev, "newLibraryWithData:error:", data, ctypes.byref(err))
   else:
@@ -84,7 +85,8 @@ def _library(ctx: MetalContext, name: str, lib: bytes) -> int:
     out = send(ctx.dev, "newLibraryWithSource:options:error:", (src := nsstring(lib.decode())), opts, ctypes.byref(err))
     release(opts); release(src)
   if not out:
-    raise CompileError(f"METAL: the library for {name} did not build", lib.decode(errors="replace") if not lib.startswith(METALLIB_MAGIC) else None, error_text(err))
+    log = lib.decode(errors="replace") if not lib.startswith(METALLIB_MAGIC) else None
+    raise CompileError(f"METAL: the library for {name} did not build", log, error_text(err))
   return out
 def _selp(name: str):
   from tinycore_metal.objc import sel
