@@ -106,8 +106,10 @@ def test_prod_with_zeros():
 
 @needs_torch
 @pytest.mark.parametrize("name,f,tf", [
-  ("reshape", lambda x: x.reshape(4, 3) * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)), lambda x: x.reshape(4, 3) * torch.arange(12.).reshape(4, 3)),
-  ("permute", lambda x: x.permute(1, 0) * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)), lambda x: x.permute(1, 0) * torch.arange(12.).reshape(4, 3)),
+  ("reshape", lambda x: x.reshape(4, 3) * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)),
+   lambda x: x.reshape(4, 3) * torch.arange(12.).reshape(4, 3)),
+  ("permute", lambda x: x.permute(1, 0) * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)),
+   lambda x: x.permute(1, 0) * torch.arange(12.).reshape(4, 3)),
   ("expand", lambda x: x.reshape(3, 1, 4).expand(3, 2, 4) * Tensor(np.arange(24, dtype=np.float32).reshape(3, 2, 4)),
    lambda x: x.reshape(3, 1, 4).expand(3, 2, 4) * torch.arange(24.).reshape(3, 2, 4)),
   ("pad", lambda x: x.pad(((1, 0), (0, 2))) * Tensor(np.arange(24, dtype=np.float32).reshape(4, 6)),
@@ -210,7 +212,8 @@ def test_realized_leaf():
   ("max_pool2d", lambda x: x.max_pool2d(2), lambda x: torch.nn.functional.max_pool2d(x, 2)),
   ("avg_pool2d", lambda x: x.avg_pool2d(2), lambda x: torch.nn.functional.avg_pool2d(x, 2)),
   ("cumsum", lambda x: x.cumsum(-1) * Tensor(np.arange(4, dtype=np.float32)), lambda x: x.cumsum(-1) * torch.arange(4.)),
-  ("gather", lambda x: x.gather(-1, Tensor(np.array([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))), lambda x: x.gather(-1, torch.tensor([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))),
+  ("gather", lambda x: x.gather(-1, Tensor(np.array([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))),
+   lambda x: x.gather(-1, torch.tensor([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))),
 ])
 def test_composite_ops(name, f, tf):
   if not hasattr(Tensor, name): pytest.skip(f"Tensor.{name} not available yet")

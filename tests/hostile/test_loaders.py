@@ -140,7 +140,8 @@ def _gguf_header(kv: list[tuple[str, int, bytes]], n_tensors: int = 0, tensors: 
 
 def _u32(x): return struct.pack("<I", x)
 def _tensor_info(name: str, dims: list[int], ttype: int, off: int) -> bytes:
-  return struct.pack("<Q", len(name)) + name.encode() + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ttype, off)
+  return (struct.pack("<Q", len(name)) + name.encode() + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+          + struct.pack("<IQ", ttype, off))
 
 @pytest.mark.parametrize("align", [0, 3, 1 << 40])
 def test_gguf_bad_alignment(align):
@@ -263,7 +264,8 @@ def test_torch_load_refuses_code(tmp_path):
   s = H.Storage("0", "FloatStorage", 6)
   for obj in (OrderedDict(x=H.Reduce(H.Global("torch", "Tensor"), ((1, 2),))),
               OrderedDict(x=H.Reduce(H.Global("torch._utils", "_rebuild_tensor_v2"), ("notastorage", 0, (1,), (1,), False, OrderedDict()))),
-              OrderedDict(x=H.Reduce(H.Global("torch._utils", "_rebuild_tensor_v2"), (s, 0, (6,), (1,), False, OrderedDict()), state=(None, {"uop": 1}))),
+              OrderedDict(x=H.Reduce(H.Global("torch._utils", "_rebuild_tensor_v2"), (s, 0, (6,), (1,), False, OrderedDict()),
+                                     state=(None, {"uop": 1}))),
               OrderedDict(x=H.Global("torch", "FloatStorage"))):
     with pytest.raises(CorruptFileError): torch_load(H.crafted_pth(obj, {"0": bytes(24)}))
 

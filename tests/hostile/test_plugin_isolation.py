@@ -57,7 +57,8 @@ def test_base_exception_at_import_breaks_only_that_plugin(registry, fake_dist, o
   with pytest.warns(PluginWarning, match=r"'bad' from tcfake-bad 0\.1\.0 broken: import of tcfake_bad failed"):
     assert Device.DEFAULT == "GOOD"   # BAD ranks first, fails to import, the next device is chosen
   rec = registry.records["bad"]
-  assert rec.status == "broken" and rec.cause_chain()[0].startswith("SystemExit: 3" if kind == "SystemExit" else ("Weird" if kind == "BaseException" else kind))
+  first = "SystemExit: 3" if kind == "SystemExit" else ("Weird" if kind == "BaseException" else kind)
+  assert rec.status == "broken" and rec.cause_chain()[0].startswith(first)
   assert registry.find_device("BAD") is None and registry.find_device("GOOD") is not None
 
 @pytest.mark.parametrize("kind", RAISERS)
@@ -155,7 +156,8 @@ def test_first_op_in_a_fresh_process_ignores_broken_and_slow_plugins(tmp_path):
   assert time.perf_counter() - t0 < 9 and "tcfake_exit" in out.stderr and "SystemExit" in out.stderr   # warned, not exited
   tinyctl = os.path.join(os.path.dirname(sys.executable), "tinyctl")
   if os.path.exists(tinyctl):
-    out = subprocess.run([tinyctl, "plugins", "--json"], env={**env, "TINYCORE_PLUGINS": "tcfake_exit,cpu"}, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([tinyctl, "plugins", "--json"], env={**env, "TINYCORE_PLUGINS": "tcfake_exit,cpu"}, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     rec = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}["tcfake_exit"]
     assert rec["status"] == "broken" and rec["cause"][0] == "SystemExit: 1" and rec["devices"] == {"EXIT": 500}

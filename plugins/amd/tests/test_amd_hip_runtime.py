@@ -154,7 +154,8 @@ def test_launch_packs_kernargs_from_the_metadata(fake):
   assert grid == (2, 3, 4) and block == (32, 2, 1) and struct.unpack_from("<i", args, meta[2][".offset"])[0] == -3
   with pytest.raises(RuntimeError, match="takes 3 explicit arguments but was given 2 buffers and 0 values"): prg(a, b)
   fake.fake_fail_next_launch(719)
-  with pytest.raises(hip.HIPError, match=rf"hipModuleLaunchKernel\({p.name}, grid=\(1, 1, 1\), block=\(1, 1, 1\)\) failed: hipErrorLaunchFailure \(719\)"):
+  with pytest.raises(hip.HIPError,
+                     match=rf"hipModuleLaunchKernel\({p.name}, grid=\(1, 1, 1\), block=\(1, 1, 1\)\) failed: hipErrorLaunchFailure \(719\)"):
     prg(a, b, vals=(1,))
   del prg
   assert fake.fake_unloads() == u0 + 1

@@ -54,7 +54,8 @@ def wmma_prog(tc_name: str, di, do):
     return UOp(Ops.VECTORIZE, dt.vec(2), tuple(_ld(buf, _ld(tab, lane * 2 + e, dtypes.int32).cast(dtypes.index), dt) for e in range(2)))
   d = UOp(Ops.WMMA, do.vec(2), (frag(_g(1, di), ia, di), frag(_g(2, di), ib, di), frag(_g(3, do), ic, do)), (tc_name,))
   return _lin([_st(_g(0, do), _ld(ic, lane * 2 + e, dtypes.int32).cast(dtypes.index), UOp(Ops.GEP, do, (d,), (e,))) for e in range(2)])
-HAND = {"local_barrier": local_prog, "vectors": vec_prog, **{tc.name: (lambda tc=tc: wmma_prog(tc.name, tc.dtype_in, tc.dtype_out)) for tc in TENSOR_CORES}}
+HAND = {"local_barrier": local_prog, "vectors": vec_prog,
+        **{tc.name: (lambda tc=tc: wmma_prog(tc.name, tc.dtype_in, tc.dtype_out)) for tc in TENSOR_CORES}}
 
 # ---- (b) structure
 @pytest.mark.parametrize("native_bf16", [True, False])
