@@ -1,6 +1,6 @@
 """Tensor: the user-facing, lazily evaluated array. Every op builds UOps; realize() hands the graph to the engine."""
 from __future__ import annotations
-import math, functools, weakref
+import builtins, math, functools, weakref
 from typing import Any, Callable, Union
 from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, truncate
 from tinycore.uop import UOp, Ops, GroupOp
@@ -108,7 +108,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
     if multi_dev is not None or (u.base.op is Ops.BUFFER and isinstance(u.base.arg.device, tuple)): u = _multi.on_tensor(u, multi_dev)   # multi: replicate
     self.uop: UOp = u
-    self.requires_grad: bool | None = requires_grad
+    self.requires_grad: bool | None = requires_grad   # type: ignore[misc]   # a property, set on the class below
     self.grad: Tensor | None = None
 
   # ---- properties
@@ -380,8 +380,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   def __le__(self, x): a, b = self._broadcasted(x); return (a > b).logical_not() if not dtypes.is_float(a.dtype) else (a < b) | a.eq(b)
   def ne(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPNE, b)
   def eq(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPEQ, b)
-  def __ne__(self, x): return self.ne(x)   # type: ignore[override]
-  def __eq__(self, x): return self.eq(x)   # type: ignore[override]
+  def __ne__(self, x): return self.ne(x)
+  def __eq__(self, x): return self.eq(x)
   def logical_not(self) -> Tensor:
     return self.cast(dtypes.bool)._apply(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._expand_to(self.shape))
   def _bitop(self, op, x, reverse=False) -> Tensor:
@@ -501,7 +501,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     return ((a == 0) & (b == 0)).where(1.0, res)
 
   # ---- reductions
-  def _axes(self, axis) -> tuple[int, ...]:
+  def _axes(self, axis) -> tuple[builtins.int, ...]:
     if axis is None: return tuple(range(self.ndim))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     return tuple(sorted({self._resolve_dim(a) for a in axes}))
@@ -560,8 +560,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
       if t.uop not in grads: raise ValueError(f"a target of shape {t.shape} is not part of the graph of this tensor")
       out.append(Tensor(grads[t.uop]))
     return out
-  def requires_grad_(self, requires_grad: bool = True):
-    self.requires_grad = requires_grad
+  def requires_grad_(self, requires_grad: builtins.bool = True):
+    self.requires_grad = requires_grad   # type: ignore[misc]   # a property, set on the class below
     if requires_grad: _requires_grad_leaves.add(self)
     return self
   def backward(self, gradient: Tensor | None = None) -> Tensor:
@@ -603,7 +603,7 @@ def _set_requires_grad(self, v: bool | None) -> None:
   # set in the constructor or later (`x.requires_grad = True`): either way backward() must find the tensor
   self._requires_grad = v
   if v: _requires_grad_leaves.add(self)
-Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)  # type: ignore[assignment]
+Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)
 register_tensor_type(Tensor)
 
 def _grad_targets(t: Tensor) -> list[Tensor]:

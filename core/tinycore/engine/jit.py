@@ -41,7 +41,7 @@ def _leaf_key(x, where: str):
   if isinstance(x, slice): return (slice, _leaf_key(x.start, where), _leaf_key(x.stop, where), _leaf_key(x.step, where))
   if isinstance(x, (set, frozenset)): return (type(x), frozenset(_leaf_key(v, where) for v in x))
   if type(x).__module__ == "numpy":
-    if hasattr(x, "shape") and getattr(x, "ndim", 0): raise JitError(f"TinyJit argument {where} is a numpy array: its values would be "
+    if hasattr(x, "shape") and getattr(x, "ndim", 0): raise JitError(f"TinyJit argument {where} is a numpy array: its values would be "  # type: ignore[arg-type]
                                                                     "frozen into the capture; pass Tensor(array) instead")
     return (type(x), _leaf_key(x.item(), where))       # a numpy scalar: by value
   try: hash(x)
@@ -52,7 +52,8 @@ def _walk_args(args, kwargs) -> tuple[list, list, tuple, list]:
   """Tensors, bound Variables, the key of everything else, and the objects that key names by identity.
   Containers (lists, tuples, dicts, at any depth) are walked; their shape belongs to the key."""
   from tinycore.tensor import Tensor
-  tensors, binds, key, refs = [], [], [], []
+  tensors, binds, refs = [], [], []
+  key: list[tuple] = []
   def walk(x, where: str):
     if isinstance(x, Tensor): tensors.append(x)
     elif isinstance(x, UOp) and x.op is Ops.BIND: binds.append(x)
