@@ -54,6 +54,7 @@ class LRUAllocator(Allocator):
 
 class Buffer:
   """`size` elements of `dtype` on `device`. A view (`base` given) shares its base's memory at byte `offset`."""
+  _buf: Any   # the allocator's handle, once allocated
   def __init__(self, device: str, size: int, dtype: DType, opaque=None, options=None, base: Buffer | None = None, offset: int = 0):
     self.device, self.size, self.dtype, self.options, self.offset = device, size, dtype, options, offset
     self._base: Buffer | None = None if base is None else base.base
@@ -62,7 +63,8 @@ class Buffer:
     if base is not None:
       # raises, not asserts: these guard raw memory copies and must hold under `python -O` too
       if base.device != device: raise ValueError(f"view on {device} of a buffer on {base.device}")
-      if not (0 <= offset and offset + self.nbytes <= self._base.nbytes): raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
+      if not (0 <= offset and offset + self.nbytes <= self._base.nbytes):
+        raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
     if opaque is not None: self.allocate(opaque)
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
@@ -123,8 +125,8 @@ class Buffer:
 class Compiled:
   """An opened device. `runtime(name, lib) -> Program`, where a Program is called as
   `prg(*bufs, global_size=(1,1,1), local_size=(1,1,1), vals=(), wait=False) -> float|None` (seconds when wait)."""
-  def __init__(self, device: str, allocator: Allocator, renderer, runtime, graph=None):
-    self.device, self.allocator, self.renderer, self.runtime, self.graph = device, allocator, renderer, runtime, graph
+  def __init__(self, device: str, allocator: Allocator, renderer, runtime):
+    self.device, self.allocator, self.renderer, self.runtime = device, allocator, renderer, runtime
     self.spec: DevSpec | None = None     # filled in by the registry: the resolved DEV target
     self.plugin = None                   # the PluginRecord of the plugin that opened it
   @property
@@ -144,7 +146,7 @@ def _targets(dev: str) -> tuple[DevSpec, ...]: return parse_dev(dev)
 class _Device:
   """`Device["CPU"]`, `Device["NV:1"]`, `Device["EMU+NV"]` open (once) and return a `Compiled`; `Device.DEFAULT` is the default."""
   def __init__(self):
-    self._opened: dict[tuple[str, str], Compiled] = {}
+    self._opened: dict[tuple[str, int], Compiled] = {}
     # resolved once per (name, DEV value, plugin registry): a lookup is a dict hit, not a DEV parse and plugin hook calls
     self._resolved: dict[tuple, Compiled] = {}
     self._defaults: dict[tuple, str] = {}
@@ -203,7 +205,8 @@ class _Device:
     if spec.renderer is None: ren = next((r for r in rens if r.default), rens[0] if rens else None)
     elif (ren := by_name.get(spec.renderer)) is None: raise self._unknown("renderer", spec.renderer, [r.name for r in rens], info.name)
     self._default_iface[info.name.upper()] = (next((i for i in ifaces if i.default), None) or ifaces[0]).name.upper()
-    return spec.replace(device=info.name.upper(), iface=iface.name.upper() if iface is not None else "NULL", renderer=ren.name.upper() if ren else spec.renderer)
+    return spec.replace(device=info.name.upper(), iface=iface.name.upper() if iface is not None else "NULL",
+                        renderer=ren.name.upper() if ren else spec.renderer)
 
   def dev_string(self, spec: DevSpec) -> str:
     """The DEV= a user types for a resolved spec: the default interface is left out."""
@@ -252,7 +255,9 @@ class _Device:
                               + emulator_hint(spec.device, spec.iface))
       err.cause = e
       raise err from None   # the reason is the message; the plugin's stack adds nothing for the user
-    except Exception as e: raise RuntimeError(f"{dname} (DEV={self.dev_string(spec)}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: {type(e).__name__}: {e}") from e
+    except Exception as e:
+      raise RuntimeError(f"{dname} (DEV={self.dev_string(spec)}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: "
+                         f"{type(e).__name__}: {e}") from e
     dev.spec, dev.plugin = spec, rec
     self._opened[key] = dev
     return dev
@@ -275,6 +280,12 @@ class _Device:
     if (d := self._defaults.get(key := (DEV.value, self._plugins().pm))) is not None: return d
     self._defaults[key] = d = self._default()
     return d
+  @DEFAULT.setter
+  def DEFAULT(self, name: str) -> None:
+    new, ts = parse_target(name), _targets(DEV.value)
+    if ts and (ts[0] == new or (ts[0].device == new.device and str(new) == new.device)): return   # keep DEV's renderer
+    DEV.value = ";".join([str(new)] + [str(t) for t in ts if t.device != new.device])
+
   def _default(self) -> str:
     check_legacy_env()
     if (ts := _targets(DEV.value)):
@@ -284,12 +295,6 @@ class _Device:
       return name
     if self._auto is None: self._auto = self._select_default()
     return self._auto
-  @DEFAULT.setter
-  def DEFAULT(self, name: str) -> None:
-    new, ts = parse_target(name), _targets(DEV.value)
-    if ts and (ts[0] == new or (ts[0].device == new.device and str(new) == new.device)): return   # keep DEV's renderer
-    DEV.value = ";".join([str(new)] + [str(t) for t in ts if t.device != new.device])
-
   def reset(self) -> None:
     """Forget opened devices and the chosen default (tests, or after installing a plugin)."""
     self._opened.clear()

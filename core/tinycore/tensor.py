@@ -1,6 +1,6 @@
 """Tensor: the user-facing, lazily evaluated array. Every op builds UOps; realize() hands the graph to the engine."""
 from __future__ import annotations
-import math, functools, weakref
+import builtins, math, functools, weakref
 from typing import Any, Callable, Union
 from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, truncate
 from tinycore.uop import UOp, Ops, GroupOp
@@ -26,9 +26,7 @@ sint = Union[int, UOp]
 ConstType = Union[float, int, bool]
 
 def _canon_device(device: str | tuple | None) -> str | tuple[str, ...]:
-  if isinstance(device, (tuple, list)):
-    _multi.ACTIVE = True   # multi: a device tuple makes replicated tensors, so Tensor.__init__ must check from now on
-    return tuple(Device.canonicalize(d) for d in device)
+  if isinstance(device, (tuple, list)): return tuple(Device.canonicalize(d) for d in device)
   return Device.canonicalize(device) if device is not None else Device.DEFAULT
 
 def _scalar_dtype_beside(v: ConstType, other: DType) -> DType:
@@ -108,9 +106,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     elif isinstance(data, Tensor): u = data.uop if dtype is None else data.cast(dtype).uop
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
-    if _multi.ACTIVE or multi_dev is not None: u = _multi.on_tensor(u, multi_dev)   # multi: push ops on shards down to each shard
+    if multi_dev is not None or (u.base.op is Ops.BUFFER and isinstance(u.base.arg.device, tuple)): u = _multi.on_tensor(u, multi_dev)   # multi: replicate
     self.uop: UOp = u
-    self.requires_grad: bool | None = requires_grad
+    self.requires_grad: bool | None = requires_grad   # type: ignore[misc]   # a property, set on the class below
     self.grad: Tensor | None = None
 
   # ---- properties
@@ -146,18 +144,19 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   # ---- realization
   def schedule(self, *lst: Tensor) -> list:
     from tinycore.engine.schedule import create_schedule
-    return create_schedule(_multi.flatten([t.uop for t in (self, *lst)]))   # multi: every shard
+    from tinycore.engine.multi import lower_targets
+    return create_schedule(lower_targets([t.uop for t in (self, *lst)])[0])   # multi: sharded graphs lowered to per-device ones
   def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
     from tinycore.engine.realize import realize_uops
     ts = [t for t in (self, *lst)]
-    new = _multi.unflatten([t.uop for t in ts], realize_uops(_multi.flatten([t.uop for t in ts])))   # multi: all shards at once
+    new = realize_uops([t.uop for t in ts])
     for t, u in zip(ts, new): t.uop = u
     return self
-  def is_realized(self) -> bool: return all(u.base.op is Ops.BUFFER for u in _multi.flatten([self.uop]))   # multi: every shard
+  def is_realized(self) -> bool: return all(u.base.op is Ops.BUFFER for u in _multi.parts(self.uop))   # multi: every shard
   def _buffer(self) -> Buffer:
     # a pending assign runs once, here, and afterwards self reads its result; any other lazy graph stays (gradients use it)
     if self.uop.op is Ops.ASSIGN: self.realize()
-    if _multi.is_multi(self.uop): return self.to(self.device[0])._buffer()   # multi: gather onto the first device
+    if isinstance(self.device, tuple): return self.to(self.device[0])._buffer()   # multi: gather onto the first device
     u = self.uop.src[0] if self.uop.op is Ops.RESHAPE else self.uop
     if u.op is not Ops.BUFFER or u.arg.size != self.numel(): u = self.contiguous().realize().uop.base
     return u.arg
@@ -190,8 +189,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), device))
   def shard_like(self, y: Tensor) -> Tensor:
     """Shard like `y`: its devices and axis (a single-device `y` moves this tensor to its device)."""
-    from tinycore.tensor_multi import is_multi
-    if is_multi(y.uop): return self.shard(y.uop.arg[2], y.uop.arg[1])
+    if (like := _multi.shard_like(y.uop)) is not None: return self.shard(*like)   # multi: y's devices and axis
     return self.to(y.device)
   def shard(self, devices: tuple | list, axis: int | None = None) -> Tensor:
     """Split along `axis` over `devices` (axis=None: a full copy on each). Semantics and limits: tensor_multi.py."""
@@ -208,7 +206,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if x.shape != self.shape: raise ValueError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype}, value {x.dtype}")
     if x.device != self.device: x = x.to(self.device)
-    if self.uop.base.op is not Ops.BUFFER: self.uop = x.uop; return self
+    if self.uop.base.op is not Ops.BUFFER and _multi.shard_buffers(self.uop) is None: self.uop = x.uop; return self   # multi: shards in place
     self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
     return self
   def replace(self, x: Tensor) -> Tensor:
@@ -382,8 +380,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   def __le__(self, x): a, b = self._broadcasted(x); return (a > b).logical_not() if not dtypes.is_float(a.dtype) else (a < b) | a.eq(b)
   def ne(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPNE, b)
   def eq(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPEQ, b)
-  def __ne__(self, x): return self.ne(x)   # type: ignore[override]
-  def __eq__(self, x): return self.eq(x)   # type: ignore[override]
+  def __ne__(self, x): return self.ne(x)
+  def __eq__(self, x): return self.eq(x)
   def logical_not(self) -> Tensor:
     return self.cast(dtypes.bool)._apply(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._expand_to(self.shape))
   def _bitop(self, op, x, reverse=False) -> Tensor:
@@ -505,7 +503,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     return ((a == 0) & (b == 0)).where(1.0, res)
 
   # ---- reductions
-  def _axes(self, axis) -> tuple[int, ...]:
+  def _axes(self, axis) -> tuple[builtins.int, ...]:
     if axis is None: return tuple(range(self.ndim))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     resolved = tuple(sorted({self._resolve_dim(a) for a in axes}))
@@ -566,7 +564,6 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     """d self / d target for each target. A target the graph reaches only through ops without a gradient (comparisons,
     sign, casts to int) gets zeros, as in tinygrad; one that is not in the graph at all is an error (a likely mistake)."""
     from tinycore.gradient import compute_gradient
-    _multi.check_grad(self.uop, *[t.uop for t in targets])   # multi: no autograd through shards yet
     if not dtypes.is_float(self.dtype) or not all(dtypes.is_float(t.dtype) for t in targets):
       raise RuntimeError(f"only floating-point tensors have gradients (output {self.dtype}, targets {', '.join(str(t.dtype) for t in targets)})")
     if gradient is None and self.numel() != 1: raise ValueError(f"gradient of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
@@ -579,8 +576,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
       elif t.uop in nodes: out.append(t.zeros_like())
       else: raise ValueError(f"a target of shape {t.shape} is not part of the graph of this tensor")
     return out
-  def requires_grad_(self, requires_grad: bool = True):
-    self.requires_grad = requires_grad
+  def requires_grad_(self, requires_grad: builtins.bool = True):
+    self.requires_grad = requires_grad   # type: ignore[misc]   # a property, set on the class below
     return self
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d self / d t into t.grad for every live floating-point tensor t in this graph whose requires_grad
@@ -590,7 +587,6 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"backward of a {self.dtype} tensor: only floating-point outputs have gradients")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     targets = _grad_targets(self)
-    if _multi.ACTIVE: _multi.check_backward(self.uop, [t.uop for t in targets])   # multi: no autograd through shards yet
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
     for t in targets:
       gt = Tensor(gu, device=t.device) if (gu := grads.get(t.uop)) is not None else t.zeros_like()
@@ -624,7 +620,7 @@ def _set_requires_grad(self, v: bool | None) -> None:
   # every tensor passes here on construction (the JIT's fast rebuild too), so this is where it is registered
   self._requires_grad = v
   _live_tensors.add(self)
-Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)  # type: ignore[assignment]
+Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)
 register_tensor_type(Tensor)
 
 def _grad_targets(t: Tensor) -> list[Tensor]:

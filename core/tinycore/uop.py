@@ -1,17 +1,17 @@
 """The UOp graph: one immutable, hash-consed node type for every stage from Tensor to linearized kernel."""
 from __future__ import annotations
 import enum, math, weakref, functools
-from typing import Any, Callable
+from typing import Any, Callable, cast
 from tinycore.dtype import DType, dtypes, PtrDType, truncate
 from tinycore.helpers import prod
 
 class Ops(enum.IntEnum):
   # graph roots and metadata
-  SINK = enum.auto(); NOOP = enum.auto(); DEVICE = enum.auto(); CUSTOM = enum.auto(); PROGRAM = enum.auto(); SOURCE = enum.auto()
+  SINK = enum.auto(); NOOP = enum.auto(); DEVICE = enum.auto(); CUSTOM = enum.auto()
   # data
   BUFFER = enum.auto(); BUFFER_VIEW = enum.auto(); CONST = enum.auto(); DEFINE_VAR = enum.auto(); BIND = enum.auto()
   # tensor level
-  COPY = enum.auto(); CONTIGUOUS = enum.auto(); ASSIGN = enum.auto(); REDUCE_AXIS = enum.auto(); DETACH = enum.auto(); KERNEL = enum.auto()
+  COPY = enum.auto(); CONTIGUOUS = enum.auto(); ASSIGN = enum.auto(); REDUCE_AXIS = enum.auto(); DETACH = enum.auto()
   # movement
   RESHAPE = enum.auto(); PERMUTE = enum.auto(); EXPAND = enum.auto(); PAD = enum.auto(); SHRINK = enum.auto(); FLIP = enum.auto()
   # unary
@@ -26,7 +26,10 @@ class Ops(enum.IntEnum):
   # kernel level
   DEFINE_GLOBAL = enum.auto(); DEFINE_LOCAL = enum.auto(); DEFINE_REG = enum.auto(); INDEX = enum.auto(); LOAD = enum.auto(); STORE = enum.auto()
   RANGE = enum.auto(); END = enum.auto(); REDUCE = enum.auto(); SPECIAL = enum.auto(); BARRIER = enum.auto(); IF = enum.auto(); ENDIF = enum.auto()
-  WMMA = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto(); UNROLL = enum.auto(); CONTRACT = enum.auto()
+  WMMA = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto()
+  # multi-device (tensor level): MULTI joins one shard per device, arg (axis, devices): the shards concatenated on `axis`,
+  # or each a full copy when axis is None; MSELECT takes device i's part of a sharded value, arg (i, axis)
+  MULTI = enum.auto(); MSELECT = enum.auto()
 
 class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
@@ -61,8 +64,9 @@ def exec_alu(op: Ops, dtype: DType, operands: tuple) -> Any:
   except (OverflowError, ZeroDivisionError, ValueError): ret = math.nan if dtypes.is_float(dtype) else 0
   return truncate(dtype, ret) if not isinstance(ret, complex) else math.nan
 
-class _Ref(weakref.ref):
+class _Ref(weakref.ref["UOp"]):
   __slots__ = ("key",)
+  key: tuple
 _uop_cache: dict[tuple, _Ref] = {}
 def _evict(ref: _Ref):
   if _uop_cache.get(ref.key) is ref: del _uop_cache[ref.key]
@@ -75,7 +79,7 @@ class UOpMetaClass(type):
     try: ref = _uop_cache.get(key)
     except TypeError: raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
     if ref is not None and (ret := ref()) is not None: return ret
-    ret = object.__new__(cls)
+    ret = cast(UOp, object.__new__(cls))   # type: ignore[arg-type]   # cls is UOp: this is its metaclass
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, None
     (r := _Ref(ret, _evict)).key = key
     _uop_cache[key] = r
@@ -84,6 +88,7 @@ class UOpMetaClass(type):
 class UOp(metaclass=UOpMetaClass):
   """An immutable node. Building the same (op, dtype, src, arg) twice returns the same object, so `is` is graph equality."""
   __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "_cache")
+  _cache: dict | None
   def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None):
     self.op, self.dtype, self.src, self.arg, self._cache = op, dtype, src, arg, None
   @property
@@ -131,13 +136,14 @@ class UOp(metaclass=UOpMetaClass):
   def ndim(self) -> int: return len(self.shape)
   @property
   def device(self) -> str | tuple[str, ...]:
-    if "device" not in (c := self._c):
-      if self.op is Ops.DEVICE: d = self.arg
-      elif self.op is Ops.BUFFER: d = self.arg.device
-      elif self.op is Ops.COPY: d = self.arg
-      else: d = next((s.device for s in self.src if s.device is not None), None)
-      c["device"] = d
+    if "device" not in (c := self._c): _fill(self, "device", _device)
     return c["device"]
+  @property
+  def has_multi(self) -> bool:
+    """Whether a sharded value (a MULTI, or something made for a device tuple) is in this graph: it must be lowered to
+    per-device graphs before scheduling."""
+    if "multi" not in (c := self._c): _fill(self, "multi", _has_multi)
+    return c["multi"]
   @property
   def base(self) -> UOp:
     u = self
@@ -159,7 +165,7 @@ class UOp(metaclass=UOpMetaClass):
   def const_like(self, b) -> UOp:
     """A scalar constant with this node's dtype (and device, at tensor level), broadcast to its shape."""
     if self.op in (Ops.DEFINE_VAR, Ops.BIND) or self.shape is None or self._is_index: return UOp.const(self.dtype, b)
-    c = UOp.const(self.dtype.scalar(), b, self.device if isinstance(self.device, str) else None)
+    c = UOp.const(self.dtype.scalar(), b, self.device)   # a device tuple gives a replicated constant
     return c.reshape((1,) * len(self.shape)).expand(self.shape) if self.shape else c
   @property
   def _is_index(self) -> bool: return self.op not in (Ops.CONST, Ops.BUFFER) and self.op not in GroupOp.Movement and self.shape is None
@@ -226,7 +232,8 @@ class UOp(metaclass=UOpMetaClass):
     return self.arg[0]
   def bind(self, val: int) -> UOp:
     if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a Variable can be bound, not {self.op}")
-    if not self.arg[1] <= val <= self.arg[2]: raise ValueError(f"{val} is out of the bounds [{self.arg[1]}, {self.arg[2]}] of Variable {self.arg[0]!r}")
+    if not self.arg[1] <= val <= self.arg[2]:
+      raise ValueError(f"{val} is out of the bounds [{self.arg[1]}, {self.arg[2]}] of Variable {self.arg[0]!r}")
     return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, val)))
   def unbind(self) -> tuple[UOp, int]:
     if self.op is not Ops.BIND: raise TypeError(f"{self.op} is not bound")
@@ -242,7 +249,8 @@ class UOp(metaclass=UOpMetaClass):
     if (r := self._c.get("mm")) is None:
       # fill sources first in topological order so deep expressions don't recurse
       if any(x._cache is None or "mm" not in x._cache for x in self.src):
-        for x in self.toposort(): x._c.setdefault("mm", None) or x._c.__setitem__("mm", _min_max(x))
+        for x in self.toposort():
+          if x._c.get("mm") is None: x._c["mm"] = _min_max(x)
       self._c["mm"] = r = _min_max(self)
     return r
   def simplify(self) -> UOp:
@@ -262,6 +270,7 @@ class UOp(metaclass=UOpMetaClass):
 Variable = UOp.variable
 
 def sint_to_uop(x) -> UOp: return x if isinstance(x, UOp) else UOp.const(dtypes.index, x)
+def index_const(x: int) -> UOp: return UOp.const(dtypes.index, x)
 def ssimplify(x): return x.ssimplify() if isinstance(x, UOp) else x
 def smax(*xs):
   if all(isinstance(x, int) for x in xs): return max(xs)
@@ -273,11 +282,48 @@ def resolve(x, default: bool = True) -> bool:
   lo, hi = x.simplify()._min_max
   return bool(lo) if lo == hi else default
 
+def shard_bounds(size: int, n: int) -> list[tuple[int, int]]:
+  """[start, end) of each of n shards of an axis of `size`, split like numpy.array_split (the first size % n get one more)."""
+  if not isinstance(size, int): raise ValueError(f"can't shard an axis of symbolic size {size}")
+  if size < n: raise ValueError(f"can't shard an axis of size {size} over {n} devices: a shard would be empty")
+  q, r = divmod(size, n)
+  starts = [i * q + min(i, r) for i in range(n + 1)]
+  return list(zip(starts[:-1], starts[1:]))
+
+def _fill(u: UOp, key: str, fn: Callable[[UOp], Any]) -> None:
+  """Cache fn(n) under `key` for u and every source that lacks it, sources first: iterative, so long chains don't recurse."""
+  stack = [u]
+  while stack:
+    n = stack[-1]
+    if n._cache is not None and key in n._cache: stack.pop(); continue
+    if pending := [s for s in n.src if s._cache is None or key not in s._cache]: stack.extend(pending); continue
+    n._c[key] = fn(n)
+    stack.pop()
+
+def _has_multi(u: UOp) -> bool:
+  return u.op is Ops.MULTI or (u.op in (Ops.DEVICE, Ops.COPY) and isinstance(u.arg, tuple)) or any(s._c["multi"] for s in u.src)
+
+def _device(u: UOp) -> str | tuple[str, ...] | None:
+  if u.op is Ops.DEVICE: return u.arg
+  if u.op is Ops.BUFFER: return u.arg.device
+  if u.op is Ops.COPY: return u.arg
+  if u.op is Ops.MULTI: return u.arg[1]
+  if u.op is Ops.MSELECT: return u.src[0].device[u.arg[0]]
+  return next((d for s in u.src if (d := s.device) is not None), None)
+
 # ---- shape inference at tensor level
 def _shape(u: UOp) -> tuple | None:
   op = u.op
+  if op is Ops.MULTI:
+    axis, shp = u.arg[0], u.src[0].shape
+    return shp if axis is None else shp[:axis] + (sum(s.shape[axis] for s in u.src),) + shp[axis + 1:]
+  if op is Ops.MSELECT:
+    (i, axis), shp = u.arg, u.src[0].shape
+    if axis is None: return shp
+    b, e = shard_bounds(shp[axis], len(u.src[0].device))[i]
+    return shp[:axis] + (e - b,) + shp[axis + 1:]
   if op is Ops.BUFFER: return (u.arg.size,)
-  if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
+  if op is Ops.DEFINE_GLOBAL: return (cast(PtrDType, u.dtype).size,)
   if op is Ops.CONST: return () if u.src else None
   if op is Ops.BIND: return ()   # a bound Variable used as a tensor value is a scalar
   if op is Ops.DEFINE_VAR: return None
@@ -321,6 +367,7 @@ def _min_max_exact(u: UOp) -> tuple:
     if len(s) >= 2: (b0, b1) = s[1]._min_max
     if op is Ops.ADD: return (a0 + b0, a1 + b1)
     if op is Ops.SUB: return (a0 - b1, a1 - b0)
+    vals: tuple
     if op is Ops.MUL: vals = (a0 * b0, a0 * b1, a1 * b0, a1 * b1); return (min(vals), max(vals))
     if op is Ops.MAX: return (max(a0, b0), max(a1, b1))
     if op is Ops.IDIV and b0 == b1 and b0 != 0:
@@ -342,7 +389,8 @@ def _min_max_exact(u: UOp) -> tuple:
       (c0, c1), (d0, d1) = s[1]._min_max, s[2]._min_max
       if a0 == a1: return (c0, c1) if a0 else (d0, d1)
       return (min(c0, d0), max(c1, d1))
-  return (dtypes.min(u.dtype), dtypes.max(u.dtype)) if u.dtype.count == 1 and not isinstance(u.dtype, PtrDType) and u.dtype != dtypes.void else (-math.inf, math.inf)
+  if u.dtype.count == 1 and not isinstance(u.dtype, PtrDType) and u.dtype != dtypes.void: return (dtypes.min(u.dtype), dtypes.max(u.dtype))
+  return (-math.inf, math.inf)
 
 # ---- printing
 _infix = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=",

@@ -1,6 +1,7 @@
 """Running a schedule: compile (cached) each kernel, allocate buffers just in time, free intermediates after last use."""
 from __future__ import annotations
 import time
+from typing import Callable
 from dataclasses import dataclass
 from tinycore.uop import UOp
 from tinycore.device import Device, Buffer
@@ -14,7 +15,7 @@ def sym_infer(x, var_vals: dict) -> int:
 @dataclass
 class CompiledRunner:
   p: ProgramSpec
-  prg: object
+  prg: Callable[..., float | None]
   device: str
   ast: UOp | None = None   # what it was compiled from (the conformance kit's --compile-also recompiles it elsewhere)
   accesses: list | None = None   # its accesses that depend on a Variable (engine/bounds.py), found on the first call
@@ -68,7 +69,7 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
 
 @dataclass
 class ExecItem:
-  runner: object
+  runner: Callable[..., float | None]
   bufs: list[Buffer]
   var_vals: dict
   def run(self, var_vals: dict | None = None, wait=False) -> float | None:
@@ -119,4 +120,5 @@ def run_schedule(schedule: list, var_vals: dict | None = None, keep: set | None 
     ei.run(var_vals)
     for b in plan.get(i, ()): b.deallocate()
   if DEBUG >= 1 and schedule:
-    print(f"realized {len(schedule)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms" + (f", peak memory {GlobalCounters.mem_peak/1e6:.2f} MB" if DEBUG >= 2 else ""))
+    peak = f", peak memory {GlobalCounters.mem_peak/1e6:.2f} MB" if DEBUG >= 2 else ""
+    print(f"realized {len(schedule)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms{peak}")

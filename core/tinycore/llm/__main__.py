@@ -20,8 +20,8 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
     t = time.perf_counter(); llm.decode(tok, pos); times.append(time.perf_counter() - t); pos += 1
   dec = times[2:] if len(times) > 4 else times   # the first decode calls run plain / capture
   cache = sum(c.nbytes() if hasattr(c, "nbytes") else c.numel() * 4 for kv in llm.model.cache for c in kv)
-  st.update(prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)), weights_mib=llm.weight_bytes / 2**20,
-            kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
+  st.update(prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)),
+            weights_mib=llm.weight_bytes / 2**20, kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
   return st
 
 def _ranged(kind, lo=None, hi=None, finite=False):
@@ -66,7 +66,8 @@ def main(argv=None):
   ap.add_argument("--port", type=_ranged(int, 0, 65535), default=8000, help="TCP port to serve on (0: any free port)")
   ap.add_argument("--max-body", type=_ranged(int, 1024), default=1 << 20, help="largest request body in bytes (413 beyond)")
   ap.add_argument("--max-waiting", type=_ranged(int, 0), default=64, help="requests that may wait for the model (503 beyond)")
-  ap.add_argument("--request-timeout", type=_ranged(float, 0.1, 3600, finite=True), default=10.0, help="seconds for a request's headers and body to arrive")
+  ap.add_argument("--request-timeout", type=_ranged(float, 0.1, 3600, finite=True), default=10.0,
+                  help="seconds for a request's headers and body to arrive")
   a = ap.parse_args(argv)
   if not (os.path.isfile(a.model) or os.path.isdir(a.model)): ap.error(f"no such model file or checkpoint directory: {a.model}")
   from tinycore.llm.generate import LLM
@@ -85,13 +86,16 @@ def main(argv=None):
     n_prompt = min(max(a.chunk, 32), llm.max_context // 2)
     st = benchmark(llm, n_prompt, a.max_tokens, a.warmup)
     print(f"prefill: {st['prefill_tok_s']:.1f} tok/s ({n_prompt} tokens)\ndecode:  {st['decode_tok_s']:.1f} tok/s ({st['decode_ms']:.2f} ms/token)\n"
-          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, peak RSS {st['rss_mib']:.0f} MiB")
+          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, peak "
+          f"RSS {st['rss_mib']:.0f} MiB")
     return 0
   if a.serve:
     import logging
     from tinycore.llm.serve import make_server
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try: srv = make_server(llm, a.host, a.port, os.path.basename(a.model), max_body=a.max_body, max_waiting=a.max_waiting, request_timeout=a.request_timeout)
+    try:
+      srv = make_server(llm, a.host, a.port, os.path.basename(a.model), max_body=a.max_body, max_waiting=a.max_waiting,
+                        request_timeout=a.request_timeout)
     except OSError as e:
       print(f"error: can't serve on {a.host}:{a.port}: {e.strerror or e}", file=sys.stderr)
       return 1
@@ -113,7 +117,9 @@ def main(argv=None):
     if t in llm.tok.stop: break
     print(text.add(t), end="", flush=True)
   print(text.flush())
-  if st.get("decode_s"): print(f"prefill {st['prefill_tokens']} tokens in {st['prefill_s']:.2f}s, decode {st['decode_tokens'] / st['decode_s']:.1f} tok/s", file=sys.stderr)
+  if st.get("decode_s"):
+    print(f"prefill {st['prefill_tokens']} tokens in {st['prefill_s']:.2f}s, decode {st['decode_tokens'] / st['decode_s']:.1f} tok/s",
+          file=sys.stderr)
   return 0
 
 def run(argv=None) -> int:

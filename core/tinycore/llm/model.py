@@ -69,7 +69,8 @@ def _fuse_qkv(w: dict[str, QWeight], b: str):
   w[b + "attn_qkv.weight"] = QWeight(ws[0].kind, (sum(x.shape[0] for x in ws), ws[0].shape[1]), parts, sum(x.nbytes for x in ws))
   if biases[0] in w:
     bs = [w.pop(n) for n in biases]
-    w[b + "attn_qkv.bias"] = QWeight("F32", (sum(x.shape[0] for x in bs),), {"w": bs[0].dequant().cat(*[x.dequant() for x in bs[1:]]).realize()}, sum(x.nbytes for x in bs))
+    fused = bs[0].dequant().cat(*[x.dequant() for x in bs[1:]]).realize()
+    w[b + "attn_qkv.bias"] = QWeight("F32", (sum(x.shape[0] for x in bs),), {"w": fused}, sum(x.nbytes for x in bs))
 
 def _split_gate_up(w: dict[str, QWeight], b: str, hidden: int):
   """phi-3 keeps a layer's MLP gate and up projections in one `ffn_up` matrix of 2*hidden rows, gate rows first: split
@@ -164,7 +165,8 @@ class Transformer:
         nq, nk = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
         q, k, v = qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]
       else: q, k, v = (self.lin(h, b + n) for n in ("attn_q", "attn_k", "attn_v"))
-      q, k, v = q.reshape(1, T, cfg.n_heads, cfg.head_dim), k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
+      q = q.reshape(1, T, cfg.n_heads, cfg.head_dim)
+      k, v = k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
       if b + "attn_q_norm.weight" in self.norms:   # qwen3: per-head norms before rope
         q, k = rms_norm(q, self.norms[b + "attn_q_norm.weight"], cfg.eps), rms_norm(k, self.norms[b + "attn_k_norm.weight"], cfg.eps)
       q, k = self.rope(q, cos, sin).transpose(1, 2), self.rope(k, cos, sin).transpose(1, 2)   # (1, heads, T, hd)

@@ -11,7 +11,8 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }
 
 def _vocab(kind: str) -> dict:
   if kind == "llama":   # pieces: specials, single chars, merged words (with and without the '▁' word marker)
-    toks = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS] + ["▁" + c for c in "aiot"] + ["<0x0A>"]
+    toks = (["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS]
+            + ["▁" + c for c in "aiot"] + ["<0x0A>"])
     types = [2, 3, 3, 3, 3] + [1] * (len(toks) - 6) + [6]   # 6: a byte-fallback piece
     scores = [0.0] * 5 + [-1.0] * (1 + len(CHARS)) + [float(len(w)) for w in toks[6 + len(CHARS):-1]] + [0.0]
     return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": toks, "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types,
@@ -47,7 +48,7 @@ def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64
              "attention.head_count_kv": n_kv_heads, "feed_forward_length": hidden, "context_length": ctx, "rope.freq_base": theta,
              "attention.layer_norm_rms_epsilon": 1e-5, "rope.dimension_count": hd}.items()})
   mat = lambda o, i: (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
-  norm = lambda n: (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+  norm = lambda n: np.asarray(1 + 0.1 * rng.standard_normal(n), dtype=np.float32)
   t = {"token_embd.weight": (rng.standard_normal((V, dim)).astype(np.float32), qtype), "output_norm.weight": (norm(dim), "F32")}
   if not tied: t["output.weight"] = (mat(V, dim), qtype)
   for i in range(n_layers):
@@ -58,6 +59,7 @@ def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64
               b + "ffn_gate.weight": (mat(hidden, dim), qtype), b + "ffn_up.weight": (mat(hidden, dim), qtype),
               b + "ffn_down.weight": (mat(dim, hidden), qtype)})
     if arch == "qwen2":
-      for n, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)): t[b + n + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
+      for proj, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)):
+        t[b + proj + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
   gguf_write(path, kv, t)
   return kv

@@ -40,7 +40,8 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
   if toks is not None:
     if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks): raise bad("tokenizer.ggml.tokens", "is not a list of strings")
     for k in ("tokenizer.ggml.token_type", "tokenizer.ggml.scores"):
-      if k in kv and not (isinstance(v := kv[k], list) and len(v) == len(toks) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
+      numbers = isinstance(v := kv.get(k), list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+      if k in kv and not (numbers and len(v) == len(toks)):
         raise bad(k, f"must be a list of {len(toks)} numbers, one per token")
     for k in ("bos", "eos", "unknown", "padding", "seperator", "separator"):
       if (key := f"tokenizer.ggml.{k}_token_id") in kv and not (_is_int(i := kv[key]) and 0 <= i < len(toks)):
@@ -61,9 +62,11 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
       raise bad(key, f"is {v!r}, not a positive number")
   dim, nh, nkv = sizes.get("embedding_length"), sizes.get("attention.head_count"), sizes.get("attention.head_count_kv")
   if nh and nkv and nh % nkv: raise bad(f"{arch}.attention.head_count_kv", f"{nkv} doesn't divide the {nh} query heads")
-  if dim and nh and "attention.key_length" not in sizes and dim % nh: raise bad(f"{arch}.attention.head_count", f"{nh} doesn't divide embedding_length {dim}")
+  if dim and nh and "attention.key_length" not in sizes and dim % nh:
+    raise bad(f"{arch}.attention.head_count", f"{nh} doesn't divide embedding_length {dim}")
   hd = sizes.get("attention.key_length", dim // nh if dim and nh else None)
-  if hd and (rd := sizes.get("rope.dimension_count", hd)) and (rd > hd or rd % 2): raise bad(f"{arch}.rope.dimension_count", f"{rd} must be even and at most the head size {hd}")
+  if hd and (rd := sizes.get("rope.dimension_count", hd)) and (rd > hd or rd % 2):
+    raise bad(f"{arch}.rope.dimension_count", f"{rd} must be even and at most the head size {hd}")
   # the weights the model multiplies must have the shapes the metadata implies
   want: dict[str, tuple] = {}
   if dim and toks is not None: want["token_embd.weight"] = want["output.weight"] = (len(toks), dim)
@@ -79,7 +82,8 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
       for t in ("attn_norm", "ffn_norm", "attn_output") + (("attn_qkv",) if fused else ("attn_q", "attn_k", "attn_v")):
         if b + t + ".weight" not in w: raise CorruptFileError(f"{name}: tensor {b + t + '.weight'!r} is missing ({arch}.block_count is {sizes['block_count']})")
   for t, shape in want.items():
-    if t in w and tuple(w[t].shape) != shape: raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
+    if t in w and tuple(w[t].shape) != shape:
+      raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
 
 def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
   """(metadata, name -> QWeight) of a GGUF file; 1-d tensors (norms, biases) come back as float32 QWeights of kind F32.
@@ -94,7 +98,8 @@ def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
       blk = _blocks(raw, bb)
       g = (shape[0], shape[1] // 32)
       d = Tensor(np.ascontiguousarray(blk[:, :2]).view(np.float16).reshape(*g, 1))
-      q = Tensor(np.ascontiguousarray(blk[:, 2:]).view(np.int8).reshape(*g, 32)) if kind == "Q8_0" else Tensor(np.ascontiguousarray(blk[:, 2:]).reshape(*g, 16))
+      qs = np.ascontiguousarray(blk[:, 2:])
+      q = Tensor(qs.view(np.int8).reshape(*g, 32)) if kind == "Q8_0" else Tensor(qs.reshape(*g, 16))
       out[tn] = QWeight(kind, shape, {"q": q, "d": d}, nbytes)
     elif tt in _PLAIN: out[tn] = QWeight(kind, shape, {"w": tensor_from_bytes(raw, _PLAIN[tt], shape)}, nbytes)
     else:  # Q4_1/Q4_K/Q6_K (and 1-d quantized tensors): decode once here

@@ -135,10 +135,12 @@ def gguf_tensors(fn):
     tn, bs, bb = GGML_TYPES[ttype]
     n = prod(dims)
     # ggml blocks run along the innermost dimension: each row is whole blocks
-    if dims and dims[0] % bs: raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has rows of {dims[0]} elements, not a multiple of its block size {bs}")
+    if dims and dims[0] % bs:
+      raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has rows of {dims[0]} elements, not a multiple of its block size {bs}")
     if n % bs: raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has {n} elements, not a multiple of its block size {bs}")
     nbytes, b = n // bs * bb, start + off
-    if b + nbytes > len(mv): raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}, {nbytes} bytes at offset {b}) runs past the end of the file ({len(mv)} bytes)")
+    if b + nbytes > len(mv):
+      raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}, {nbytes} bytes at offset {b}) runs past the end of the file ({len(mv)} bytes)")
     out.append((tname, tuple(reversed(dims)), ttype, mv[b:b + nbytes]))
   return kv, out, keep
 
