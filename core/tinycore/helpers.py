@@ -148,7 +148,7 @@ class GlobalCounters:
     GlobalCounters.mem_peak = GlobalCounters.mem_used
 
 # names tinygrad's examples import from its helpers; each lives in its own module
-from tinycore.timing import Timing, Profiling, time_to_str, tqdm, trange  # noqa: F401
+from tinycore.timing import Timing, Profiling, time_to_str, tqdm, trange  # noqa: E402,F401
 def fetch(*args: Any, **kwargs: Any) -> Any:
   from tinycore.fetch import fetch as _fetch   # urllib only when a script downloads something
   return _fetch(*args, **kwargs)
