@@ -158,7 +158,7 @@ class UOp(metaclass=UOpMetaClass):
 
   # ---- builders
   @staticmethod
-  def const(dtype: DType, b, device: str | None = None) -> UOp:
+  def const(dtype: DType, b, device: str | tuple[str, ...] | None = None) -> UOp:
     if isinstance(b, UOp): return b.cast(dtype) if b.dtype != dtype else b
     v = dtypes.as_const(b, dtype)
     return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, arg=device),) if device is not None else (), v)

@@ -35,9 +35,16 @@ def _ranged(kind, lo=None, hi=None, finite=False):
     return v
   return parse
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+  """Each option's default in its help, where it has one worth showing (not the None/False of an unset flag)."""
+  def _get_help_string(self, action: argparse.Action) -> str:
+    text = action.help or ""
+    shown = not any(action.default is v for v in (None, False, argparse.SUPPRESS))   # `is`: 0 and 0.0 are real defaults
+    if shown and "%(default)" not in text: text += " (default: %(default)s)"
+    return text
+
 def main(argv=None):
-  class Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter): pass
-  ap = argparse.ArgumentParser(prog="python -m tinycore.llm", formatter_class=Help,
+  ap = argparse.ArgumentParser(prog="python -m tinycore.llm", formatter_class=_Help,
     description="Run a llama-family language model (llama 2/3, mistral, qwen2/3, gemma 1/2/3, phi-3): chat, complete raw text, "
                 "benchmark, or serve an OpenAI-compatible API.",
     epilog="examples:\n"
