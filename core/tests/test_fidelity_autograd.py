@@ -103,3 +103,12 @@ def test_fetch_refuses_other_schemes_and_path_names(tmp_path, monkeypatch):
 
 def test_dtype_min_max_properties():
   assert dtypes.int8.min == -128 and dtypes.int8.max == 127 and dtypes.uint16.max == 65535 and dtypes.bool.max is True
+
+def test_plain_tensors_hold_the_latest_gradient_not_a_growing_sum():
+  # requires_grad=None (never asked): each backward replaces .grad, so a frozen weight outside any optimizer doesn't
+  # chain one lazy add per training step; requires_grad=True accumulates as in torch
+  frozen = Tensor(np.array([1., 2.], np.float32))
+  trained = Tensor(np.array([1., 2.], np.float32), requires_grad=True)
+  for _ in range(3): (frozen * trained).sum().backward()
+  np.testing.assert_allclose(frozen.grad.numpy(), [1, 2])
+  np.testing.assert_allclose(trained.grad.numpy(), [3, 6])

@@ -580,8 +580,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     self.requires_grad = requires_grad   # type: ignore[misc]   # a property, set on the class below
     return self
   def backward(self, gradient: Tensor | None = None) -> Tensor:
-    """Accumulate d self / d t into t.grad for every live floating-point tensor t in this graph whose requires_grad
-    isn't False (tinygrad 0.14's rule: None counts, so a plain Tensor used in the graph gets a .grad too)."""
+    """Fill t.grad with d self / d t for every live floating-point tensor t in this graph whose requires_grad isn't
+    False (tinygrad 0.14's rule: None counts, so a plain Tensor used in the graph gets a .grad too). requires_grad=True
+    tensors accumulate across calls; None ones hold the latest gradient."""
     from tinycore.gradient import compute_gradient
     if gradient is None and self.numel() != 1: raise ValueError(f"backward of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"backward of a {self.dtype} tensor: only floating-point outputs have gradients")
@@ -591,7 +592,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     for t in targets:
       gt = Tensor(gu, device=t.device) if (gu := grads.get(t.uop)) is not None else t.zeros_like()
       if gt.shape != t.shape: raise RuntimeError(f"gradient shape {gt.shape} doesn't match tensor shape {t.shape}")
-      t.grad = gt if t.grad is None else (t.grad + gt)
+      # requires_grad=True accumulates (torch, tinygrad); a tensor that never asked (None) gets this backward's gradient
+      # only: accumulating there would grow one lazy graph per step on every frozen weight no optimizer ever resets
+      t.grad = gt if t.grad is None or t.requires_grad is None else (t.grad + gt)
     return self
 
   class train:
