@@ -59,11 +59,14 @@ def main(argv=None):
   ap.add_argument("--prompt", default="Hello", help="the user message (the model's chat template is applied), or raw text with --raw")
   ap.add_argument("--raw", action="store_true", help="tokenize --prompt as is, without the chat template")
   ap.add_argument("--max-tokens", type=_ranged(int, 0), default=64, help="tokens to generate at most (the number of decode steps with --benchmark)")
-  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0, help="sampling temperature; 0 picks the most likely token (greedy)")
+  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0,
+                  help="sampling temperature; 0 picks the most likely token (greedy)")
   ap.add_argument("--top-k", type=_ranged(int, 0), default=0, help="sample among the k most likely tokens only; 0: no limit")
-  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0, help="nucleus sampling: the most likely tokens whose probabilities add up to p")
+  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0,
+                  help="nucleus sampling: the most likely tokens whose probabilities add up to p")
   ap.add_argument("--seed", type=_ranged(int, 0, 2**63 - 1), default=None, help="random seed for sampling (repeatable output); none: a fresh one")
-  ap.add_argument("--max-context", type=_ranged(int, 2), default=512, help="tokens of context (prompt + reply), the KV cache's size; at most the model's own")
+  ap.add_argument("--max-context", type=_ranged(int, 2), default=512,
+                  help="tokens of context (prompt + reply), the KV cache's size; at most the model's own")
   ap.add_argument("--debug", action="store_true", help="on an error, show the full traceback (so does DEBUG=1)")
   ap.add_argument("--chunk", type=_ranged(int, 1), default=32, help="prefill chunk size (tokens per jitted prefill call)")
   ap.add_argument("--benchmark", action="store_true", help="print prefill and decode tokens/s and memory use on a random prompt")
