@@ -38,9 +38,7 @@ def _fuse_qkv(w: dict[str, QWeight], b: str):
   if not all(n in w for n in names) or len({(w[n].kind, len(w[n].shape), w[n].shape[1:]) for n in names}) != 1: return
   biases = [b + n + ".bias" for n in ("attn_q", "attn_k", "attn_v")]
   if any(len(w[n].shape) != 2 for n in names) or sum(n in w for n in biases) not in (0, 3): return
-  ws = [w.pop(n) for n in names]
-  parts = {k: ws[0].parts[k].cat(*[x.parts[k] for x in ws[1:]], dim=0).realize() for k in ws[0].parts}
-  w[b + "attn_qkv.weight"] = QWeight(ws[0].kind, (sum(x.shape[0] for x in ws), ws[0].shape[1]), parts, sum(x.nbytes for x in ws))
+  w[b + "attn_qkv.weight"] = QWeight.stack([w.pop(n) for n in names])   # file-backed: still one copy to the device
   if biases[0] in w:
     bs = [w.pop(n) for n in biases]
     w[b + "attn_qkv.bias"] = QWeight("F32", (sum(x.shape[0] for x in bs),), {"w": bs[0].dequant().cat(*[x.dequant() for x in bs[1:]]).realize()}, sum(x.nbytes for x in bs))
@@ -56,16 +54,16 @@ class Transformer:
     self.out_name = "output.weight" if "output.weight" in weights else "token_embd.weight"   # tied embeddings
     for i in range(cfg.n_layers): _fuse_qkv(weights, f"blk.{i}.")
     self.norms = {k: v.dequant().realize() for k, v in weights.items() if len(v.shape) == 1}  # norms/biases: small, float32
-    for v in weights.values(): v.realize()
-    # embedding rows are gathered on the host: reading one row beats a vocab-sized one-hot product per token
-    self.embed_table = weights["token_embd.weight"].numpy().astype(np.float32)
+    # the embedding table is read row by row from the file (QWeight.rows); on the device only when it is also the output
+    for k, v in weights.items():
+      if k != "token_embd.weight" or k == self.out_name: v.realize()
     inv = 1.0 / (cfg.theta ** (np.arange(0, cfg.rope_dim, 2, dtype=np.float64) / cfg.rope_dim))
     if "rope_freqs.weight" in weights: inv = inv / weights["rope_freqs.weight"].numpy().astype(np.float64)   # llama 3.1 scaling
     self.inv_freq = Tensor((inv / cfg.rope_scale).astype(np.float32)).realize()
     shp = (1, cfg.n_kv_heads, self.max_context, cfg.head_dim)
     self.cache = [(Tensor.zeros(*shp).contiguous().realize(), Tensor.zeros(*shp).contiguous().realize()) for _ in range(cfg.n_layers)]
 
-  def embed(self, tokens) -> Tensor: return Tensor(self.embed_table[np.asarray(tokens, dtype=np.int64)].reshape(1, len(tokens), -1))
+  def embed(self, tokens) -> Tensor: return self.w["token_embd.weight"].rows(tokens).reshape(1, len(tokens), -1)
 
   def lin(self, x: Tensor, name: str) -> Tensor:
     y = x.matmul(self.w[name + ".weight"].dequant().T)

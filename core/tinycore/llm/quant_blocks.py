@@ -3,9 +3,10 @@ The input is the raw block bytes as a uint8 Tensor; the output is a lazy float32
 the decode fused into its reduce and no float32 copy of the weight is ever stored. Layouts follow ggml-quants.c; element
 order inside a block matches ggml's reference dequantizers (and the `gguf` package's)."""
 from __future__ import annotations
-from tinycore.tensor import Tensor
+
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
+from tinycore.tensor import Tensor
 
 QK, QK_K = 32, 256
 # name -> (elements per block, bytes per block) for every format decoded here
@@ -34,10 +35,16 @@ def _nibbles(b: Tensor) -> Tensor:
   return _fields(b, 4, 2).reshape(*b.shape[:-1], 2 * b.shape[-1])
 
 def _scale_min_k4(sc: Tensor) -> tuple[Tensor, Tensor]:
-  """The eight 6-bit (scale, min) pairs of a Q4_K/Q5_K block's 12 scale bytes: two float32 (..., 8)."""
-  d, m, md = sc[..., 0:4], sc[..., 4:8], sc[..., 8:12]
-  s = (d & 63).cat((md & 0xF) | ((d >> 2) & 0x30), dim=-1)
-  mn = (m & 63).cat((md >> 4) | ((m >> 2) & 0x30), dim=-1)
+  """The eight 6-bit (scale, min) pairs of a Q4_K/Q5_K block's 12 scale bytes: two float32 (..., 8). Pair j < 4 is
+  the low 6 bits of bytes j and j+4; pair j >= 4 is a nibble of byte j+4 plus the top 2 bits of bytes j-4 and j. Both
+  cases are computed for all j and picked with a where on j, which stays elementwise (a cat of the halves was not fused)."""
+  lead = sc.shape[:-1]
+  twice = lambda t: t.unsqueeze(-2).expand(*lead, 2, 4)   # (..., half, j % 4)
+  d, m, md = twice(sc[..., 0:4]), twice(sc[..., 4:8]), twice(sc[..., 8:12])
+  # [[True], [False]] as a padded constant: no buffer, and unlike an arange compare it is never scheduled as its own kernel
+  first = Tensor.full((1, 1), True, dtype=dtypes.bool, device=sc.device).pad(((0, 1), (0, 0)))
+  s = first.where(d & 63, (md & 0xF) | ((d >> 2) & 0x30)).reshape(*lead, 8)
+  mn = first.where(m & 63, (md >> 4) | ((m >> 2) & 0x30)).reshape(*lead, 8)
   return s.cast(dtypes.float32), mn.cast(dtypes.float32)
 
 def _blocks_q4_0(b: Tensor) -> Tensor: return _f16(b, 0) * (_nibbles(b[..., 2:18]).cast(dtypes.float32) - 8)

@@ -34,7 +34,7 @@ def _vocab(kind: str) -> dict:
 
 def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64, vocab_kind="llama", qtype="F32", tied=False,
                arch="llama", seed=0, ctx=256, theta=10000.0, vocab_size: int | None = None) -> dict:
-  """Write a random model; returns the metadata. qtype (F32/F16/Q8_0/Q4_0) applies to the 2-d matmul weights."""
+  """Write a random model; returns the metadata. qtype (F32, F16 or a block format: Q4_0..Q8_0, Q2_K..Q6_K) applies to the 2-d matmul weights."""
   rng = np.random.default_rng(seed)
   kv = {"general.architecture": arch, "general.name": f"tiny-{arch}", **_vocab(vocab_kind), "tokenizer.chat_template": CHATML}
   if vocab_size is not None:   # pad with unused pieces (benchmark-sized models)

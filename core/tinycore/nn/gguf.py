@@ -1,19 +1,26 @@
 """gguf_load: GGUF (llama.cpp) files: metadata key/values and tensors, with the block-quantized types dequantized to float32.
 Layouts follow ggml's reference dequantizers (ggml-quants.c); a block is decoded for all blocks at once with numpy."""
 from __future__ import annotations
+
 import struct
 from typing import Any
+
 import numpy as np
-from tinycore.tensor import Tensor
+
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
+from tinycore.tensor import Tensor
 
 QK, QK_K = 32, 256
 # ggml type id -> (name, elements per block, bytes per block)
-GGML_TYPES: dict[int, tuple[str, int, int]] = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", QK, 18), 3: ("Q4_1", QK, 20), 8: ("Q8_0", QK, 34),
-  12: ("Q4_K", QK_K, 144), 14: ("Q6_K", QK_K, 210), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
+GGML_TYPES: dict[int, tuple[str, int, int]] = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", QK, 18), 3: ("Q4_1", QK, 20), 6: ("Q5_0", QK, 22),
+  7: ("Q5_1", QK, 24), 8: ("Q8_0", QK, 34), 10: ("Q2_K", QK_K, 84), 11: ("Q3_K", QK_K, 110), 12: ("Q4_K", QK_K, 144), 13: ("Q5_K", QK_K, 176),
+  14: ("Q6_K", QK_K, 210), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
   28: ("F64", 1, 8), 30: ("BF16", 1, 2)}
+# ggml types tinycore knows by name but doesn't decode (the IQ formats' lattice codebooks, ternary and fp4 blocks)
+UNSUPPORTED_TYPES = {9: "Q8_1", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S",
+  23: "IQ4_XS", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 40: "NVFP4"}
 _PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32, 27: dtypes.int64, 28: dtypes.float64,
           30: dtypes.bfloat16}
 
@@ -131,6 +138,10 @@ def gguf_tensors(fn):
   start = -(-r.off // align) * align
   out = []
   for tname, dims, ttype, off in infos:
+    if ttype in UNSUPPORTED_TYPES:
+      quant = ", ".join(n for n, bs, _ in GGML_TYPES.values() if bs > 1)
+      raise UnsupportedFileError(f"{name}: tensor {tname!r} is {UNSUPPORTED_TYPES[ttype]} (ggml type {ttype}), a format tinycore doesn't decode; "
+                                 f"use a file quantized as one of {quant} (e.g. a Q4_K_M or Q8_0 download)")
     if ttype not in GGML_TYPES: raise UnsupportedFileError(f"{name}: tensor {tname!r} has ggml type {ttype}, which tinycore can't decode")
     tn, bs, bb = GGML_TYPES[ttype]
     n = prod(dims)
@@ -144,11 +155,14 @@ def gguf_tensors(fn):
 
 def gguf_load(fn) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """(metadata, tensors) of a GGUF file (a path, bytes, or a uint8 Tensor of the file). Shapes are torch order (ggml's reversed);
-  quantized tensors come back as float32."""
+  quantized tensors come back as float32 (decoded on the host where nn.gguf has a numpy decoder, else on the device)."""
   from tinycore.nn.state import tensor_from_bytes
   kv, infos, _keep = gguf_tensors(fn)
   out: dict[str, Tensor] = {}
   for tname, shape, ttype, raw in infos:
     if ttype in _PLAIN: out[tname] = tensor_from_bytes(raw, _PLAIN[ttype], shape)
+    elif ttype not in DEQUANT:
+      from tinycore.llm.quant_blocks import dequantize
+      out[tname] = dequantize(tensor_from_bytes(raw, dtypes.uint8, (len(raw),)), GGML_TYPES[ttype][0], shape).realize()
     else: out[tname] = Tensor(DEQUANT[ttype](np.frombuffer(raw, np.uint8).reshape(-1, GGML_TYPES[ttype][2])).astype(np.float32).reshape(shape))
   return kv, out
