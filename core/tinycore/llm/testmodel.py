@@ -9,6 +9,8 @@ WORDS = ["th", "he", "the", "in", "er", "an", "on", "re", "ll", "llo", "hello", 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
+FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}   # llama.cpp's, minus IQ4_NL
+
 def _vocab(kind: str) -> dict:
   if kind == "llama":   # pieces: specials, single chars, merged words (with and without the '▁' word marker)
     toks = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS] + ["▁" + c for c in "aiot"] + ["<0x0A>"]
@@ -59,5 +61,7 @@ def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64
               b + "ffn_down.weight": (mat(dim, hidden), qtype)})
     if arch == "qwen2":
       for n, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)): t[b + n + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
+  # rows that aren't whole 256-element blocks can't be a K format: like llama-quantize, use a 32-element format instead
+  t = {n: (a, FALLBACK.get(q, q) if q in FALLBACK and a.shape[-1] % 256 else q) for n, (a, q) in t.items()}
   gguf_write(path, kv, t)
   return kv
