@@ -55,7 +55,11 @@ def _blocks_q5_0(b: Tensor) -> Tensor:
 def _blocks_q5_1(b: Tensor) -> Tensor:
   q = _nibbles(b[..., 8:24]) | (_qh_u32(b, 4) << 4)
   return _f16(b, 0) * q.cast(dtypes.float32) + _f16(b, 2)
-def _blocks_q8_0(b: Tensor) -> Tensor: return _f16(b, 0) * b[..., 2:34].bitcast(dtypes.int8).cast(dtypes.float32)
+def _int8(b: Tensor) -> Tensor:
+  """Bytes read as two's-complement int8, as float32: flipping the sign bit makes them 0..255 for x + 128. Plain byte
+  ops and a uint8 -> float cast, which vectorize on the CPU (an int8 bitcast there ran 6x slower)."""
+  return (b ^ 0x80).cast(dtypes.float32) - 128
+def _blocks_q8_0(b: Tensor) -> Tensor: return _f16(b, 0) * _int8(b[..., 2:34])
 
 def _blocks_q2_k(b: Tensor) -> Tensor:
   lead = b.shape[:-1]
@@ -95,7 +99,7 @@ def _blocks_q6_k(b: Tensor) -> Tensor:
   ql = _fields(b[..., 0:128].reshape(*lead, 2, 64), 4, 2).reshape(*lead, 8, 32)   # 2 halves x 2 nibbles x 64 bytes
   qh = _fields(b[..., 128:192].reshape(*lead, 2, 32), 2, 4).reshape(*lead, 8, 32)  # 2 halves x 4 crumbs x 32 bytes
   q = (ql | (qh << 4)).cast(dtypes.float32) - 32
-  scale = _f16(b, 208) * b[..., 192:208].bitcast(dtypes.int8).cast(dtypes.float32)   # (..., 16): one per 16 elements
+  scale = _f16(b, 208) * _int8(b[..., 192:208])   # (..., 16): one per 16 elements
   return (scale.unsqueeze(-1) * q.reshape(*lead, 16, 16)).reshape(*lead, QK_K)
 
 _DECODERS = {"Q4_0": _blocks_q4_0, "Q4_1": _blocks_q4_1, "Q5_0": _blocks_q5_0, "Q5_1": _blocks_q5_1, "Q8_0": _blocks_q8_0,
