@@ -3,6 +3,7 @@ The input is the raw block bytes as a uint8 Tensor; the output is a lazy float32
 the decode fused into its reduce and no float32 copy of the weight is ever stored. Layouts follow ggml-quants.c; element
 order inside a block matches ggml's reference dequantizers (and the `gguf` package's)."""
 from __future__ import annotations
+import numpy as np
 
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
@@ -26,9 +27,29 @@ def _fields(b: Tensor, bits: int, count: int) -> Tensor:
   x = b.unsqueeze(-2).expand(*b.shape[:-1], count, b.shape[-1])
   return (x >> shifts) & ((1 << bits) - 1)
 
-def _qh_u32(b: Tensor, at: int) -> Tensor:
-  """Q5_0/Q5_1: bit j of the little-endian u32 at `at` is the fifth bit of element j (j < 32): (..., 32) uint8."""
-  return _fields(b[..., at:at + 4], 1, 8).transpose(-1, -2).reshape(*b.shape[:-1], 32)
+_Q5_MASKS: dict[str, tuple[Tensor, Tensor, Tensor]] = {}
+
+def _q5_masks(device: str) -> tuple[Tensor, Tensor, Tensor]:
+  """Per-element constants for Q5's fifth bits (32 bytes each, kept per device): element j's bit is bit j % 8 of qh byte
+  j // 8; elements 16h..16h+15 read bytes 2h and 2h+1, picked by a mask each, and the bit's value is scaled to 16."""
+  if device not in _Q5_MASKS:
+    j = np.arange(32)
+    bit = (1 << (j % 8)).astype(np.uint8)
+    even = (j // 8) % 2 == 0
+    _Q5_MASKS[device] = (Tensor(np.where(even, bit, 0).astype(np.uint8), device=device).realize(),
+                         Tensor(np.where(even, 0, bit).astype(np.uint8), device=device).realize(),
+                         Tensor((16.0 / bit).astype(np.float32), device=device).realize())
+  return _Q5_MASKS[device]
+
+def _q5_high(b: Tensor, at: int) -> Tensor:
+  """Q5_0/Q5_1: 16 x the fifth bit of each element (bit j of the little-endian u32 at `at`), as float32 (..., 32).
+  Built from the two qh bytes a run of 16 elements shares and constant masks, so every lane reads the same byte and
+  the CPU vectorizes it (a per-element byte j // 8 is a gather)."""
+  lead = b.shape[:-1]
+  qh = b[..., at:at + 4].reshape(*lead, 2, 2)
+  pick = lambda k: qh[..., k:k + 1].expand(*lead, 2, 16).reshape(*lead, 32)
+  lo_mask, hi_mask, scale = _q5_masks(b.device if isinstance(b.device, str) else b.device[0])
+  return ((pick(0) & lo_mask) | (pick(1) & hi_mask)).cast(dtypes.float32) * scale
 
 def _nibbles(b: Tensor) -> Tensor:
   """Bytes (..., n) -> (..., 2n): low nibbles of all n bytes, then the high nibbles."""
@@ -49,12 +70,8 @@ def _scale_min_k4(sc: Tensor) -> tuple[Tensor, Tensor]:
 
 def _blocks_q4_0(b: Tensor) -> Tensor: return _f16(b, 0) * (_nibbles(b[..., 2:18]).cast(dtypes.float32) - 8)
 def _blocks_q4_1(b: Tensor) -> Tensor: return _f16(b, 0) * _nibbles(b[..., 4:20]).cast(dtypes.float32) + _f16(b, 2)
-def _blocks_q5_0(b: Tensor) -> Tensor:
-  q = _nibbles(b[..., 6:22]) | (_qh_u32(b, 2) << 4)
-  return _f16(b, 0) * (q.cast(dtypes.float32) - 16)
-def _blocks_q5_1(b: Tensor) -> Tensor:
-  q = _nibbles(b[..., 8:24]) | (_qh_u32(b, 4) << 4)
-  return _f16(b, 0) * q.cast(dtypes.float32) + _f16(b, 2)
+def _blocks_q5_0(b: Tensor) -> Tensor: return _f16(b, 0) * (_nibbles(b[..., 6:22]).cast(dtypes.float32) + _q5_high(b, 2) - 16)
+def _blocks_q5_1(b: Tensor) -> Tensor: return _f16(b, 0) * (_nibbles(b[..., 8:24]).cast(dtypes.float32) + _q5_high(b, 4)) + _f16(b, 2)
 def _int8(b: Tensor) -> Tensor:
   """Bytes read as two's-complement int8, as float32: flipping the sign bit makes them 0..255 for x + 128. Plain byte
   ops and a uint8 -> float cast, which vectorize on the CPU (an int8 bitcast there ran 6x slower)."""
