@@ -11,22 +11,36 @@ Per format: file size, time to first token of a fresh process with an empty kern
 cold run left (warm), prefill tok/s, steady-state decode tok/s (after warmup, jitted), peak RSS, and decode as a
 fraction of the memory-bandwidth bound: the weight bytes one token reads, at the read bandwidth measured here."""
 from __future__ import annotations
-import argparse, json, os, resource, subprocess, sys, tempfile, time
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = ["F32", "F16", "Q8_0", "Q6_K", "Q5_K", "Q5_1", "Q5_0", "Q4_K", "Q4_1", "Q4_0", "Q3_K", "Q2_K"]
 # SmolLM2-135M: dim 576, 30 layers, 9 heads / 3 kv heads, ffn 1536, vocab 49152, tied embeddings
-SHAPES = {"smollm2-135m": dict(dim=576, n_layers=30, n_heads=9, n_kv_heads=3, hidden=1536, vocab_size=49152, tied=True),
+SHAPES: dict[str, dict] = {
+          "smollm2-135m": {"dim": 576, "n_layers": 30, "n_heads": 9, "n_kv_heads": 3, "hidden": 1536, "vocab_size": 49152, "tied": True},
           # every row whole 256-element blocks, so the K formats are used for every tensor (at 576, most fall back to Q5_0/Q5_1/Q8_0/Q4_0)
-          "d768": dict(dim=768, n_layers=12, n_heads=12, n_kv_heads=4, hidden=2048, vocab_size=32000, tied=True),
-          "quick": dict(dim=256, n_layers=2, n_heads=4, n_kv_heads=2, hidden=512, vocab_size=1024, tied=True)}
+          "d768": {"dim": 768, "n_layers": 12, "n_heads": 12, "n_kv_heads": 4, "hidden": 2048, "vocab_size": 32000, "tied": True},
+          "quick": {"dim": 256, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "hidden": 512, "vocab_size": 1024, "tied": True}}
 
-def peak_rss_mib() -> float: return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
+def peak_rss_mib() -> float:
+  """This process's peak RSS. VmHWM where Linux has it: ru_maxrss of a child also counts the parent's pages it held
+  between fork and exec (the parent here holds the float weights it just quantized)."""
+  try:
+    with open("/proc/self/status") as f: return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
+  except (OSError, StopIteration): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # KiB on Linux
 
 # ---- children: one fresh process per measurement, so RSS and the kernel cache are its own
 def child_tinycore(path: str, n_prompt: int, n_decode: int, steady: bool) -> dict:
-  from tinycore.llm.generate import LLM
   import numpy as np
+  from tinycore.llm.generate import LLM
   llm = LLM(path, max_context=n_prompt + n_decode + 8, chunk=min(32, n_prompt))
   prompt = np.random.default_rng(0).integers(0, llm.cfg.vocab, n_prompt).tolist()
   next(llm.generate(prompt, 1))
@@ -87,7 +101,7 @@ def read_bandwidth_gbs() -> float:
 
 def _run_child(args: list[str], env: dict, timeout: float) -> dict:
   t0 = time.time()
-  p = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env, capture_output=True, text=True, timeout=timeout)
+  p = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
   if p.returncode != 0: return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
   r = json.loads(p.stdout.strip().splitlines()[-1])
   if "first_token_at" in r: r["ttft_s"] = r.pop("first_token_at") - t0   # process start (interpreter, imports, load) to the first token
@@ -140,7 +154,7 @@ def main(argv=None) -> int:
       try:
         import importlib.util
         ok = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
-      except Exception: ok = False
+      except (ImportError, ValueError): ok = False
       results["torch"] = _run_child(["--child", "torch", "-", *base], dict(os.environ), a.timeout) if ok else {"skipped": "torch or transformers is not installed"}
   print(report(results))
   if a.json:

@@ -40,6 +40,15 @@ def test_decode_matches_gguf_reference(kind):
   np.testing.assert_array_equal(got, reference(raw, kind))   # same float32 operations in the same order: bit-exact
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_host_decode_matches_gguf_reference(kind):
+  """nn.gguf's numpy decoders (gguf_load's float32 path and the embedding rows) agree with the reference too."""
+  from tinycore.nn.gguf import DEQUANT, GGML_TYPES
+  tid = next(t for t, (n, _, _) in GGML_TYPES.items() if n == kind)
+  bs, bb = BLOCK_FORMATS[kind]
+  raw = random_blocks(kind, 4, 2 * bs, seed=6)
+  np.testing.assert_array_equal(DEQUANT[tid](raw.reshape(-1, bb)).reshape(4, -1), reference(raw, kind))
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_decode_extreme_bytes(kind):
   """All-zero and all-0xFF payloads (scales kept finite): the edges of every bit field."""
   bs, bb = BLOCK_FORMATS[kind]

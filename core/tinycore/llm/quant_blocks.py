@@ -3,6 +3,7 @@ The input is the raw block bytes as a uint8 Tensor; the output is a lazy float32
 the decode fused into its reduce and no float32 copy of the weight is ever stored. Layouts follow ggml-quants.c; element
 order inside a block matches ggml's reference dequantizers (and the `gguf` package's)."""
 from __future__ import annotations
+
 import numpy as np
 
 from tinycore.dtype import dtypes

@@ -16,7 +16,7 @@ from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.llm.quant_blocks import BLOCK_FORMATS, dequantize
 from tinycore.nn.file_errors import CorruptFileError
-from tinycore.nn.gguf import _PLAIN, GGML_TYPES, gguf_tensors
+from tinycore.nn.gguf import _PLAIN, DEQUANT, GGML_TYPES, gguf_tensors
 from tinycore.tensor import Tensor, _canon_device
 from tinycore.uop import Ops, UOp
 
@@ -37,7 +37,7 @@ class QWeight:
     dt = dtypes.uint8 if self.kind in BLOCK_FORMATS else _PLAIN_BY_NAME[self.kind]
     total = sum(c.nbytes for c in self.host)
     dev = _canon_device(None)
-    if not isinstance(dev, str): raise ValueError(f"QWeight: the default device {dev} is several devices; load the weights onto one")
+    if not isinstance(dev, str): raise TypeError(f"QWeight: the default device {dev} is several devices; load the weights onto one")
     buf = Buffer(dev, total // dt.itemsize, dt).allocate()
     off = 0
     for c in self.host:
@@ -52,16 +52,18 @@ class QWeight:
     if self.kind in BLOCK_FORMATS: return dequantize(self.parts["raw"], self.kind, self.shape)
     return self.parts["w"].cast(dtypes.float32)
   def rows(self, idx: Sequence[int]) -> Tensor:
-    """Rows `idx` of the weight as float32 (len(idx), *shape[1:]), gathered from the mapped file on the host (an
-    embedding lookup reads a few rows; a one-hot product would read the whole table) and decoded on the device."""
+    """Rows `idx` of the weight as a float32 Tensor (len(idx), *shape[1:]), gathered from the mapped file and decoded on
+    the host (nn.gguf's numpy decoders): an embedding lookup reads a few rows, where a one-hot product would read the
+    whole table, and a device decode would schedule a kernel for every token."""
     ids = np.asarray(idx, dtype=np.int64)
     if len(self.host) != 1: return self.dequant()[Tensor(ids)]   # built on the device (stacked weights): no host copy to read
     src = self.host[0].reshape(self.shape[0], -1)
     if ids.size and (ids.min() < 0 or ids.max() >= self.shape[0]): raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {ids.min()}..{ids.max()}")
     sel = np.ascontiguousarray(src[ids])
     shape = (len(ids), *self.shape[1:])
-    if self.kind in BLOCK_FORMATS: return dequantize(Tensor(sel), self.kind, shape).realize()
-    return Tensor(sel.view(_PLAIN_BY_NAME[self.kind].np)).reshape(shape).cast(dtypes.float32).realize()
+    if self.kind in BLOCK_FORMATS: return Tensor(DEQUANT[_TYPE_ID[self.kind]](sel.reshape(-1, BLOCK_FORMATS[self.kind][1])).reshape(shape))
+    if self.kind == "BF16": return Tensor((sel.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shape))   # no numpy bfloat16
+    return Tensor(sel.view(_PLAIN_BY_NAME[self.kind].np).astype(np.float32).reshape(shape))
   def numpy(self) -> np.ndarray: return self.dequant().numpy()
   def realize(self) -> QWeight:
     Tensor.realize(*self.parts.values())
@@ -76,6 +78,7 @@ class QWeight:
     return QWeight(ws[0].kind, shape, parts, sum(w.nbytes for w in ws))
 
 _PLAIN_BY_NAME = {GGML_TYPES[t][0]: dt for t, dt in _PLAIN.items()}
+_TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
 
 def _drop_pages(c: np.ndarray) -> None:
   """Tell the kernel this process is done with the mapped pages behind `c` (now copied to the device), so they stop

@@ -65,7 +65,43 @@ def dequant_q6_k(blk: np.ndarray) -> np.ndarray:
       out[:, 128 * h + 32 * k:128 * h + 32 * (k + 1)] = d * np.repeat(s[:, 2 * k:2 * k + 2], 16, axis=1) * qq
   return out
 
-DEQUANT = {2: dequant_q4_0, 3: dequant_q4_1, 8: dequant_q8_0, 12: dequant_q4_k, 14: dequant_q6_k}
+def _bits(b: np.ndarray, width: int, count: int) -> np.ndarray:
+  """Bytes (n, k) -> (n, count, k): field i (of `width` bits, lowest first) of every byte, field-major as ggml lays them."""
+  return (b[:, None, :] >> (width * np.arange(count, dtype=np.uint8))[None, :, None]) & ((1 << width) - 1)
+
+def _q5_high(qh: np.ndarray) -> np.ndarray:
+  """Q5_0/Q5_1: the 4 qh bytes -> the fifth bit of each of the 32 elements (bit j of the little-endian u32 -> element j)."""
+  return _bits(qh, 1, 8).transpose(0, 2, 1).reshape(-1, 32)
+
+def dequant_q5_0(blk: np.ndarray) -> np.ndarray:
+  q = np.concatenate([blk[:, 6:22] & 0xF, blk[:, 6:22] >> 4], axis=1) | (_q5_high(blk[:, 2:6]) << 4)
+  return _f16(blk[:, :2]) * (q.astype(np.float32) - 16)
+
+def dequant_q5_1(blk: np.ndarray) -> np.ndarray:
+  q = np.concatenate([blk[:, 8:24] & 0xF, blk[:, 8:24] >> 4], axis=1) | (_q5_high(blk[:, 4:8]) << 4)
+  return _f16(blk[:, :2]) * q.astype(np.float32) + _f16(blk[:, 2:4])
+
+def dequant_q2_k(blk: np.ndarray) -> np.ndarray:
+  sc, d, dmin = blk[:, 0:16], _f16(blk[:, 80:82]), _f16(blk[:, 82:84])
+  q = _bits(blk[:, 16:80].reshape(-1, 32), 2, 4).reshape(-1, 16, 16).astype(np.float32)   # 2 halves x 4 crumbs x 32 bytes
+  return ((d * (sc & 0xF).astype(np.float32))[:, :, None] * q - (dmin * (sc >> 4).astype(np.float32))[:, :, None]).reshape(-1, QK_K)
+
+def dequant_q3_k(blk: np.ndarray) -> np.ndarray:
+  sc = blk[:, 96:108]
+  s = (_bits(sc[:, 0:8], 4, 2).reshape(-1, 16) | (_bits(sc[:, 8:12], 2, 4).reshape(-1, 16) << 4)).astype(np.float32) - 32
+  ql = _bits(blk[:, 32:96].reshape(-1, 32), 2, 4).reshape(-1, 16, 16).astype(np.float32)
+  hm = _bits(blk[:, 0:32], 1, 8).reshape(-1, 16, 16).astype(np.float32)   # a set bit means no -4 offset
+  return ((_f16(blk[:, 108:110]) * s)[:, :, None] * (ql - (1 - hm) * 4)).reshape(-1, QK_K)
+
+def dequant_q5_k(blk: np.ndarray) -> np.ndarray:
+  d, dmin = _f16(blk[:, 0:2]), _f16(blk[:, 2:4])
+  sc, mn = _scale_min_k4(blk[:, 4:16])
+  ql = np.stack([blk[:, 48:176].reshape(-1, 4, 32) & 0xF, blk[:, 48:176].reshape(-1, 4, 32) >> 4], axis=2).reshape(-1, 8, 32)
+  q = (ql | (_bits(blk[:, 16:48], 1, 8) << 4)).astype(np.float32)
+  return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(-1, QK_K)
+
+DEQUANT = {2: dequant_q4_0, 3: dequant_q4_1, 6: dequant_q5_0, 7: dequant_q5_1, 8: dequant_q8_0, 10: dequant_q2_k, 11: dequant_q3_k,
+           12: dequant_q4_k, 13: dequant_q5_k, 14: dequant_q6_k}
 
 class _Reader:
   """Reads little-endian fields from the file's bytes; every read is checked against the end of the file first, so a
@@ -155,14 +191,11 @@ def gguf_tensors(fn):
 
 def gguf_load(fn) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """(metadata, tensors) of a GGUF file (a path, bytes, or a uint8 Tensor of the file). Shapes are torch order (ggml's reversed);
-  quantized tensors come back as float32 (decoded on the host where nn.gguf has a numpy decoder, else on the device)."""
+  quantized tensors come back as float32."""
   from tinycore.nn.state import tensor_from_bytes
   kv, infos, _keep = gguf_tensors(fn)
   out: dict[str, Tensor] = {}
   for tname, shape, ttype, raw in infos:
     if ttype in _PLAIN: out[tname] = tensor_from_bytes(raw, _PLAIN[ttype], shape)
-    elif ttype not in DEQUANT:
-      from tinycore.llm.quant_blocks import dequantize
-      out[tname] = dequantize(tensor_from_bytes(raw, dtypes.uint8, (len(raw),)), GGML_TYPES[ttype][0], shape).realize()
     else: out[tname] = Tensor(DEQUANT[ttype](np.frombuffer(raw, np.uint8).reshape(-1, GGML_TYPES[ttype][2])).astype(np.float32).reshape(shape))
   return kv, out
