@@ -10,7 +10,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 try:
   from tinycore import Device
   Device[Device.DEFAULT]
-except Exception as e: pytest.skip(f"no tinycore device: {e}", allow_module_level=True)
+except Exception as e: pytest.skip(f"no tinycore device: {e}", allow_module_level=True)   # noqa: BLE001 (any failure to open one means: skip)
 
 def test_llm_quick(tmp_path):
   out = tmp_path / "llm.json"

@@ -15,7 +15,7 @@ from tinycore.device import Buffer
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.llm.quant_blocks import BLOCK_FORMATS, dequantize
-from tinycore.nn.file_errors import CorruptFileError
+from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
 from tinycore.nn.gguf import _PLAIN, DEQUANT, GGML_TYPES, gguf_tensors
 from tinycore.tensor import Tensor, _canon_device
 from tinycore.uop import Ops, UOp
@@ -149,7 +149,7 @@ def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
   out: dict[str, QWeight] = {}
   for tn, shape, tt, raw in infos:
     kind = GGML_TYPES[tt][0]
-    if kind not in BLOCK_FORMATS and tt not in _PLAIN: raise CorruptFileError(f"tensor {tn!r} has ggml type {kind}, which the LLM runner can't use")
+    if kind not in BLOCK_FORMATS and tt not in _PLAIN: raise UnsupportedFileError(f"tensor {tn!r} has ggml type {kind}, which the LLM runner can't use")
     # rows are whole blocks (gguf_tensors checked it); the array views the mapping and keeps it alive
     out[tn] = QWeight(kind, shape, nbytes=len(raw), host=[np.frombuffer(raw, np.uint8)])
   check_llm_metadata(kv, out, os.fspath(fn) if isinstance(fn, (str, os.PathLike)) else "<bytes>")
