@@ -58,7 +58,7 @@ def test_decode_extreme_bytes(kind):
     np.testing.assert_array_equal(dequantize(Tensor(raw.reshape(1, -1)), kind, (1, 2 * bs)).numpy(), reference(raw.reshape(1, -1), kind))
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("T", [1, 5], ids=["decode", "prefill"])
+@pytest.mark.parametrize("T", [1, 5, 32], ids=["decode", "prefill", "prefill_chunk"])
 def test_fused_matmul_matches_float(kind, T):
   """x @ W.T with W decoded inside the matmul: one kernel, no float32 weight buffer, same result as a float matmul."""
   bs = BLOCK_FORMATS[kind][0]
