@@ -11,6 +11,8 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
   rng = np.random.default_rng(0)
   prompt = rng.integers(0, llm.cfg.vocab, n_prompt).tolist()
   n_decode = min(n_decode, llm.max_context - n_prompt - 1)
+  # the first token of this process: prefill including compiling (or loading from the cache) and capturing its kernels
+  t0 = time.perf_counter(); next(llm.generate(prompt, 1)); first = time.perf_counter() - t0
   if warmup: list(llm.generate(prompt, 4))   # compile and capture both jits before timing
   llm.prefill(prompt)   # the jits capture on their 2nd call: make sure that happened outside the timing
   st: dict = {}
@@ -20,7 +22,7 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
     t = time.perf_counter(); llm.decode(tok, pos); times.append(time.perf_counter() - t); pos += 1
   dec = times[2:] if len(times) > 4 else times   # the first decode calls run plain / capture
   cache = sum(c.nbytes() if hasattr(c, "nbytes") else c.numel() * 4 for kv in llm.model.cache for c in kv)
-  st.update(prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)),
+  st.update(first_token_s=first, prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)),
             weights_mib=llm.weight_bytes / 2**20, kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
   return st
 
@@ -95,9 +97,11 @@ def main(argv=None):
   if a.benchmark:
     n_prompt = min(max(a.chunk, 32), llm.max_context // 2)
     st = benchmark(llm, n_prompt, a.max_tokens, a.warmup)
-    print(f"prefill: {st['prefill_tok_s']:.1f} tok/s ({n_prompt} tokens)\ndecode:  {st['decode_tok_s']:.1f} tok/s ({st['decode_ms']:.2f} ms/token)\n"
-          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, peak "
-          f"RSS {st['rss_mib']:.0f} MiB")
+    print(f"first token: {st['first_token_s']:.2f} s after loading ({n_prompt}-token prompt, compiling or loading its kernels)\n"
+          f"prefill: {st['prefill_tok_s']:.1f} tok/s ({n_prompt} tokens, steady state)\n"
+          f"decode:  {st['decode_tok_s']:.1f} tok/s ({st['decode_ms']:.2f} ms/token, steady state: after warmup, jitted)\n"
+          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, "
+          f"peak RSS {st['rss_mib']:.0f} MiB")
     return 0
   if a.serve:
     import logging
