@@ -108,7 +108,8 @@ def _run_child(args: list[str], env: dict, timeout: float) -> dict:
   return r
 
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                               epilog=__doc__.split("\n\n", 1)[1])
   ap.add_argument("--kinds", default=",".join(KINDS), help="weight formats to run, comma-separated (default: all)")
   ap.add_argument("--shape", choices=list(SHAPES), default="smollm2-135m", help="model shape (default: smollm2-135m)")
   ap.add_argument("--quick", action="store_true", help="the tiny shape, few tokens, F32/Q8_0/Q4_K only unless --kinds says otherwise")
@@ -155,7 +156,8 @@ def main(argv=None) -> int:
         import importlib.util
         ok = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
       except (ImportError, ValueError): ok = False
-      results["torch"] = _run_child(["--child", "torch", "-", *base], dict(os.environ), a.timeout) if ok else {"skipped": "torch or transformers is not installed"}
+      results["torch"] = (_run_child(["--child", "torch", "-", *base], dict(os.environ), a.timeout) if ok
+                          else {"skipped": "torch or transformers is not installed"})
   print(report(results))
   if a.json:
     with open(a.json, "w") as f: json.dump(results, f, indent=1)
@@ -163,17 +165,20 @@ def main(argv=None) -> int:
 
 def report(res: dict) -> str:
   f = lambda v, fmt: "-" if v is None else format(v, fmt)
-  lines = ["| weights | file MiB | TTFT cold s | TTFT warm s | prefill tok/s | decode tok/s | ms/token | peak RSS MiB | bytes/token MiB | % of bw bound |",
+  lines = ["| weights | file MiB | TTFT cold s | TTFT warm s | prefill tok/s | decode tok/s | ms/token | peak RSS MiB | bytes/token MiB "
+           "| % of bw bound |",
            "|---|---|---|---|---|---|---|---|---|---|"]
   for k, r in res["rows"].items():
     if r.get("error"): lines.append(f"| {k} | {f(r.get('file_mib'), '.1f')} | ERROR: {r['error']} |"); continue
-    lines.append(f"| {k} | {r['file_mib']:.1f} | {f(r.get('ttft_cold_s'), '.2f')} | {f(r.get('ttft_warm_s'), '.2f')} | {f(r.get('prefill_tok_s'), '.1f')} | "
+    lines.append(f"| {k} | {r['file_mib']:.1f} | {f(r.get('ttft_cold_s'), '.2f')} | {f(r.get('ttft_warm_s'), '.2f')} | "
+                 f"{f(r.get('prefill_tok_s'), '.1f')} | "
                  f"{f(r.get('decode_tok_s'), '.1f')} | {f(r.get('decode_ms'), '.1f')} | {r['rss_mib']:.0f} | {r['bytes_per_token'] / 2**20:.1f} | "
                  f"{f(100 * r['bound_fraction'] if 'bound_fraction' in r else None, '.1f')} |")
   t = res.get("torch")
   if t and "decode_tok_s" in t:
     frac = t["decode_tok_s"] * t["weight_bytes"] / (res["read_bandwidth_gbs"] * 1e9)
-    lines.append(f"| torch float32 ({t['threads']} thread{'s' if t['threads'] > 1 else ''}) | - | - | - | {t['prefill_tok_s']:.1f} | {t['decode_tok_s']:.1f} | "
+    lines.append(f"| torch float32 ({t['threads']} thread{'s' if t['threads'] > 1 else ''}) | - | - | - | {t['prefill_tok_s']:.1f} | "
+                 f"{t['decode_tok_s']:.1f} | "
                  f"{1000 / t['decode_tok_s']:.1f} | {t['rss_mib']:.0f} | {t['weight_bytes'] / 2**20:.1f} | {100 * frac:.1f} |")
   elif t: lines.append(f"| torch float32 | {t.get('skipped') or 'ERROR: ' + str(t.get('error'))} |")
   return "\n".join(lines)

@@ -121,7 +121,8 @@ def test_model_runs_quantized(kind, tmp_path):
   # every matmul weight is the file's block bytes, on the device as uint8; q/k/v stacked into one buffer (one copy)
   qkv = llm.model.w["blk.0.attn_qkv.weight"]
   assert qkv.kind == kind and qkv.parts["raw"].dtype == dtypes.uint8 and qkv.parts["raw"].uop.base.op is Ops.BUFFER
-  assert all(w.parts["raw"].dtype == dtypes.uint8 for n, w in llm.model.w.items() if n.endswith(".weight") and len(w.shape) == 2 and n != "token_embd.weight")
+  mats = [w for n, w in llm.model.w.items() if n.endswith(".weight") and len(w.shape) == 2 and n != "token_embd.weight"]
+  assert all(w.parts["raw"].dtype == dtypes.uint8 for w in mats)
   assert "raw" not in (llm.model.w["token_embd.weight"]._parts or {}), "the (untied) embedding table was copied to the device"
   # logits against a numpy forward pass over gguf's reference decode of the same bytes
   from test_llm import ref_forward

@@ -14,7 +14,8 @@ from tinycore.dtype import dtypes
 from tinycore.uop import UOp
 from tinycore.llm.weights import QWeight
 
-NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}   # rotate halves, not pairs
+# rotate halves, not pairs
+NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}
 
 GEMMA = {"gemma", "gemma2", "gemma3"}
 # gemma 2 alternates sliding and global layers; gemma 3 has five sliding layers for each global one

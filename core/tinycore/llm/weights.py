@@ -58,7 +58,8 @@ class QWeight:
     ids = np.asarray(idx, dtype=np.int64)
     if len(self.host) != 1: return self.dequant()[Tensor(ids)]   # built on the device (stacked weights): no host copy to read
     src = self.host[0].reshape(self.shape[0], -1)
-    if ids.size and (ids.min() < 0 or ids.max() >= self.shape[0]): raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {ids.min()}..{ids.max()}")
+    if ids.size and (ids.min() < 0 or ids.max() >= self.shape[0]):
+      raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {ids.min()}..{ids.max()}")
     sel = np.ascontiguousarray(src[ids])
     shape = (len(ids), *self.shape[1:])
     if self.kind in BLOCK_FORMATS: return Tensor(DEQUANT[_TYPE_ID[self.kind]](sel.reshape(-1, BLOCK_FORMATS[self.kind][1])).reshape(shape))
@@ -83,7 +84,7 @@ _TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
 def _drop_pages(c: np.ndarray) -> None:
   """Tell the kernel this process is done with the mapped pages behind `c` (now copied to the device), so they stop
   counting in its RSS; a later read (an embedding row) maps them in again from the page cache."""
-  base = c.base
+  base: Any = c.base
   while base is not None and not isinstance(base, (mmap.mmap, memoryview)): base = getattr(base, "base", None)
   mm = base.obj if isinstance(base, memoryview) else base
   if not isinstance(mm, mmap.mmap) or not hasattr(mm, "madvise") or not hasattr(mmap, "MADV_DONTNEED"): return
@@ -138,11 +139,15 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
     for i in range(sizes.get("block_count", 0)):
       b = f"blk.{i}."
       fused = b + "attn_qkv.weight" in w   # phi-3: q, k and v in one matrix, and gate and up in ffn_up
-      want.update({b + "attn_norm.weight": (dim,), b + "ffn_norm.weight": (dim,), b + "attn_q.weight": (nh * hd, dim), b + "attn_k.weight": (nk * hd, dim),
+      want.update({b + "attn_norm.weight": (dim,), b + "ffn_norm.weight": (dim,), b + "attn_q.weight": (nh * hd, dim),
+                   b + "attn_k.weight": (nk * hd, dim),
                    b + "attn_v.weight": (nk * hd, dim), b + "attn_qkv.weight": ((nh + 2 * nk) * hd, dim), b + "attn_output.weight": (dim, nh * hd)})
-      if ff: want.update({b + "ffn_gate.weight": (ff, dim), b + "ffn_up.weight": (ff if b + "ffn_gate.weight" in w else 2 * ff, dim), b + "ffn_down.weight": (dim, ff)})
+      if ff:
+        up_rows = ff if b + "ffn_gate.weight" in w else 2 * ff   # phi-3: gate and up in one matrix
+        want.update({b + "ffn_gate.weight": (ff, dim), b + "ffn_up.weight": (up_rows, dim), b + "ffn_down.weight": (dim, ff)})
       for t in ("attn_norm", "ffn_norm", "attn_output") + (("attn_qkv",) if fused else ("attn_q", "attn_k", "attn_v")):
-        if b + t + ".weight" not in w: raise CorruptFileError(f"{name}: tensor {b + t + '.weight'!r} is missing ({arch}.block_count is {sizes['block_count']})")
+        if b + t + ".weight" not in w:
+          raise CorruptFileError(f"{name}: tensor {b + t + '.weight'!r} is missing ({arch}.block_count is {sizes['block_count']})")
   for t, shape in want.items():
     if t in w and tuple(w[t].shape) != shape:
       raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
@@ -154,7 +159,8 @@ def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
   out: dict[str, QWeight] = {}
   for tn, shape, tt, raw in infos:
     kind = GGML_TYPES[tt][0]
-    if kind not in BLOCK_FORMATS and tt not in _PLAIN: raise UnsupportedFileError(f"tensor {tn!r} has ggml type {kind}, which the LLM runner can't use")
+    if kind not in BLOCK_FORMATS and tt not in _PLAIN:
+      raise UnsupportedFileError(f"tensor {tn!r} has ggml type {kind}, which the LLM runner can't use")
     # rows are whole blocks (gguf_tensors checked it); the array views the mapping and keeps it alive
     out[tn] = QWeight(kind, shape, nbytes=len(raw), host=[np.frombuffer(raw, np.uint8)])
   check_llm_metadata(kv, out, os.fspath(fn) if isinstance(fn, (str, os.PathLike)) else "<bytes>")
