@@ -8,14 +8,11 @@ REFERENCE = ContextVar("REFERENCE", 0)
 def realize_uops(uops: list[UOp]) -> list[UOp]:
   """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer."""
   if REFERENCE: return _realize_reference(uops)
-  from tinycore.engine.schedule import create_schedule
-  from tinycore.engine.run import run_schedule
+  from tinycore.engine.schedule_cache import schedule_and_run
   from tinycore.stages import apply_stage
   # the tensor stage: each target's device rewrites the graph it is about to realize
   uops = [apply_stage(u, u.device, "tensor") for u in uops]   # a multi-device tuple has no single owner: skipped
-  sched, outputs = create_schedule(uops, return_outputs=True)
-  run_schedule(sched, keep={o.base.arg for o in outputs if o.base.op is Ops.BUFFER})
-  return outputs
+  return schedule_and_run(uops)   # a graph whose structure was seen before reuses its schedule
 
 def _realize_reference(uops: list[UOp]) -> list[UOp]:
   import numpy as np
