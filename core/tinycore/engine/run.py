@@ -132,4 +132,5 @@ def run_items(items: list[ExecItem], frees: dict[int, list[Buffer]], var_vals: d
     ei.run(var_vals)
     for b in frees.get(i, ()): b.deallocate()
   if DEBUG >= 1 and items:
-    print(f"realized {len(items)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms" + (f", peak memory {GlobalCounters.mem_peak/1e6:.2f} MB" if DEBUG >= 2 else ""))
+    peak = f", peak memory {GlobalCounters.mem_peak/1e6:.2f} MB" if DEBUG >= 2 else ""
+    print(f"realized {len(items)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms{peak}")
