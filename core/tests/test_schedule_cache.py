@@ -196,3 +196,42 @@ def test_hit_is_cheaper_than_a_miss():
   hit, miss = once(False), once(True)
   assert schedule_cache.stats["hits"] - h0 >= 100
   assert hit < 0.8 * miss, (hit, miss)
+
+# ---- TinyJit's replay of plain buffer inputs (engine/jit.py: _replay_plain_buffers, CapturedJit._launch_fast)
+
+def test_jit_fast_replay_skips_argument_walk(monkeypatch):
+  from tinycore.engine import jit as jitmod
+  f = TinyJit(_small)
+  xs = [_rand(16, seed=i) for i in range(6)]
+  ins = [Tensor(x).realize() for x in xs]
+  for t in ins[:2]: f(t)
+  walks = []
+  real = jitmod._walk_args
+  monkeypatch.setattr(jitmod, "_walk_args", lambda *a: walks.append(1) or real(*a))
+  GlobalCounters.reset()
+  for t, x in zip(ins[2:] + ins[:2], xs[2:] + xs[:2]):   # new buffers, then the capture-time ones again
+    np.testing.assert_allclose(f(t).numpy(), ((x + 1) * 2).sum(), rtol=1e-5)
+  assert not walks and GlobalCounters.kernel_count == 6 * len(f.jit_cache) - 6 + 6   # one kernel per replay (+ none for numpy)
+  assert f.cnt == 8
+
+def test_jit_fast_replay_checks_inputs():
+  from tinycore.engine.jit import JitError
+  f = TinyJit(lambda a, b: (a * b).sum())
+  a, b = Tensor(_rand(4, seed=1)).realize(), Tensor(_rand(4, seed=2)).realize()
+  for _ in range(3): f(a, b)
+  with pytest.raises(JitError, match="shape"): f(Tensor(_rand(5)).realize(), b)
+  with pytest.raises(JitError, match="dtype"): f(Tensor(_rand(4).astype(np.float16)).realize(), b)
+  with pytest.raises(JitError, match="same buffer"): f(a, a)
+  lazy = Tensor(_rand(4, seed=3)) + 1   # not a buffer yet: the general path realizes it
+  np.testing.assert_allclose(f(lazy, b).numpy(), ((_rand(4, seed=3) + 1) * b.numpy()).sum(), rtol=1e-5)
+
+def test_jit_fast_replay_keeps_no_input_alive():
+  f = TinyJit(lambda a: (a * 2).contiguous())
+  for i in range(4):
+    t = Tensor(_rand(8, seed=i)).realize()
+    out = f(t).numpy()
+    np.testing.assert_allclose(out, _rand(8, seed=i) * 2, rtol=1e-6)
+    ref = weakref.ref(t.uop.base.arg)
+    del t
+    gc.collect()
+    assert ref() is None
