@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import JIT, DEBUG, GlobalCounters, all_int
+from tinycore.engine.jit_memory import share_intermediates
 
 R = TypeVar("R")
 
@@ -337,5 +338,7 @@ class TinyJit(Generic[R]):
     tmpl = _map_ret(ret, lambda t: _Out(next(cnt)))
     e.captured = CapturedJit(tmpl, captured, input_replace, out_uops, infos, frozenset(var_vals), rng_keys)
     e.captured.free_inputs()
+    # the capture's intermediates share memory best-fit, as the eager plan frees and reuses them (engine/jit_memory.py)
+    share_intermediates(captured)
     e.cnt = 2
     return ret
