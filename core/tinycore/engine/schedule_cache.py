@@ -20,7 +20,11 @@ from typing import Any
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType
 from tinycore.device import Buffer, Device, Compiled
-from tinycore.helpers import ContextVar
+from tinycore.helpers import ContextVar, DEBUG
+from tinycore import plugins_hooks
+from tinycore.engine.run import ExecItem, run_items, lower_item, _frees_after
+from tinycore.engine import schedule as schedule_mod   # through the module: tests count its calls
+from tinycore.engine.schedule import _is_view_of_buffer
 
 MAX_ENTRIES = 512
 _cache: OrderedDict[tuple, CachedSchedule] = OrderedDict()
@@ -79,19 +83,20 @@ def structure_of(targets: list[UOp]) -> Structure | None:
       if n in idx:
         stack.pop()
         continue
-      op, arg = n.op, n.arg
-      kids = (n.src[0],) if op is BIND else n.src   # a bound value is not structure
-      if arg.__class__ is tuple and arg not in pure:
+      op, arg, kids = n.op, n.arg, n.src
+      if op is BIND: kids = kids[:1]   # a bound value is not structure
+      elif arg.__class__ is tuple and arg not in pure:
         if _is_pure(arg):
           if len(pure) > 65536: pure.clear()
           pure.add(arg)
         else: kids = kids + _uops_in(arg)
       # post-order: a node is keyed once all its sources (and the UOps in its arg) have been
-      todo = [k for k in kids if k not in idx]
-      if todo:
-        todo.reverse()
-        stack.extend(todo)
-        continue
+      pending = False
+      for k in kids:
+        if k not in idx:
+          stack.append(k)
+          pending = True
+      if pending: continue
       stack.pop()
       if op is BUFFER:
         # aliasing is structure: an assign reading its own target, or two views of one allocation
@@ -180,21 +185,16 @@ def clear() -> None:
 def schedule_and_run(targets: list[UOp]) -> list[UOp]:
   """Compute `targets` (eager realize): a known structure reuses its schedule, a new one is scheduled and remembered.
   Returns, per target, a UOp that reads its result."""
-  from tinycore.engine.run import ExecItem, run_items, lower_item, _frees_after
-  from tinycore.helpers import DEBUG
-  from tinycore import plugins_hooks
-  from tinycore.engine.schedule import _is_view_of_buffer
   # Tensor(array).realize() and the like: already in memory, nothing to schedule (create_schedule would return them as is)
   if all(t.op is Ops.CONST or _is_view_of_buffer(t) for t in targets): return targets
   # DEBUG>=3 shows the scheduler at work and schedule observers see every schedule made: both want the real thing
-  s = structure_of(targets) if DEBUG < 3 and not plugins_hooks.schedule_observers else None
+  s = structure_of(targets) if DEBUG.value < 3 and not plugins_hooks.schedule_observers else None
   if s is not None and (hit := lookup(s)) is not None:
     bufs, outputs = hit.bind(s, targets)
     items = [ExecItem(runner, [bufs[k] for k in slots], s.var_vals) for runner, slots in hit.items]
     run_items(items, {i: [bufs[k] for k in f] for i, f in enumerate(hit.frees) if f})
     return outputs
-  from tinycore.engine.schedule import create_schedule
-  schedule, outputs = create_schedule(targets, return_outputs=True)
+  schedule, outputs = schedule_mod.create_schedule(targets, return_outputs=True)
   frees = _frees_after(schedule, {o.base.arg.base for o in outputs if o.base.op is Ops.BUFFER})
   items = [lower_item(si) for si in schedule]
   if s is not None: remember(s, targets, schedule, outputs, [ei.runner for ei in items], frees)
