@@ -77,6 +77,18 @@ def test_context_changes_miss(scheduled, capsys):
   np.testing.assert_allclose(_small(Tensor(x)).numpy(), want, rtol=1e-5)
   assert len(scheduled) == 3   # plain, NOOPT, DEBUG=2; then plain again is a hit
 
+def test_noopt_after_optimized_gets_an_unoptimized_kernel():
+  """NOOPT=1 after the same structure ran optimized: a schedule miss alone isn't enough, the runner must differ too."""
+  x, w = _rand(32, 64, seed=1), _rand(64, 48, seed=2)
+  srcs = {}
+  for noopt in (0, 1, 0):
+    runmod_before = set(runmod._runners)
+    with Context(NOOPT=noopt):
+      np.testing.assert_allclose((Tensor(x) @ Tensor(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    new = [r for k, r in runmod._runners.items() if k not in runmod_before]
+    srcs.setdefault(noopt, [r.p.src for r in new])
+  assert srcs[1] and srcs[0] and set(srcs[1]).isdisjoint(srcs[0])   # NOOPT compiled its own kernels
+
 def test_dev_change_uses_that_renderer(scheduled):
   names = [r.name.upper() for r in Device._plugins().renderers(Device.DEFAULT)]
   if len(names) < 2: pytest.skip(f"{Device.DEFAULT} has one renderer")

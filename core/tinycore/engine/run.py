@@ -60,11 +60,12 @@ class _RunnerCache(dict):
 _runners: dict[tuple, CompiledRunner] = _RunnerCache()
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
   """Compile `ast` for `device` once per process (and once per machine through the compiler's disk cache)."""
+  from tinycore.helpers import BEAM, NOOPT
   dev = Device[device]
-  key = (device, str(dev.spec), ast)
+  # BEAM and NOOPT choose the kernel's optimizations: a runner made under other values is another kernel
+  key = (device, str(dev.spec), ast, BEAM.value, NOOPT.value)
   if (r := _runners.get(key)) is not None: return r
   from tinycore.codegen import get_program
-  from tinycore.helpers import BEAM
   opts = None
   if BEAM >= 1:
     from tinycore.codegen.search import beam_search
