@@ -79,3 +79,29 @@ def test_best_fit_never_shares_overlapping_lifetimes(bufs):
   # reuse does happen: buffers used one after another share one block
   seq = {i: _Desc("CPU", 16, dtypes.float32, None, i, i) for i in range(4)}
   assert len({id(b) for b in _best_fit(seq, set(seq)).values()}) == 1
+
+@pytest.mark.needs_device
+def test_views_at_one_address_read_back_their_own_bytes():
+  """Two views starting where their base does (the JIT plan makes many): each reads its own size, the base all of it."""
+  t = Tensor(np.arange(8, dtype=np.float32)).realize()
+  base = t.uop.base.arg
+  small, shifted = base.view(4, dtypes.float32, 0).ensure_allocated(), base.view(2, dtypes.float32, 8).ensure_allocated()
+  np.testing.assert_array_equal(small.numpy(), np.arange(4))
+  np.testing.assert_array_equal(shifted.numpy(), [2, 3])
+  np.testing.assert_array_equal(t.numpy(), np.arange(8))   # read back short before: the view's size had replaced the base's
+
+@pytest.mark.needs_device
+def test_copy_out_of_a_shared_block():
+  from tinycore import Device
+  other = f"{Device.DEFAULT}:1"
+  try: Device[other]
+  except Exception as e: pytest.skip(f"no second {Device.DEFAULT}: {e}")
+  @TinyJit
+  def f(x):
+    a = (x * 2).contiguous().to(other).realize()   # a small intermediate copied out of its block...
+    big = (x.reshape(8, 1, 8).expand(8, 4, 8) * 3).contiguous().sum().to(other).realize()   # ...then a bigger one in that block
+    return (a + big).realize()
+  rng = np.random.default_rng(3)
+  for _ in range(4):
+    xn = rng.random(64, dtype=np.float32)
+    np.testing.assert_allclose(f(Tensor(xn).realize()).numpy(), xn * 2 + xn.sum() * 12, rtol=1e-5)

@@ -111,11 +111,13 @@ class Buffer:
     self.allocator._copyout(mv, self._buf)
     return mv
   def as_buffer(self) -> memoryview:
-    """A host view: zero-copy when the allocator has one (CPU), otherwise a copy."""
+    """A host view: zero-copy when the allocator has one (CPU), otherwise a copy. A view's is that slice of its base's
+    (an allocator knows the sizes of the blocks it handed out, not of views into them: several can start at one address)."""
     self.ensure_allocated()
     try:
       self.compiled.synchronize()
-      return self.allocator._as_buffer(self._buf)
+      if self._base is None: return self.allocator._as_buffer(self._buf)
+      return memoryview(self._base.allocator._as_buffer(self._base._buf)).cast("B")[self.offset:self.offset + self.nbytes]
     except NotImplementedError: return self.copyout(memoryview(bytearray(self.nbytes)))
   def numpy(self) -> np.ndarray:
     import numpy as np
