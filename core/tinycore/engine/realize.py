@@ -2,14 +2,14 @@
 from __future__ import annotations
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import ContextVar
+from tinycore.stages import apply_stage
+from tinycore.engine.schedule_cache import schedule_and_run
 
 REFERENCE = ContextVar("REFERENCE", 0)
 
 def realize_uops(uops: list[UOp]) -> list[UOp]:
   """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer."""
-  if REFERENCE: return _realize_reference(uops)
-  from tinycore.engine.schedule_cache import schedule_and_run
-  from tinycore.stages import apply_stage
+  if REFERENCE.value: return _realize_reference(uops)
   # the tensor stage: each target's device rewrites the graph it is about to realize
   uops = [apply_stage(u, u.device, "tensor") for u in uops]   # a multi-device tuple has no single owner: skipped
   return schedule_and_run(uops)   # a graph whose structure was seen before reuses its schedule

@@ -131,7 +131,8 @@ def run_items(items: list[ExecItem], frees: dict[int, list[Buffer]], var_vals: d
   for i, ei in enumerate(items):
     for h in capture_hooks: h(ei)
     ei.run(var_vals)
-    for b in frees.get(i, ()): b.deallocate()
-  if DEBUG >= 1 and items:
+    if frees and (done := frees.get(i)):
+      for b in done: b.deallocate()
+  if DEBUG.value >= 1 and items:
     peak = f", peak memory {GlobalCounters.mem_peak/1e6:.2f} MB" if DEBUG >= 2 else ""
     print(f"realized {len(items)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms{peak}")

@@ -126,7 +126,7 @@ class CachedSchedule:
   """A schedule with its buffers as slots: 0..L-1 are the graph's buffers (Structure.leaves), L.. the ones it creates."""
   items: tuple[tuple[Any, tuple[int, ...]], ...]        # (runner, buffer slots), in run order
   new_bufs: tuple[tuple[str, int, DType, Any, Compiled], ...]   # device, size, dtype, options and opened device per created buffer
-  frees: tuple[tuple[int, ...], ...]                    # per item: slots freed once it has run (the memory plan)
+  frees: tuple[tuple[int, tuple[int, ...]], ...]        # (item, slots freed once it has run): the memory plan
   outputs: tuple[tuple[bool, int], ...]                 # per target: (True, created slot) or (False, walk position of a graph node)
 
   def bind(self, s: Structure, targets: list[UOp]) -> tuple[list[Buffer], list[UOp]]:
@@ -173,7 +173,7 @@ def remember(s: Structure, targets: list[UOp], schedule: list, outputs: list[UOp
     if k >= len(s.leaves) and UOp(Ops.BUFFER, t.dtype, (), b.arg).reshape(t.shape) is o: outs.append((True, k))
     elif (j := s.index.get(o)) is not None: outs.append((False, j))
     else: return
-  free_slots = tuple(tuple(slot[id(b)] for b in frees.get(i, ())) for i in range(len(items)))
+  free_slots = tuple((i, tuple(slot[id(b)] for b in bs)) for i, bs in frees.items() if bs)
   new_bufs = tuple((b.device, b.size, b.dtype, b.options, Device[b.device]) for b in new)
   try: _cache[s.key] = CachedSchedule(tuple(items), new_bufs, free_slots, tuple(outs))
   except TypeError: return
@@ -186,13 +186,15 @@ def schedule_and_run(targets: list[UOp]) -> list[UOp]:
   """Compute `targets` (eager realize): a known structure reuses its schedule, a new one is scheduled and remembered.
   Returns, per target, a UOp that reads its result."""
   # Tensor(array).realize() and the like: already in memory, nothing to schedule (create_schedule would return them as is)
-  if all(t.op is Ops.CONST or _is_view_of_buffer(t) for t in targets): return targets
+  for t in targets:
+    if t.op is not Ops.CONST and not _is_view_of_buffer(t): break
+  else: return targets
   # DEBUG>=3 shows the scheduler at work and schedule observers see every schedule made: both want the real thing
   s = structure_of(targets) if DEBUG.value < 3 and not plugins_hooks.schedule_observers else None
   if s is not None and (hit := lookup(s)) is not None:
     bufs, outputs = hit.bind(s, targets)
     items = [ExecItem(runner, [bufs[k] for k in slots], s.var_vals) for runner, slots in hit.items]
-    run_items(items, {i: [bufs[k] for k in f] for i, f in enumerate(hit.frees) if f})
+    run_items(items, {i: [bufs[k] for k in f] for i, f in hit.frees} if hit.frees else {})
     return outputs
   schedule, outputs = schedule_mod.create_schedule(targets, return_outputs=True)
   frees = _frees_after(schedule, {o.base.arg.base for o in outputs if o.base.op is Ops.BUFFER})
