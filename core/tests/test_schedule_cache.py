@@ -247,3 +247,17 @@ def test_jit_fast_replay_keeps_no_input_alive():
     del t
     gc.collect()
     assert ref() is None
+
+def test_slice_assign_and_empty_target(scheduled):
+  for i in range(3):
+    base = np.arange(8, dtype=np.float32) * (i + 1)
+    t = Tensor(base.copy()).realize()
+    t[2:5].assign(Tensor(np.full(3, -i, np.float32))).realize()
+    want = base.copy()
+    want[2:5] = -i
+    np.testing.assert_array_equal(t.numpy(), want)
+    e = Tensor.empty(4)
+    e.assign(Tensor(np.full(4, float(i), np.float32)) * 2).realize()
+    np.testing.assert_array_equal(e.numpy(), np.full(4, 2.0 * i, np.float32))
+    if i == 0: first = len(scheduled)
+  assert len(scheduled) == first   # the slice assign and the assign into an unallocated buffer were hits the next times
