@@ -121,6 +121,10 @@ def _registry() -> Any:
   from tinycore import plugins
   return plugins.registry
 
+def _shape(u: UOp) -> tuple:
+  if (shape := u.shape) is None: raise RuntimeError(f"realize target {u.op} has no shape")
+  return shape
+
 @dataclass(frozen=True)
 class CachedSchedule:
   """A schedule with its buffers as slots: 0..L-1 are the graph's buffers (Structure.leaves), L.. the ones it creates."""
@@ -135,7 +139,7 @@ class CachedSchedule:
     outs: list[UOp] = []
     nodes: list[UOp] | None = None
     for t, (created, i) in zip(targets, self.outputs):
-      if created: outs.append(UOp(Ops.BUFFER, t.dtype, (), bufs[i]).reshape(t.shape))
+      if created: outs.append(UOp(Ops.BUFFER, t.dtype, (), bufs[i]).reshape(_shape(t)))
       else:
         if nodes is None: nodes = list(s.index)
         outs.append(nodes[i])
@@ -168,9 +172,9 @@ def remember(s: Structure, targets: list[UOp], schedule: list, outputs: list[UOp
     items.append((runner, tuple(slots)))
   outs = []
   for t, o in zip(targets, outputs):
-    b = o.base
-    k = slot.get(id(b.arg), -1) if b.op is Ops.BUFFER else -1
-    if k >= len(s.leaves) and UOp(Ops.BUFFER, t.dtype, (), b.arg).reshape(t.shape) is o: outs.append((True, k))
+    ob = o.base
+    k = slot.get(id(ob.arg), -1) if ob.op is Ops.BUFFER else -1
+    if k >= len(s.leaves) and UOp(Ops.BUFFER, t.dtype, (), ob.arg).reshape(_shape(t)) is o: outs.append((True, k))
     elif (j := s.index.get(o)) is not None: outs.append((False, j))
     else: return
   free_slots = tuple((i, tuple(slot[id(b)] for b in bs)) for i, bs in frees.items() if bs)
