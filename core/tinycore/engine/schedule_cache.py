@@ -113,8 +113,11 @@ def structure_of(targets: list[UOp]) -> Structure | None:
       idx[n] = len(key)
       key.append(entry)
   except _Uncacheable: return None
-  ctx = tuple([v.value for v in ContextVar._registry.values()])
-  return Structure((ctx, _registry().pm, tuple(key), tuple([idx[t] for t in targets])), leaves, var_vals, idx)
+  return Structure((_context(), _registry().pm, tuple(key), tuple([idx[t] for t in targets])), leaves, var_vals, idx)
+
+def _context() -> tuple:
+  """Every ContextVar's value (DEBUG, BEAM, NOOPT, DEV, ...): any of them may change what a schedule is."""
+  return tuple([v.value for v in ContextVar._registry.values()])
 
 @functools.cache
 def _registry() -> Any:
@@ -179,7 +182,8 @@ def remember(s: Structure, targets: list[UOp], schedule: list, outputs: list[UOp
     else: return
   free_slots = tuple((i, tuple(slot[id(b)] for b in bs)) for i, bs in frees.items() if bs)
   new_bufs = tuple((b.device, b.size, b.dtype, b.options, Device[b.device]) for b in new)
-  try: _cache[s.key] = CachedSchedule(tuple(items), new_bufs, free_slots, tuple(outs))
+  # the context as it is now: scheduling may have registered ContextVars (an emulator's), and the next lookup sees them
+  try: _cache[(_context(),) + s.key[1:]] = CachedSchedule(tuple(items), new_bufs, free_slots, tuple(outs))
   except TypeError: return
   while len(_cache) > MAX_ENTRIES: _cache.popitem(last=False)
 
