@@ -21,7 +21,6 @@ from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType
 from tinycore.device import Buffer, Device, Compiled
 from tinycore.helpers import ContextVar, DEBUG
-from tinycore import plugins_hooks
 from tinycore.engine.run import ExecItem, run_items, lower_item, _frees_after
 from tinycore.engine import schedule as schedule_mod   # through the module: tests count its calls
 from tinycore.engine.schedule import _is_view_of_buffer
@@ -198,7 +197,7 @@ def schedule_and_run(targets: list[UOp]) -> list[UOp]:
     if t.op is not Ops.CONST and not _is_view_of_buffer(t): break
   else: return targets
   # DEBUG>=3 shows the scheduler at work and schedule observers see every schedule made: both want the real thing
-  s = structure_of(targets) if DEBUG.value < 3 and not plugins_hooks.schedule_observers else None
+  s = structure_of(targets) if DEBUG.value < 3 else None
   if s is not None and (hit := lookup(s)) is not None:
     bufs, outputs = hit.bind(s, targets)
     items = [ExecItem(runner, [bufs[k] for k in slots], s.var_vals) for runner, slots in hit.items]
