@@ -55,8 +55,12 @@ class LRUAllocator(Allocator):
 class Buffer:
   """`size` elements of `dtype` on `device`. A view (`base` given) shares its base's memory at byte `offset`."""
   _buf: Any   # the allocator's handle, once allocated
-  def __init__(self, device: str, size: int, dtype: DType, opaque=None, options=None, base: Buffer | None = None, offset: int = 0):
+  def __init__(self, device: str, size: int, dtype: DType, opaque=None, options=None, base: Buffer | None = None, offset: int = 0,
+               compiled: Compiled | None = None):
     self.device, self.size, self.dtype, self.options, self.offset = device, size, dtype, options, offset
+    # the opened device, looked up once when the buffer is allocated (or handed in by whoever already holds it): it
+    # also pins the allocator, so a Context(DEV=...) change later can't send the free to another device's allocator
+    self.compiled: Compiled | None = compiled
     self._base: Buffer | None = None if base is None else base.base
     # checks that guard memory: real exceptions, not asserts (python -O drops those)
     if size < 0 or offset < 0: raise ValueError(f"a buffer of {size} elements at byte offset {offset}: both must be >= 0")
@@ -74,9 +78,10 @@ class Buffer:
   def ensure_allocated(self) -> Buffer: return self if self.is_allocated() else self.allocate()
   def allocate(self, opaque=None) -> Buffer:
     if self.is_allocated(): raise RuntimeError(f"{self} is already allocated")
-    self.allocator = Device[self.device].allocator
+    if self._base is not None: self.compiled = self._base.ensure_allocated().compiled   # a view lives in its base's memory
+    elif self.compiled is None: self.compiled = Device[self.device]
+    self.allocator = self.compiled.allocator
     if self._base is not None:
-      self._base.ensure_allocated()
       self._buf = self.allocator._offset(self._base._buf, self.nbytes, self.offset)
     elif opaque is not None: self._buf, self._owned = opaque, False   # someone else's memory: never freed here
     else:
@@ -101,15 +106,17 @@ class Buffer:
   def copyout(self, mv: memoryview) -> memoryview:
     mv = memoryview(mv).cast("B")
     if mv.nbytes != self.nbytes: raise ValueError(f"copyout of a buffer of {self.nbytes} bytes into {mv.nbytes}")
-    Device[self.device].synchronize()
-    self.ensure_allocated().allocator._copyout(mv, self._buf)
+    self.ensure_allocated().compiled.synchronize()
+    self.allocator._copyout(mv, self._buf)
     return mv
   def as_buffer(self) -> memoryview:
-    """A host view: zero-copy when the allocator has one (CPU), otherwise a copy."""
+    """A host view: zero-copy when the allocator has one (CPU), otherwise a copy. A view's is that slice of its base's
+    (an allocator knows the sizes of the blocks it handed out, not of views into them: several can start at one address)."""
     self.ensure_allocated()
     try:
-      Device[self.device].synchronize()
-      return self.allocator._as_buffer(self._buf)
+      self.compiled.synchronize()
+      if self._base is None: return self.allocator._as_buffer(self._buf)
+      return memoryview(self._base.allocator._as_buffer(self._base._buf)).cast("B")[self.offset:self.offset + self.nbytes]
     except NotImplementedError: return self.copyout(memoryview(bytearray(self.nbytes)))
   def numpy(self) -> np.ndarray:
     import numpy as np
@@ -300,5 +307,7 @@ class _Device:
     self._opened.clear()
     self._resolved.clear(); self._defaults.clear(); self._aliases.clear()
     self._auto = None
+    from tinycore.engine import schedule_cache
+    schedule_cache.clear()   # its entries hold opened devices for the buffers they create
 
 Device = _Device()

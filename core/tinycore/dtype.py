@@ -197,7 +197,8 @@ def _apply_default_float(kw: dict):
              "float64": dtypes.float64, "double": dtypes.float64, "float16": dtypes.float16}
     if name not in known:   # a typo must not silently leave float32 in place
       from tinycore.helpers import EnvError
-      raise EnvError(f"environment variable DEFAULT_FLOAT={DEFAULT_FLOAT.value!r}: expected one of {', '.join(k.upper() for k in known)}, or unset it")
+      raise EnvError(f"environment variable DEFAULT_FLOAT={DEFAULT_FLOAT.value!r}: expected one of "
+                     f"{', '.join(k.upper() for k in known)}, or unset it")
     dtypes.default_float = known[name]
 _h._context_hooks.append(_apply_default_float)
 if DEFAULT_FLOAT.value: _apply_default_float({"DEFAULT_FLOAT": 1})

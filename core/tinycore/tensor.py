@@ -299,6 +299,11 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   # ---- elementwise
   def _broadcasted(self, y, reverse=False, match_dtype=True) -> tuple[Tensor, Tensor]:
     x: Tensor = self
+    # a python scalar beside a tensor of its dtype on one device: the broadcast const straight from the uop (the general
+    # path below builds and validates three Tensors for it, ~10 us per op of eager overhead)
+    if y.__class__ in (int, float, bool) and isinstance(x.device, str) and all_int(x.shape) and _scalar_dtype_beside(y, x.dtype) == x.dtype:
+      c = Tensor(x.uop.const_like(y))
+      return (c, x) if reverse else (x, c)
     if not isinstance(y, Tensor):
       if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):
         y = Tensor(y.cast(dtypes.int32) if y.dtype != dtypes.int32 else y, device=x.device)

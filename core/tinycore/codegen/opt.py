@@ -75,6 +75,9 @@ def merge_reduce_loops(k: UOp) -> UOp:
 class CantVectorize(Exception): pass
 _VEC_ALU = {Ops.ADD, Ops.MUL, Ops.SUB, Ops.NEG, Ops.EXP2, Ops.RECIP, Ops.FDIV}
 _VEC_SELECT = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MAX}
+# bit ops on byte lanes: unpacking quantized weight blocks (nibbles, 2-bit fields, high bits) from their raw bytes
+_VEC_BYTE_OPS = {Ops.AND, Ops.OR, Ops.XOR, Ops.SHR, Ops.SHL, Ops.ADD, Ops.SUB}
+_BYTES = (dtypes.int8, dtypes.uint8)
 
 def _lanes(r: UOp, rn: UOp, n: int):
   """A rewriter turning values that vary along range `r` into n-wide vectors (lanes r = rn*n + 0..n-1). Loads must be
@@ -92,8 +95,12 @@ def _lanes(r: UOp, rn: UOp, n: int):
         # every lane reads one element (a quantized block's scale: (r*16 + lane) // 32): one scalar load that the vector
         # math broadcasts
         first = _simplify(u.src[1].substitute({r: rn * n}))
-        if any(_simplify(u.src[1].substitute({r: rn * n + i})) is not first for i in range(1, n)): raise CantVectorize
-        res = UOp(Ops.INDEX, u.dtype, (u.src[0], first))
+        lanes = [_simplify(u.src[1].substitute({r: rn * n + i})) for i in range(1, n)]
+        if all(x is first for x in lanes): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first))
+        # or consecutive elements once the lanes' index math folds (a quantized block's bytes: (r//32)*34 + r%32 + 2
+        # is rn//2*34 + rn%2*16 + lane + 2 for r = rn*16 + lane)
+        elif all(x is _simplify(first + i) for i, x in enumerate(lanes, 1)): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first), ("vec", n))
+        else: raise CantVectorize
     elif u.op is Ops.LOAD:
       idx = f(u.src[0])
       if idx.arg is None: res = UOp(Ops.LOAD, u.dtype, (idx,))   # the same element in every lane
@@ -102,7 +109,19 @@ def _lanes(r: UOp, rn: UOp, n: int):
       else: res = UOp(Ops.LOAD, u.dtype.vec(n), (idx,))
     elif u.op is Ops.CAST and u.dtype == dtypes.float32 and u.src[0].dtype in (dtypes.float16, dtypes.int8, dtypes.uint8):
       x = f(u.src[0])
+      # 8-bit lanes widen through int32 lanes: GCC turns a direct char16 -> float16 conversion into 16 scalar converts
+      if x.dtype.count > 1 and x.dtype.scalar() in _BYTES: x = UOp(Ops.CAST, dtypes.int32.vec(x.dtype.count), (x,))
       res = UOp(Ops.CAST, u.dtype.vec(x.dtype.count) if x.dtype.count > 1 else u.dtype, (x,))
+    elif u.op in _VEC_BYTE_OPS and u.dtype in _BYTES:
+      srcs = tuple(f(x) for x in u.src)
+      # a lane-uniform shift amount or mask is fine (vector op scalar); a lane-uniform value shifted by per-lane amounts isn't
+      if u.op in (Ops.SHL, Ops.SHR) and srcs[0].dtype.count == 1 and srcs[1].dtype.count > 1: raise CantVectorize
+      res = UOp(u.op, u.dtype.vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
+    elif u.dtype == dtypes.index and u.op in GroupOp.ALU:
+      # index math off the loads (which nibble of a byte, from the element number): fine when it is the same in every lane
+      first = _simplify(u.substitute({r: rn * n}))
+      if any(_simplify(u.substitute({r: rn * n + i})) is not first for i in range(1, n)): raise CantVectorize
+      res = first
     elif u.op is Ops.STORE:
       ind, val = f(u.src[0]), f(u.src[1])
       if ind.arg is None or val.dtype.count != n: raise CantVectorize
@@ -118,6 +137,11 @@ def _lanes(r: UOp, rn: UOp, n: int):
     elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32 and r not in u.src[1:]:
       if (x := f(u.src[0])).dtype.count != n: raise CantVectorize   # lane-uniform: nothing to gain
       res = UOp(Ops.REDUCE, u.dtype.vec(n), (x, *u.src[1:]), u.arg)
+    elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST):
+      # math on lane-uniform values only (a block's float16 scale built from its two bytes) stays scalar
+      srcs = tuple(f(x) for x in u.src)
+      if any(x.dtype.count > 1 for x in srcs): raise CantVectorize
+      res = u.replace(src=srcs)
     else: raise CantVectorize
     memo[u] = res
     return res

@@ -50,6 +50,24 @@ def _alu_cost(u: UOp, realize: set, limit: int = EXPAND_COST) -> int:
     stack.extend(n.src)
   return cost
 
+def _input_bytes(u: UOp, realize: set) -> int:
+  """Bytes of the buffers (and realized nodes) the kernel-local graph of `u` reads."""
+  seen, stack, total = set(), [u], 0
+  while stack:
+    n = stack.pop()
+    if n in seen: continue
+    seen.add(n)
+    if n.op is Ops.BUFFER: total += getattr(n.arg, "nbytes", 0); continue
+    if n is not u and (n in realize or n.op is Ops.REDUCE_AXIS):
+      total += prod(n.shape) * n.dtype.itemsize if all_int(n.shape) else 0; continue
+    stack.extend(n.src)
+  return total
+
+def _decompresses(u: UOp, realize: set) -> bool:
+  """`u` writes at least twice the bytes it reads (quantized weights decoded to float): realizing it would multiply the
+  memory it holds and the traffic of every reader, so it is recomputed where it is read instead."""
+  return all_int(u.shape) and 2 * _input_bytes(u, realize) <= prod(u.shape) * u.dtype.itemsize
+
 def _broadcast(u: UOp) -> bool:
   while u.op is Ops.RESHAPE: u = u.src[0]
   return u.op is Ops.CONST or (u.op is Ops.EXPAND and _really_expands(u))
@@ -86,7 +104,8 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
           b = n.src[0]
           while b.op in GroupOp.Movement: b = b.src[0]
           fan = prod(n.shape) // max(prod(n.src[0].shape), 1) if all_int(n.shape) and all_int(n.src[0].shape) else 16
-          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST: new.add(b); continue
+          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST and not _decompresses(b, realize):
+            new.add(b); continue
         e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
         r = in_reduce or n.op is Ops.REDUCE_AXIS
         src = n.src[1:] if n.op is Ops.ASSIGN else n.src

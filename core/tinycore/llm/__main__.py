@@ -11,6 +11,8 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
   rng = np.random.default_rng(0)
   prompt = rng.integers(0, llm.cfg.vocab, n_prompt).tolist()
   n_decode = min(n_decode, llm.max_context - n_prompt - 1)
+  # the first token of this process: prefill including compiling (or loading from the cache) and capturing its kernels
+  t0 = time.perf_counter(); next(llm.generate(prompt, 1)); first = time.perf_counter() - t0
   if warmup: list(llm.generate(prompt, 4))   # compile and capture both jits before timing
   llm.prefill(prompt)   # the jits capture on their 2nd call: make sure that happened outside the timing
   st: dict = {}
@@ -20,7 +22,7 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
     t = time.perf_counter(); llm.decode(tok, pos); times.append(time.perf_counter() - t); pos += 1
   dec = times[2:] if len(times) > 4 else times   # the first decode calls run plain / capture
   cache = sum(c.nbytes() if hasattr(c, "nbytes") else c.numel() * 4 for kv in llm.model.cache for c in kv)
-  st.update(prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)),
+  st.update(first_token_s=first, prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)),
             weights_mib=llm.weight_bytes / 2**20, kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
   return st
 
@@ -59,11 +61,14 @@ def main(argv=None):
   ap.add_argument("--prompt", default="Hello", help="the user message (the model's chat template is applied), or raw text with --raw")
   ap.add_argument("--raw", action="store_true", help="tokenize --prompt as is, without the chat template")
   ap.add_argument("--max-tokens", type=_ranged(int, 0), default=64, help="tokens to generate at most (the number of decode steps with --benchmark)")
-  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0, help="sampling temperature; 0 picks the most likely token (greedy)")
+  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0,
+                  help="sampling temperature; 0 picks the most likely token (greedy)")
   ap.add_argument("--top-k", type=_ranged(int, 0), default=0, help="sample among the k most likely tokens only; 0: no limit")
-  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0, help="nucleus sampling: the most likely tokens whose probabilities add up to p")
+  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0,
+                  help="nucleus sampling: the most likely tokens whose probabilities add up to p")
   ap.add_argument("--seed", type=_ranged(int, 0, 2**63 - 1), default=None, help="random seed for sampling (repeatable output); none: a fresh one")
-  ap.add_argument("--max-context", type=_ranged(int, 2), default=512, help="tokens of context (prompt + reply), the KV cache's size; at most the model's own")
+  ap.add_argument("--max-context", type=_ranged(int, 2), default=512,
+                  help="tokens of context (prompt + reply), the KV cache's size; at most the model's own")
   ap.add_argument("--debug", action="store_true", help="on an error, show the full traceback (so does DEBUG=1)")
   ap.add_argument("--chunk", type=_ranged(int, 1), default=32, help="prefill chunk size (tokens per jitted prefill call)")
   ap.add_argument("--benchmark", action="store_true", help="print prefill and decode tokens/s and memory use on a random prompt")
@@ -92,9 +97,11 @@ def main(argv=None):
   if a.benchmark:
     n_prompt = min(max(a.chunk, 32), llm.max_context // 2)
     st = benchmark(llm, n_prompt, a.max_tokens, a.warmup)
-    print(f"prefill: {st['prefill_tok_s']:.1f} tok/s ({n_prompt} tokens)\ndecode:  {st['decode_tok_s']:.1f} tok/s ({st['decode_ms']:.2f} ms/token)\n"
-          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, peak "
-          f"RSS {st['rss_mib']:.0f} MiB")
+    print(f"first token: {st['first_token_s']:.2f} s after loading ({n_prompt}-token prompt, compiling or loading its kernels)\n"
+          f"prefill: {st['prefill_tok_s']:.1f} tok/s ({n_prompt} tokens, steady state)\n"
+          f"decode:  {st['decode_tok_s']:.1f} tok/s ({st['decode_ms']:.2f} ms/token, steady state: after warmup, jitted)\n"
+          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, "
+          f"peak RSS {st['rss_mib']:.0f} MiB")
     return 0
   if a.serve:
     import logging

@@ -292,7 +292,8 @@ class Handler(BaseHTTPRequestHandler):
     req = parse_chat_request(self._read_body(), llm.max_context, llm.cfg.vocab)
     n_chars = sum(len(m["content"]) for m in req.messages)
     if len(req.messages) > llm.max_context or n_chars > srv.max_prompt_chars:   # certainly too long: say so without spending the CPU to tokenize it
-      raise RequestError(400, f"the {len(req.messages)} messages of {n_chars} characters can't fit the context of {llm.max_context} tokens", "messages", "context_length_exceeded")
+      raise RequestError(400, f"the {len(req.messages)} messages of {n_chars} characters can't fit the context of {llm.max_context} tokens",
+                         "messages", "context_length_exceeded")
     try: toks = llm.chat_tokens(req.messages)   # in this thread, outside the model's queue
     except MessagesRejected as e: raise RequestError(400, str(e), "messages") from None   # e.g. a system role the model's template refuses
     if len(toks) >= llm.max_context:

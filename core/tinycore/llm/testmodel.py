@@ -9,6 +9,8 @@ WORDS = ["th", "he", "the", "in", "er", "an", "on", "re", "ll", "llo", "hello", 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
+FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}   # llama.cpp's, minus IQ4_NL
+
 def _vocab(kind: str) -> dict:
   if kind == "llama":   # pieces: specials, single chars, merged words (with and without the '▁' word marker)
     toks = (["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS]
@@ -35,7 +37,7 @@ def _vocab(kind: str) -> dict:
 
 def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64, vocab_kind="llama", qtype="F32", tied=False,
                arch="llama", seed=0, ctx=256, theta=10000.0, vocab_size: int | None = None) -> dict:
-  """Write a random model; returns the metadata. qtype (F32/F16/Q8_0/Q4_0) applies to the 2-d matmul weights."""
+  """Write a random model; returns the metadata. qtype (F32, F16 or a block format: Q4_0..Q8_0, Q2_K..Q6_K) applies to the 2-d matmul weights."""
   rng = np.random.default_rng(seed)
   kv = {"general.architecture": arch, "general.name": f"tiny-{arch}", **_vocab(vocab_kind), "tokenizer.chat_template": CHATML}
   if vocab_size is not None:   # pad with unused pieces (benchmark-sized models)
@@ -61,5 +63,7 @@ def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64
     if arch == "qwen2":
       for proj, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)):
         t[b + proj + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
+  # rows that aren't whole 256-element blocks can't be a K format: like llama-quantize, use a 32-element format instead
+  t = {n: (a, FALLBACK.get(q, q) if q in FALLBACK and a.shape[-1] % 256 else q) for n, (a, q) in t.items()}
   gguf_write(path, kv, t)
   return kv

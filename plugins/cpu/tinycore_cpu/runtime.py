@@ -54,9 +54,8 @@ class CPUBufferView(CPUAllocator):
     p = super().alloc(size, options)
     self.sizes[p] = size
     return p
-  def _offset(self, opaque: int, size: int, offset: int) -> int:
-    self.sizes[opaque + offset] = size
-    return opaque + offset
+  # no _offset override: a view's host view is a slice of its base's (Buffer.as_buffer); recording the view's size here
+  # overwrote its base's when both start at one address, and the base then read back short
   def _as_buffer(self, opaque: int) -> memoryview:
     return memoryview((ctypes.c_uint8 * self.sizes[opaque]).from_address(opaque)).cast("B")
 
