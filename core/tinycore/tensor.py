@@ -106,7 +106,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     elif isinstance(data, Tensor): u = data.uop if dtype is None else data.cast(dtype).uop
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
-    if multi_dev is not None or (u.base.op is Ops.BUFFER and isinstance(u.base.arg.device, tuple)): u = _multi.on_tensor(u, multi_dev)   # multi: replicate
+    if multi_dev is not None or (u.base.op is Ops.BUFFER and isinstance(u.base.arg.device, tuple)):
+      u = _multi.on_tensor(u, multi_dev)   # multi: replicate
     self.uop: UOp = u
     self.requires_grad: bool | None = requires_grad   # type: ignore[misc]   # a property, set on the class below
     self.grad: Tensor | None = None
