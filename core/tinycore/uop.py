@@ -128,7 +128,7 @@ class UOp(metaclass=UOpMetaClass):
   # ---- tensor-level properties
   @property
   def shape(self) -> tuple | None:
-    if "shape" not in (c := self._c): c["shape"] = _shape(self)
+    if "shape" not in (c := self._c): _fill(self, "shape", _shape)
     return c["shape"]
   @property
   def size(self) -> int: return prod(self.shape)

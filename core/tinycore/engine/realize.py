@@ -1,5 +1,6 @@
 """Turning lazy UOp graphs into buffers: schedule, lower and run."""
 from __future__ import annotations
+import sys
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import ContextVar
 from tinycore.stages import apply_stage
@@ -7,9 +8,14 @@ from tinycore.engine.schedule_cache import schedule_and_run
 from tinycore.engine.multi import lower_targets
 
 REFERENCE = ContextVar("REFERENCE", 0)
+# The graph walks of scheduling and uop construction are iterative; rewriting, lowering and rendering still recurse once
+# per node of a kernel, and one kernel can be a chain of ~1500 elementwise ops (x = x*a + b in a loop). Python 3.11's
+# Python-to-Python calls don't use the C stack, so a higher limit is safe at these depths.
+_DEEP = 12000
 
 def realize_uops(uops: list[UOp]) -> list[UOp]:
   """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer."""
+  if sys.getrecursionlimit() < _DEEP: sys.setrecursionlimit(_DEEP)
   uops, regroup = lower_targets(uops)   # multi: sharded graphs become per-device graphs + copies; regroup joins the shards
   if REFERENCE.value: return regroup(_realize_reference(uops))
   # the tensor stage: each target's device rewrites the graph it is about to realize

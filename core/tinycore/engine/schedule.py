@@ -253,23 +253,33 @@ def _kernel_item(u: UOp, out: Buffer, buf_of: dict, items: list, out_node: UOp |
   gl: dict[Buffer, UOp] = {out: UOp(Ops.DEFINE_GLOBAL, out.dtype.ptr(out.size), (), 0)}
   var_vals: dict[UOp, int] = {}
   memo: dict[UOp, UOp] = {}
-  def build(n: UOp, root=False) -> UOp:
-    if (r := memo.get(n)) is not None: return r
-    if not root and n in buf_of: r = build(buf_of[n])
-    elif n.op is Ops.BUFFER:
+  def leaf(n: UOp) -> UOp | None:
+    if n.op is Ops.BUFFER:
       b = n.arg
       if b not in gl:
         gl[b] = UOp(Ops.DEFINE_GLOBAL, n.dtype.ptr(b.size), (), len(bufs))
         bufs.append(b)
-      r = gl[b]
-    elif n.op is Ops.BIND:
+      return gl[b]
+    if n.op is Ops.BIND:
       var, val = n.unbind()
       var_vals[var] = val
-      r = var
-    elif n.op is Ops.COPY or n.op is Ops.ASSIGN: raise RuntimeError(f"scheduler bug: unrealized {n.op} inside a kernel")
-    else: r = n.replace(src=tuple(build(s) for s in n.src), arg=_unbind_arg(n.arg, var_vals) if n.op in GroupOp.Movement else n.arg)
-    memo[n] = r
-    return r
+      return var
+    if n.op is Ops.COPY or n.op is Ops.ASSIGN: raise RuntimeError(f"scheduler bug: unrealized {n.op} inside a kernel")
+    return None
+  def build(start: UOp, root=False) -> UOp:
+    # an explicit stack, not recursion: a chain of thousands of elementwise ops is one kernel, deeper than Python's stack
+    stack: list[tuple[UOp, bool, bool]] = [(start, root, False)]
+    while stack:
+      n, is_root, ready = stack.pop()
+      if n in memo: continue
+      if not is_root and n in buf_of:   # computed by an earlier kernel: read its buffer
+        if (t := buf_of[n]) in memo: memo[n] = memo[t]
+        else: stack += [(n, False, False), (t, False, False)]
+        continue
+      if (r := leaf(n)) is not None: memo[n] = r
+      elif ready: memo[n] = n.replace(src=tuple(memo[x] for x in n.src), arg=_unbind_arg(n.arg, var_vals) if n.op in GroupOp.Movement else n.arg)
+      else: stack += [(n, is_root, True)] + [(x, False, False) for x in reversed(n.src) if x not in memo]
+    return memo[start]
   # contiguous(x) copies x, which may itself be realized (an assign, another contiguous): then it's a load of it
   body = build(u.src[0]) if u.op is Ops.CONTIGUOUS else build(u, root=True)
   if body.op is Ops.CONTIGUOUS: body = body.src[0]
