@@ -12,6 +12,7 @@ from tinycore.tensor_movement import MovementMixin
 from tinycore.tensor_nn import NNMixin
 from tinycore.tensor_linalg import LinalgMixin
 from tinycore.tensor_hash import HashMixin
+from tinycore.tensor_errors import ShapeError, ArgumentError, DTypeError, UnsupportedModeError, ShapeEntryError
 from tinycore import tensor_multi as _multi   # multi-device (sharded) tensors: the hooks below are marked "multi:"
 
 def _to_np_dtype(dtype: DType):
@@ -256,10 +257,17 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   @staticmethod
   def arange(start, stop=None, step=1, **kw) -> Tensor:
     if stop is None: start, stop = 0, start
-    if step == 0: raise ValueError("arange step must not be 0")
-    dt = to_dtype(kw.pop("dtype")) if kw.get("dtype") is not None else dtypes.from_py([start, stop, step]) if not all(isinstance(x, int) for x in (start, stop, step)) else dtypes.default_int
-    kw.pop("dtype", None)
+    if step == 0: raise ArgumentError("arange step must not be 0")
     n = max(math.ceil((stop - start) / step), 0)
+    explicit = kw.get("dtype")
+    ints = all(isinstance(x, int) for x in (start, stop, step))
+    lo, hi = sorted((start, start + (n - 1) * step)) if n else (start, start)
+    dt = to_dtype(kw.pop("dtype")) if kw.get("dtype") is not None else dtypes.default_int if ints else dtypes.default_float
+    kw.pop("dtype", None)
+    # an int range past the default int widens to int64; one past an asked-for int dtype is an error, not a silent wrap
+    if ints and explicit is None and not dtypes.min(dt) <= lo <= hi <= dtypes.max(dt): dt = dtypes.int64
+    if dtypes.is_int(dt) and not dtypes.min(dt) <= lo <= hi <= dtypes.max(dt):
+      raise OverflowError(f"arange({start}, {stop}, {step}) has values {lo}..{hi}, outside {dt}'s range {dtypes.min(dt)}..{dtypes.max(dt)}")
     if n == 0: return Tensor.empty(0, dtype=dt, **kw)
     # start + i*step over the index range (elementwise, no buffer)
     idx = Tensor._index_range(n, kw.get("device"))
@@ -296,15 +304,20 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
 
   # ---- movement (argument checks here, in the user's terms)
   def reshape(self, shape, *args) -> Tensor:
-    new = _shape_arg((shape,) + args if args or not isinstance(shape, (tuple, list)) else shape, infer=True)
-    if sum(1 for s in new if isinstance(s, int) and s == -1) > 1: raise ValueError(f"only one dimension can be -1, got {new}")
+    new = (shape,) + args if args or not isinstance(shape, (tuple, list)) else tuple(shape)
+    # None keeps that dim (tinygrad): reshape((None, None, 6, 6)) on (4, 3, 6, 6)
+    if any(s is None for s in new):
+      if len(new) > self.ndim: raise ShapeError(f"reshape: None keeps a dim, but {new} has more dims than {self.shape}")
+      new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
+    new = _shape_arg(new, infer=True)
+    if sum(1 for s in new if isinstance(s, int) and s == -1) > 1: raise ShapeError(f"only one dimension can be -1, got {new}")
     if -1 in new:
       known = prod(s for s in new if not (isinstance(s, int) and s == -1))
-      if known == 0 or self.numel() % known != 0: raise ValueError(f"can't reshape {self.shape} into {new}")
+      if known == 0 or self.numel() % known != 0: raise ShapeError(f"can't reshape {self.shape} into {new}")
       new = tuple(self.numel() // known if (isinstance(s, int) and s == -1) else s for s in new)
-    if any(isinstance(s, int) and s < 0 for s in new): raise ValueError(f"negative dimension in reshape target {new}")
+    if any(isinstance(s, int) and s < 0 for s in new): raise ShapeError(f"negative dimension in reshape target {new}")
     if prod(new) != self.numel() if all_int(new) and all_int(self.shape) else False:
-      raise ValueError(f"can't reshape tensor of shape {self.shape} ({self.numel()} elements) into {new} ({prod(new)} elements)")
+      raise ShapeError(f"can't reshape tensor of shape {self.shape} ({self.numel()} elements) into {new} ({prod(new)} elements)")
     if not (all_int(new) and all_int(self.shape)) and None not in (n := (_bound_value(prod(new)), _bound_value(prod(self.shape)))) and n[0] != n[1]:
       raise ValueError(f"can't reshape tensor of shape {_render_arg(self.shape)} ({n[1]} elements) into {_render_arg(new)} ({n[0]} elements) "
                        f"with {_bindings(*new, *self.shape)}")
@@ -312,16 +325,16 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
   def expand(self, shape, *args) -> Tensor:
     new = _shape_arg((shape,) + args if args or not isinstance(shape, (tuple, list)) else shape, infer=True)
-    if len(new) < self.ndim: raise ValueError(f"can't expand {self.shape} to fewer dimensions {new}")
+    if len(new) < self.ndim: raise ShapeError(f"can't expand {self.shape} to fewer dimensions {new}")
     x = self.reshape((1,) * (len(new) - self.ndim) + self.shape) if len(new) != self.ndim else self
     new = tuple(xs if (isinstance(n, int) and n == -1) else n for xs, n in zip(x.shape, new))
     for xs, n in zip(x.shape, new):
-      if not (xs == n or xs == 1): raise ValueError(f"can't expand {self.shape} to {new}: dimension of size {xs} is not 1")
+      if not (xs == n or xs == 1): raise ShapeError(f"can't expand {self.shape} to {new}: dimension of size {xs} is not 1")
     return x._wrap(x.uop.expand(new))
   def permute(self, order, *args) -> Tensor:
     order = tuple(order) if not isinstance(order, int) else (order,) + args
     order = tuple(self._resolve_dim(o) for o in order)
-    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute order {order} is not a permutation of the {self.ndim} dims of {self.shape}")
+    if sorted(order) != list(range(self.ndim)): raise ShapeError(f"permute order {order} is not a permutation of the {self.ndim} dims of {self.shape}")
     return self._wrap(self.uop.permute(order))
   def transpose(self, dim0=1, dim1=0) -> Tensor:
     if self.ndim < 2 and dim0 == 1 and dim1 == 0: return self
@@ -330,7 +343,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     order[d0], order[d1] = order[d1], order[d0]
     return self.permute(order)
   def flip(self, axis, *args) -> Tensor:
-    axes = {self._resolve_dim(a) for a in ((axis,) + args if isinstance(axis, int) else axis)}
+    given = [self._resolve_dim(a) for a in ((axis,) + args if isinstance(axis, int) else axis)]
+    if len(set(given)) != len(given): raise ArgumentError(f"flip dims {tuple((axis,) + args if isinstance(axis, int) else axis)} name a dim twice (shape {self.shape})")
+    axes = set(given)
     return self._wrap(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
   def shrink(self, arg) -> Tensor:
     if len(arg) != self.ndim: raise ValueError(f"shrink needs {self.ndim} (start, end) pairs for shape {self.shape}, got {len(arg)}")
@@ -345,14 +360,15 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """`padding` as ((before, after), ...) per dim, or flat torch style (last dim first: (left, right, top, bottom, ...))."""
     if all(isinstance(p, int) for p in padding):
-      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"flat padding {padding} must have an even length at most 2*{self.ndim}")
+      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ArgumentError(f"flat padding {padding} must have an even length at most 2*{self.ndim}")
       pairs = [(0, 0)] * (self.ndim - len(padding) // 2) + [(padding[i], padding[i + 1]) for i in range(len(padding) - 2, -1, -2)]
     else: pairs = [(0, 0) if p is None else tuple(p) for p in padding]
-    if len(pairs) != self.ndim: raise ValueError(f"padding {padding} doesn't match the {self.ndim} dims of {self.shape}")
+    if len(pairs) != self.ndim: raise ArgumentError(f"padding {padding} doesn't match the {self.ndim} dims of {self.shape}")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+      raise UnsupportedModeError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
     if mode != "constant": return self._pad_mode(pairs, mode)
-    # negative padding shrinks
     x = self
-    if any(b < 0 or e < 0 for b, e in pairs):
+    if any(b < 0 or e < 0 for b, e in pairs):   # negative padding shrinks
       x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(pairs, x.shape)))
       pairs = [(max(b, 0), max(e, 0)) for b, e in pairs]
     out = x._wrap(x.uop.pad(tuple(pairs)))
@@ -360,27 +376,47 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
       mask = Tensor(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
       out = mask.where(out, value)
     return out
-  def _pad_mode(self, pairs, mode) -> Tensor:
+  def _pad_mode(self, pairs, mode: str) -> Tensor:
+    """reflect/replicate/circular padding as torch defines it: output position j of a dim reads input position j - before,
+    mapped back inside the dim; a negative pad crops the padded result (so (3, -3) still reflects 3 elements)."""
     x = self
     for d, (b, e) in enumerate(pairs):
       if b == 0 and e == 0: continue
       n = x.shape[d]
-      if mode == "reflect":
-        if b >= n or e >= n: raise ValueError(f"reflect padding {(b, e)} must be smaller than dim {d} of size {n}")
-        parts = [x._slice_dim(d, 1, b + 1).flip(d), x, x._slice_dim(d, n - 1 - e, n - 1).flip(d)]
-      elif mode == "replicate": parts = [x._slice_dim(d, 0, 1).expand(*[b if i == d else s for i, s in enumerate(x.shape)]), x,
-                                         x._slice_dim(d, n - 1, n).expand(*[e if i == d else s for i, s in enumerate(x.shape)])]
-      elif mode == "circular":
-        if b > n or e > n: raise ValueError(f"circular padding {(b, e)} can't exceed dim {d} of size {n}")
-        parts = [x._slice_dim(d, n - b, n), x, x._slice_dim(d, 0, e)]
-      else: raise ValueError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
-      x = Tensor.cat(*[p for p in parts if p.shape[d] != 0], dim=d)
+      if not isinstance(n, int): raise ShapeError(f"{mode} padding needs a concrete size for dim {d}, got {_render_arg(n)}")
+      if n + b + e < 0: raise ShapeError(f"padding {(b, e)} leaves a negative size for dim {d} of size {n}")
+      if mode == "reflect" and (b >= n or e >= n): raise ArgumentError(f"reflect padding {(b, e)} must be smaller than dim {d} of size {n}")
+      if mode == "circular":   # torch crops a negative side first, then wraps what is left
+        if b < 0 or e < 0: x, n, b, e = x._slice_dim(d, max(-b, 0), n - max(-e, 0)), n - max(-b, 0) - max(-e, 0), max(b, 0), max(e, 0)
+        if b > n or e > n: raise ArgumentError(f"circular padding {(b, e)} can't exceed dim {d} of size {n} (it wraps at most once)")
+      if mode == "replicate" and n == 0 and b + e > 0: raise ArgumentError(f"replicate padding of dim {d} needs a non-empty dim")
+      def src(p: int) -> int:
+        if mode == "reflect": return -p if p < 0 else 2 * (n - 1) - p if p >= n else p
+        if mode == "replicate": return min(max(p, 0), n - 1)
+        return p % n
+      x = x._take_runs(d, [src(p) for p in range(-b, n + e)])
     return x
+  def _take_runs(self, d: int, idx: list[int]) -> Tensor:
+    """self indexed along dim d by a static list of positions, built from its runs (ascending, descending or repeated)
+    as slices, flips and expands joined by one cat: only movement ops, so it fuses and its gradient is exact."""
+    parts, i = [], 0
+    while i < len(idx):
+      j, step = i + 1, (idx[i + 1] - idx[i]) if i + 1 < len(idx) else 0
+      if step not in (-1, 0, 1): step = 0
+      while j < len(idx) and idx[j] - idx[j - 1] == step and (step != 0 or idx[j] == idx[i]): j += 1
+      lo, hi = min(idx[i], idx[j - 1]), max(idx[i], idx[j - 1])
+      part = self._slice_dim(d, lo, hi + 1)
+      if step == -1 and j - i > 1: part = part.flip(d)
+      if step == 0 and j - i > 1: part = part.expand(*[j - i if k == d else s for k, s in enumerate(part.shape)])
+      parts.append(part)
+      i = j
+    if not parts: return self._slice_dim(d, 0, 0)
+    return parts[0] if len(parts) == 1 else Tensor.cat(*parts, dim=d)
   def _slice_dim(self, d: int, b: int, e: int) -> Tensor:
     return self.shrink(tuple((b, e) if i == d else (0, s) for i, s in enumerate(self.shape)))
   def squeeze(self, dim=None) -> Tensor:
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    dims = {self._resolve_dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))} if self.ndim else set()
+    dims = {self._resolve_dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}   # a 0-d tensor takes dim 0 or -1
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
   def unsqueeze(self, dim: int) -> Tensor:
     d = self._resolve_dim(dim, extra=True)
@@ -400,14 +436,13 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
 
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
     """`a.cat(b, c, dim=d)` or `Tensor.cat(a, b)` / `Tensor.cat([a, b])` (tinygrad's cat is a method)."""
-    tensors = tuple(self) + args if isinstance(self, (list, tuple)) else (self, *args)
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
-    if not tensors: raise ValueError("cat needs at least one tensor")
+    tensors = _tensor_list("cat", self, args)
     t0 = tensors[0]
+    if t0.ndim == 0: raise IndexError("cat: 0-d tensors can't be concatenated (stack them, or reshape to 1-d)")
     d = t0._resolve_dim(dim)
     for t in tensors[1:]:
       if t.ndim != t0.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, t0.shape)) if i != d):
-        raise ValueError(f"cat: shapes {t0.shape} and {t.shape} differ outside dim {d}")
+        raise ShapeError(f"cat: shapes {t0.shape} and {t.shape} differ outside dim {d}")
     dt = least_upper_dtype(*[t.dtype for t in tensors])
     total, off, out = sum(t.shape[d] for t in tensors), 0, None
     for t in tensors:
@@ -417,8 +452,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return out
   def cat_(self, *args, dim=0) -> Tensor: return Tensor.cat(self, *args, dim=dim)
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-    tensors = tuple(self) + args if isinstance(self, (list, tuple)) else (self, *args)
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    tensors = _tensor_list("stack", self, args)
     return Tensor.cat(*[t.unsqueeze(dim) for t in tensors], dim=dim)
 
   # ---- indexing (basic: ints, slices with steps, None, Ellipsis; tensor indices in _getitem_tensor)
@@ -520,12 +554,12 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def sub(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.ADD, b._apply(Ops.NEG)) if not dtypes.is_unsigned(a.dtype) else a._apply(Ops.SUB, b)
   def mul(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.MUL, b)
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    if rounding_mode not in (None, "trunc", "floor"): raise ArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     a, b = self._broadcasted(x, reverse)
     if rounding_mode == "trunc": return a.idiv(b) if dtypes.is_int(a.dtype) else (a.float_div(b)).trunc().cast(a.dtype)
     if rounding_mode == "floor":
       if dtypes.is_int(a.dtype): return a._floordiv_int(b)
       return a.float_div(b).floor()
-    if rounding_mode is not None: raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     return a.float_div(b)
   def float_div(self, b: Tensor) -> Tensor:
     dt = least_upper_float(self.dtype)
@@ -580,7 +614,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._apply(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._expand_to(self.shape))
   def _bitop(self, op, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
-    if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool): raise TypeError(f"bitwise ops need integer or bool tensors, got {a.dtype}")
+    if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool): raise DTypeError(f"bitwise ops need integer or bool tensors, got {a.dtype}")
     return a._apply(op, b)
   def bitwise_and(self, x) -> Tensor: return self._bitop(Ops.AND, x)
   def bitwise_or(self, x) -> Tensor: return self._bitop(Ops.OR, x)
@@ -671,27 +705,53 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if self.dtype != dtypes.bool else self
   def square(self) -> Tensor: return self * self
   def pow(self, x, reverse=False) -> Tensor:
+    """self ** x with torch's values and gradients: int ** non-negative int stays an exact int, anything with a float
+    is float; a negative base takes the sign of an odd integer exponent and is nan for a fractional one (-inf excepted)."""
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
+      if isinstance(x, float) and not dtypes.is_float(self.dtype): return self._float().pow(x)
+      if not dtypes.is_float(self.dtype):
+        if x < 0: raise DTypeError(f"an integer tensor ({self.dtype}) to a negative integer power ({x}) isn't an integer; cast to float first")
+        return self._int_pow(int(x))
       if x == 0: return self.ones_like()
       if x == 1: return self
-      if x == 2: return self * self
-      if x == 0.5: return self.sqrt()
       if x == -1: return self.reciprocal()
-      if isinstance(x, int) and 0 < x <= 8 and x == int(x):
-        r = self
-        for _ in range(x - 1): r = r * self
-        return r
+      if x == 0.5: return self.sqrt()
+      if x == int(x) and 2 <= x <= 8: return self._int_pow(int(x))
     a, b = self._broadcasted(x, reverse)
-    if dtypes.is_int(a.dtype) and dtypes.is_int(b.dtype):
-      return a.cast(dtypes.float64 if a.dtype.itemsize > 4 else dtypes.float32).pow(b.cast(dtypes.float32)).round().cast(a.dtype)
-    a, b = a._float(), b._float()
-    # |a|^b via exp2(b*log2|a|), with the sign of a for integer b, nan for negative a and fractional b
-    mag = (b * a.abs().log2()).exp2()
-    b_int = b.trunc() == b
-    odd = (b.abs() * 0.5).trunc() * 2 != b.abs()
+    if not dtypes.is_float(a.dtype):
+      if dtypes.is_int(b.dtype) and b.uop.base.op is Ops.CONST and b.uop.base.arg < 0:
+        raise DTypeError(f"an integer tensor ({a.dtype}) to a negative integer power isn't an integer; cast to float first")
+      # integer tensor exponents: exact while the result fits float64's 53-bit mantissa, then cast (torch wraps; so does the cast)
+      return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round().cast(a.dtype)
+    return a._float_pow(b)
+  def _int_pow(self, n: int) -> Tensor:
+    """self ** n for an int n >= 0 by repeated squaring: exact for ints (wrapping like torch), ~2*log2(n) multiplies."""
+    out, sq = None, self
+    while True:
+      if n & 1: out = sq if out is None else out * sq
+      n >>= 1
+      if not n: break
+      sq = sq * sq
+    return out if out is not None else self.ones_like()
+  def _float_pow(self, b: Tensor) -> Tensor:
+    """|a| ** b through the POW primitive (whose gradient rule gives torch's values at 0 and inf), computed in float32 or
+    wider and never on a negative base (a device's pow may be exp2(b*log2(a))); then the sign of a negative base."""
+    dt = self.dtype
+    wide = dtypes.float32 if dt.itemsize < 4 else dt
+    a, b = self.cast(wide), b.cast(wide)
     neg = a < 0
-    res = neg.where(b_int.where(odd.where(-mag, mag), math.nan), mag)
-    return ((a == 0) & (b == 0)).where(1.0, res)
+    mag = neg.where(-a, a)._apply(Ops.POW, b)
+    b_int = b.trunc() == b
+    odd = b_int & ((b.abs() * 0.5).trunc() * 2 != b.abs())
+    # a negative base: an odd power is negative, an even one positive, a fractional one nan (but C's pow(-inf, 0.3) is inf)
+    sign = neg.where(odd.where(-1.0, (b_int | (a == -math.inf)).where(1.0, math.nan)), 1.0)
+    out = mag * sign
+    # torch's d/db is a**b * ln(a), nan for a negative base: mag is |a|**b, so add a term that is 0 forward and whose
+    # gradient is nan (sqrt's at 0 is inf, times (b - b) = 0) where a < 0 and b is finite
+    if b.uop.base.op is not Ops.CONST and b.requires_grad is not False:
+      carry = neg & b.isfinite()   # elsewhere the sqrt sees 1, so its masked-off gradient stays 0, not 0/0
+      out = out + carry.where(carry.where((b - b.detach()).square(), 1.0).sqrt(), 0.0)
+    return out.cast(dt)
 
   # ---- reductions
   def _axes(self, axis) -> tuple[int, ...]:
@@ -739,16 +799,16 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def dot(self, w: Tensor, dtype=None) -> Tensor:
     """Matrix product with numpy's rules: 1-d operands gain and then lose a dim, batch dims broadcast."""
     if not isinstance(w, Tensor): raise TypeError(f"matmul needs a Tensor, got {type(w).__name__}")
-    if self.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
+    if self.ndim == 0 or w.ndim == 0: raise ShapeError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
     k, kw = self.shape[-1], (w.shape[-2] if w.ndim > 1 else w.shape[0])
-    if k != kw: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
+    if k != kw: raise ShapeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
     out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
     if self.ndim == 1: return self.unsqueeze(0).dot(w, dtype).squeeze(-2 if w.ndim > 1 else -1)
     # the product's own dtype accumulates (half stays half): the tensor-core rewrites match that form
     acc = dtype if dtype is not None else sum_acc_dtype(least_upper_dtype(self.dtype, w.dtype))
     if w.ndim == 1: return (self * w).sum(-1, dtype=acc).cast(out_dt)
     try: _broadcast_shape(self.shape[:-2], w.shape[:-2])
-    except ValueError: raise ValueError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
+    except ValueError: raise ShapeError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
     x = self.unsqueeze(-2)                        # (..., n, 1, k)
     wt = w._panels(self).transpose(-1, -2).unsqueeze(-3)   # (..., 1, m, k)
     return (x * wt).sum(-1, dtype=acc).cast(out_dt)
@@ -824,11 +884,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if gradient is None and self.numel() != 1: raise ValueError(f"gradient of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
-    out = []
-    for t in targets:
-      if t.uop not in grads: raise ValueError(f"a target of shape {t.shape} is not part of the graph of this tensor")
-      out.append(Tensor(grads[t.uop]))
-    return out
+    # a target the output doesn't depend on gets zeros (tinygrad 0.14): x**0 or an empty slice still has a gradient
+    return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     from tinycore.gradient import compute_gradient
     if gradient is None and self.numel() != 1: raise ValueError(f"backward of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
@@ -874,6 +931,17 @@ def _grad_targets(t: Tensor) -> list[Tensor]:
   nodes = set(t.uop.toposort())
   return [x for x in list(_requires_grad_leaves) if x.requires_grad and x.uop in nodes]
 
+def _tensor_list(what: str, first, rest: tuple) -> tuple:
+  """cat/stack's operands: `a.cat(b, c)`, `Tensor.cat(a, b)` or `Tensor.cat([a, b])`; a sequence and more tensors together is ambiguous."""
+  if isinstance(first, (list, tuple)):
+    if rest: raise ArgumentError(f"{what} takes tensors or one sequence of tensors, not a sequence followed by more tensors")
+    tensors = tuple(first)
+  else: tensors = (first, *rest)
+  if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+  if not tensors: raise ArgumentError(f"{what} needs at least one tensor")
+  if not all(isinstance(t, Tensor) for t in tensors): raise TypeError(f"{what} takes Tensors, got {[type(t).__name__ for t in tensors]}")
+  return tensors
+
 def _empty(device, shape: tuple, dtype: DType) -> UOp:
   return UOp(Ops.BUFFER, dtype, (), Buffer(device, prod(shape) if all_int(shape) else 0, dtype)).reshape(shape)
 
@@ -904,7 +972,7 @@ def _shape_arg(shape, infer: bool = False) -> tuple:
     if isinstance(s, UOp):
       if s.vmin < 0: raise ValueError(f"symbolic dimension {s.render()} can be negative (down to {s.vmin}) in shape {tuple(shape)}")
       out.append(s); continue
-    if isinstance(s, bool) or not hasattr(s, "__index__"): raise TypeError(f"shape entries must be ints, got {s!r} in {tuple(shape)}")
+    if isinstance(s, bool) or not hasattr(s, "__index__"): raise ShapeEntryError(f"shape entries must be ints, got {s!r} in {tuple(shape)}")
     s = operator.index(s)
     if s < 0 and not (infer and s == -1): raise ValueError(f"negative dimension {s} in shape {tuple(shape)}")
     out.append(s)

@@ -80,9 +80,12 @@ class NNMixin:
     for c in coeffs[1:]: r = r * self + c
     return r
   def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
-    ok = (self - other).abs() <= atol + rtol * (other.abs() if hasattr(other, "abs") else abs(other))
-    ok = ok | (self == other)
-    return ok | (self.isnan() & (other != other)) if equal_nan else ok
+    from tinycore.tensor import Tensor
+    if not isinstance(other, Tensor): other = self.const_like(other)
+    # infinities are close only to themselves (inf - inf is nan, never <= tol); nans only to nans, with equal_nan
+    finite = self.isfinite() & other.isfinite() & ((self - other).abs() <= atol + rtol * other.abs())
+    ok = finite | ((self.isinf() | other.isinf()) & (self == other))
+    return ok | (self.isnan() & other.isnan()) if equal_nan else ok
   def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)

@@ -102,7 +102,7 @@ class WGSLRenderer(Renderer):
     if op is Ops.SHR: return f"({a[0]}>>u32({a[1]}))"
     if op is Ops.WHERE: return f"select({a[2]}, {a[1]}, {a[0]})"
     if op is Ops.MULACC: return f"(({a[0]}*{a[1]})+{a[2]})"
-    if op is Ops.POW: return f"pow({a[0]}, {a[1]})"
+    if op is Ops.POW: return f"select(pow({a[0]}, {a[1]}), 1.0, {a[1]} == 0.0)"   # pow(0, 0) is undefined in WGSL; x**0 is 1
     raise NotImplementedError(f"WGSL renderer can't render {op.name}")
   def isnan(self, x: str, dt: DType) -> str:
     # from the bits: the SPIR-V path (naga -> Vulkan driver) may fold x!=x to false as if no NaN existed
