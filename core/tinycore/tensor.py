@@ -946,7 +946,8 @@ def _empty(device, shape: tuple, dtype: DType) -> UOp:
   return UOp(Ops.BUFFER, dtype, (), Buffer(device, prod(shape) if all_int(shape) else 0, dtype)).reshape(shape)
 
 def _is_tensor_index(i) -> bool:
-  return isinstance(i, (Tensor, list)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
+  # a tuple inside the index is a list of positions, as in torch and tinygrad: x[(0, 1), :] == x[[0, 1], :]
+  return isinstance(i, (Tensor, list, tuple)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
 
 # ---- symbolic sizes at their bound values, for checks in the user's terms
 def _bound_value(x) -> int | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import math, itertools
 from tinycore.dtype import dtypes, to_dtype, least_upper_dtype
 from tinycore.helpers import prod, make_tuple, flatten
+from tinycore.tensor_errors import ArgumentError, ShapeError
 
 class MovementMixin:
   __slots__ = ()
@@ -12,6 +13,7 @@ class MovementMixin:
     from tinycore.tensor import Tensor
     if not isinstance(steps, int) or steps < 0: raise ValueError(f"linspace steps must be a non-negative int, got {steps!r}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if dt == dtypes.bool: raise ArgumentError("linspace can't make bool values (torch and tinygrad refuse it too)")
     if steps == 0: return Tensor.empty(0, dtype=dt, **kw)
     if steps == 1: return Tensor.full((1,), start, dtype=dt, **kw)
     idx = Tensor._index_range(steps, kw.get("device")).cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
@@ -34,9 +36,11 @@ class MovementMixin:
     return x.expand(*x.shape[:d + 1], repeats, *x.shape[d + 2:]).flatten(d, d + 1)
 
   def roll(self, shifts, dims=None):
-    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
+    if dims is None:
+      if len(make_tuple(shifts, 1)) != 1: raise ArgumentError(f"roll without dims takes one shift (it rolls the flattened tensor), got {shifts}")
+      return self.flatten().roll(make_tuple(shifts, 1)[0], 0).reshape(self.shape)
     shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
-    if len(shifts) != len(dims): raise ValueError(f"roll needs as many shifts as dims, got {shifts} and {dims}")
+    if len(shifts) != len(dims): raise ArgumentError(f"roll needs as many shifts as dims, got {shifts} and {dims}")
     x = self
     for s, d in zip(shifts, dims):
       d = x._resolve_dim(d)
@@ -62,13 +66,15 @@ class MovementMixin:
     d = self._resolve_dim(dim)
     return tuple(self._slice_dim(d, i, i + 1).squeeze(d) for i in range(self.shape[d]))
 
-  @staticmethod
-  def meshgrid(*tensors, indexing: str = "ij"):
+  def meshgrid(self, *args, indexing: str = "ij"):
+    """`a.meshgrid(b, c)` or `Tensor.meshgrid(a, b, c)`: one grid per input, each of shape (len(a), len(b), ...) for
+    "ij" (the first two swapped for "xy"); a 0-d input counts as one element, like torch."""
+    tensors = tuple(self) if isinstance(self, (list, tuple)) else (self, *args)
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
-    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', not {indexing!r}")
+    if indexing not in ("ij", "xy"): raise ArgumentError(f"meshgrid indexing must be 'ij' or 'xy', not {indexing!r}")
     for t in tensors:
-      if t.ndim != 1: raise ValueError(f"meshgrid takes 1-d tensors, got shape {t.shape}")
-    ts = list(tensors)
+      if t.ndim > 1: raise ShapeError(f"meshgrid takes 0-d or 1-d tensors, got shape {t.shape}")
+    ts = [t.reshape(1) if t.ndim == 0 else t for t in tensors]
     if indexing == "xy" and len(ts) >= 2: ts[0], ts[1] = ts[1], ts[0]
     shape = tuple(t.shape[0] for t in ts)
     out = [t.reshape(tuple(-1 if i == j else 1 for j in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
@@ -99,6 +105,21 @@ class MovementMixin:
       return sq.reshape(m, m + 1)[:, 0]
     raise ValueError(f"diag needs a 1-d or 2-d tensor, got shape {self.shape}")
 
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """The diagonal of the (dim1, dim2) planes (above it for offset > 0), as a new last dim: torch.diagonal."""
+    d1, d2 = self._resolve_dim(dim1), self._resolve_dim(dim2)
+    if d1 == d2: raise ArgumentError(f"diagonal dims must differ, got dim1={dim1} and dim2={dim2} (shape {self.shape})")
+    rest = [i for i in range(self.ndim) if i not in (d1, d2)]
+    x = self.permute(rest + [d1, d2])
+    r, c = x.shape[-2:]
+    x = x[..., :, offset:] if offset >= 0 else x[..., -offset:, :]
+    r, c = x.shape[-2:]
+    n, pre = min(r, c), x.shape[:-2]
+    if n == 0: return x.reshape(*pre, -1)[..., :0] if prod(pre) else x.reshape(*pre, 0)
+    # element (i, i) of an (n, c) block is entry i*(c+1) of its flattening: pad to n*(c+1) and keep column 0 of (n, c+1)
+    flat = x[..., :n, :].reshape(*pre, n * c).pad(tuple((0, 0) for _ in pre) + ((0, n),))
+    return flat.reshape(*pre, n, c + 1)[..., 0]
+
   # ---- sliding windows
   def _pool(self, k_: tuple, stride=1, dilation=1):
     """Sliding windows over the last len(k_) dims: (*pre, *i_) -> (*pre, *o_, *k_) with o = (i - d*(k-1) - 1)//s + 1."""
@@ -108,7 +129,7 @@ class MovementMixin:
     pre, i_ = self.shape[:-d_], self.shape[-d_:]
     o_ = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, dl_))
     for i, k, o in zip(i_, k_, o_):
-      if k <= 0 or o <= 0: raise ValueError(f"window {k_} (dilation {dl_}) doesn't fit in input of spatial size {i_}")
+      if k <= 0 or o <= 0: raise ShapeError(f"window {k_} (dilation {dl_}) doesn't fit in input of spatial size {i_}")
     x = self
     for j in range(d_):   # each window step turns one axis into an (o, k) pair
       x = x._window_axis(len(pre) + 2 * j, k_[j], s_[j], dl_[j], o_[j])
@@ -136,54 +157,71 @@ class MovementMixin:
   def unfold(self, dimension: int, size: int, step: int):
     """torch.Tensor.unfold: windows of `size` every `step` along `dimension`; windows replace it, the window is the new last dim."""
     d = self._resolve_dim(dimension)
-    if size <= 0 or step <= 0: raise ValueError(f"unfold needs positive size and step, got {size} and {step}")
-    if size > self.shape[d]: raise ValueError(f"unfold size {size} exceeds dimension {d} of size {self.shape[d]} (shape {self.shape})")
+    if size < 0 or step <= 0: raise ArgumentError(f"unfold needs size >= 0 and step > 0, got size {size} and step {step}")
+    if size > self.shape[d]: raise ShapeError(f"unfold size {size} exceeds dimension {d} of size {self.shape[d]} (shape {self.shape})")
+    if size == 0:   # (n - 0) // step + 1 windows, each empty: nothing to read, so a zero-size constant
+      return self.full((*self.shape[:d], self.shape[d] // step + 1, *self.shape[d + 1:], 0), 0, dtype=self.dtype, device=self.device)
     x = self.transpose(d, -1) if d != self.ndim - 1 else self
     w = x._pool((size,), step)                      # (..., o, size) with dim d at the end
     return w.transpose(d, -2) if d != self.ndim - 1 else w
 
   # ---- einsum
   @staticmethod
-  def einsum(formula: str, *operands):
-    """Einstein summation: broadcast every operand onto the union of its letters, multiply, and sum the letters not in the output."""
-    from tinycore.tensor import Tensor
+  def einsum(formula: str, *operands, dtype=None):
+    """Einstein summation as torch.einsum: '...' for broadcast dims (first in an implicit output), a letter repeated in
+    one operand takes its diagonal, letters missing from the output are summed. Every operand is broadcast onto the
+    union of the letters, multiplied, and reduced."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
     f = formula.replace(" ", "")
     lhs, arrow, rhs = f.partition("->")
     ins = lhs.split(",")
-    if len(ins) != len(operands): raise ValueError(f"einsum {formula!r} names {len(ins)} operands, got {len(operands)}")
-    # '...' becomes fresh capital letters, aligned from the right
-    n_ell = max((t.ndim - (len(s) - 3) for s, t in zip(ins, operands) if "..." in s), default=0)
+    if len(ins) != len(operands): raise ArgumentError(f"einsum {formula!r} names {len(ins)} operands, got {len(operands)}")
+    for s_ in ins + ([rhs] if arrow else []):
+      if s_.count("...") > 1: raise ArgumentError(f"einsum {formula!r}: '...' appears more than once in {s_!r}")
+      if not s_.replace("...", "").isalpha() and s_.replace("...", ""): raise ArgumentError(f"einsum {formula!r}: subscripts must be letters, got {s_!r}")
+    # '...' becomes fresh capital letters, aligned from the right (operands may cover fewer of them)
+    n_ell = 0
+    for s_, t in zip(ins, operands):
+      n = t.ndim - len(s_.replace("...", ""))
+      if n < 0 or (n > 0 and "..." not in s_): raise ShapeError(f"einsum operand {s_!r} doesn't match a tensor of shape {t.shape}")
+      n_ell = max(n_ell, n)
     free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in f][:n_ell]
-    subs = []
-    for s, t in zip(ins, operands):
-      if "..." in s: s = s.replace("...", "".join(free[n_ell - (t.ndim - (len(s) - 3)):]))
-      if len(s) != t.ndim: raise ValueError(f"einsum operand {s!r} has {len(s)} letters but its tensor has shape {t.shape}")
-      subs.append(s)
-    if arrow: out = rhs.replace("...", "".join(free))
-    else: out = "".join(free) + "".join(sorted(c for c in set("".join(subs)) if "".join(subs).count(c) == 1 and c not in free))
-    letters = sorted(set("".join(subs)) | set(out))
-    sizes: dict[str, int] = {}
-    xs = []
-    for s, t in zip(subs, operands):
-      if len(set(s)) != len(s): raise NotImplementedError(f"einsum with a letter repeated inside one operand ({s!r}) is not supported yet")
-      for c, n in zip(s, t.shape):
-        if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1: raise ValueError(f"einsum letter {c!r} has sizes {sizes[c]} and {n}")
-        if sizes[c] == 1: sizes[c] = n
-      order = sorted(range(len(s)), key=lambda k: letters.index(s[k]))
+    subs, xs, sizes = [], [], {}
+    for s_, t in zip(ins, operands):
+      k = t.ndim - len(s_.replace("...", ""))
+      sub = list(s_.replace("...", "".join(free[n_ell - k:])))
+      # a repeated letter: the diagonal over its two dims, which becomes a new last dim named by that letter
+      while (rep := next((c for c in sub if sub.count(c) > 1), None)) is not None:
+        p1 = sub.index(rep); p2 = sub.index(rep, p1 + 1)
+        if t.shape[p1] != t.shape[p2]: raise ShapeError(f"einsum {formula!r}: {rep!r} repeats in {s_!r} over dims of sizes {t.shape[p1]} and {t.shape[p2]}")
+        t = t.diagonal(0, p1, p2)
+        sub = [c for i, c in enumerate(sub) if i not in (p1, p2)] + [rep]
+      for c, n in zip(sub, t.shape):
+        if c in sizes and sizes[c] != n and 1 not in (n, sizes[c]):
+          raise ShapeError(f"einsum {formula!r}: {c!r} has size {sizes[c]} in one operand and {n} in another")
+        if sizes.get(c, 1) == 1: sizes[c] = n
+      subs.append(sub); xs.append(t)
+    if arrow:
+      out = list(rhs.replace("...", "".join(free)))
+      for c in out:
+        if c not in sizes: raise ArgumentError(f"einsum output letter {c!r} is not in any input of {formula!r}")
+      if len(set(out)) != len(out): raise ArgumentError(f"einsum {formula!r}: an output letter repeats")
+    else:
+      allsub = [c for sub in subs for c in sub]
+      out = free + sorted(c for c in set(allsub) if allsub.count(c) == 1 and c not in free)
+    letters = out + sorted(set(c for sub in subs for c in sub) - set(out))
+    full = None
+    for sub, t in zip(subs, xs):
+      order = sorted(range(len(sub)), key=lambda i: letters.index(sub[i]))
       t = t.permute(order) if order else t
-      srt = [s[k] for k in order]
-      xs.append(t.reshape(tuple(t.shape[srt.index(c)] if c in srt else 1 for c in letters)))
-    for c in out:
-      if c not in sizes: raise ValueError(f"einsum output letter {c!r} is not in any input of {formula!r}")
-    prod_t = xs[0]
-    for x in xs[1:]: prod_t = prod_t * x
-    if len(xs) == 1: prod_t = prod_t.expand(tuple(sizes[c] for c in letters)) if letters else prod_t
-    red = tuple(i for i, c in enumerate(letters) if c not in out)
-    r = prod_t.sum(red, dtype=None).cast(least_upper_dtype(*[t.dtype for t in operands])) if red else prod_t
-    kept = [c for c in letters if c in out]
-    return r.permute(tuple(kept.index(c) for c in out)) if out else r
-
+      have = [sub[i] for i in order]
+      t = t.reshape(tuple(t.shape[have.index(c)] if c in have else 1 for c in letters))
+      full = t if full is None else full * t
+    if full is None: raise ArgumentError(f"einsum {formula!r} needs at least one operand")
+    full = full.expand(tuple(sizes[c] for c in letters)) if letters else full
+    out_dt = to_dtype(dtype) if dtype is not None else least_upper_dtype(*[t.dtype for t in operands])
+    red = tuple(range(len(out), len(letters)))
+    return (full.sum(red) if red else full).cast(out_dt)
 
   def rearrange(self, formula: str, **sizes):
     """einops-style axis rearrangement: 'b c (h p) w -> b (c p) h w', p=2. Names, groups in (), '...' and '1'."""
