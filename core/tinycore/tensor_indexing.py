@@ -254,7 +254,7 @@ class IndexingMixin:
     it stays lazy: the first `size` positions, then rows of `fill_value`."""
     from tinycore.tensor import Tensor
     import numpy as np
-    if size is None: return Tensor(np.argwhere(self.numpy()).astype(np.int32).reshape(-1, self.ndim), device=self.device)
+    if size is None: return Tensor(np.argwhere(self.numpy()).astype(np.int32), device=self.device)
     if self.ndim == 0: return Tensor.zeros(size, 0, dtype=dtypes.int32, device=self.device)
     coords = Tensor.stack(*[Tensor._index_range(s, self.device).reshape(*[s if j == i else 1 for j in range(self.ndim)])._expand_to(self.shape).flatten()
                             for i, s in enumerate(self.shape)], dim=-1)                # (numel, ndim)
