@@ -1,10 +1,10 @@
 """Tensor: the user-facing, lazily evaluated array. Every op builds UOps; realize() hands the graph to the engine."""
 from __future__ import annotations
-import math, functools, weakref, operator
+import math, functools, weakref
 from typing import Any, Callable, Union
 from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, truncate
 from tinycore.uop import UOp, Ops, GroupOp
-from tinycore.helpers import prod, all_int, flatten
+from tinycore.helpers import prod, all_int
 from tinycore.device import Device, Buffer
 from tinycore.tensor_random import RandomMixin
 from tinycore.tensor_indexing import IndexingMixin
@@ -12,7 +12,11 @@ from tinycore.tensor_movement import MovementMixin
 from tinycore.tensor_nn import NNMixin
 from tinycore.tensor_linalg import LinalgMixin
 from tinycore.tensor_hash import HashMixin
-from tinycore.tensor_errors import ShapeError, ArgumentError, DTypeError, UnsupportedModeError, ShapeEntryError
+from tinycore.tensor_activation import ActivationMixin
+from tinycore.tensor_math import MathMixin
+from tinycore.tensor_base import register_tensor_type
+from tinycore.tensor_shapes import shape_arg, broadcast_shape
+from tinycore.tensor_errors import ArgumentError, DTypeError
 from tinycore import tensor_multi as _multi   # multi-device (sharded) tensors: the hooks below are marked "multi:"
 
 def _to_np_dtype(dtype: DType):
@@ -73,8 +77,11 @@ def _list_to_np(data, dt: DType, explicit: bool):
     except OverflowError as e:
       if i == len(ladder) - 1: raise OverflowError(f"list values out of range for {d}: {e}") from None
 
-class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, HashMixin):
-  """A lazily evaluated multi-dimensional array on a device, with autograd."""
+class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin, MathMixin, LinalgMixin, HashMixin):
+  """A lazily evaluated multi-dimensional array on a device, with autograd. This class holds construction, realization,
+  the elementwise core, reductions and autograd; the other ops live by concern in the mixins (tensor_movement, tensor_indexing,
+  tensor_linalg, tensor_nn, tensor_activation, tensor_math, tensor_random, tensor_hash), which reach Tensor only through
+  tensor_base."""
   __slots__ = ("uop", "_requires_grad", "grad", "__weakref__")
   training: bool = False
   no_grad: bool = False
@@ -122,6 +129,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     """The shape with every symbolic dimension replaced by its maximum."""
     return tuple(s.vmax if isinstance(s, UOp) else s for s in self.shape)
   def max_numel(self) -> int: return prod(self.max_shape)
+  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
+  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._resolve_dim(dim)]
   def element_size(self) -> int: return self.dtype.itemsize
   def nbytes(self) -> int: return self.numel() * self.element_size()
   def __len__(self):
@@ -215,14 +224,14 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   # ---- creation
   @staticmethod
   def empty(*shape, device=None, dtype=None, **kw) -> Tensor:
-    return Tensor(_empty(_canon_device(device), _shape_arg(shape), to_dtype(dtype) if dtype else dtypes.default_float), **kw)
+    return Tensor(_empty(_canon_device(device), shape_arg(shape), to_dtype(dtype) if dtype else dtypes.default_float), **kw)
   @staticmethod
   def from_blob(ptr: int, shape: tuple[int, ...], **kwargs) -> Tensor:
     """A tensor over `prod(shape)` elements at address `ptr` on `device` (default: the default device), without copying or
     taking ownership: the memory must outlive the tensor. `dtype`/`device` pick the type and device; other kwargs go to Tensor."""
     dt, dev = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float), _canon_device(kwargs.pop("device", None))
     if not isinstance(ptr, int) or ptr <= 0: raise ValueError(f"from_blob needs a non-null integer address, got {ptr!r}")
-    shape = _shape_arg((shape,) if isinstance(shape, int) else shape)
+    shape = shape_arg((shape,) if isinstance(shape, int) else shape)
     buf = Buffer(dev, prod(shape), dt, opaque=ptr)
     if isinstance(sizes := getattr(buf.allocator, "sizes", None), dict): sizes[ptr] = buf.nbytes   # CPU's zero-copy host view needs the size
     return Tensor(UOp(Ops.BUFFER, dt, (), buf).reshape(shape), **kwargs)
@@ -239,13 +248,15 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     return Tensor(arr, **kwargs).bitcast(dt)
   @staticmethod
   def full(shape, fill_value: ConstType, device=None, dtype=None, **kw) -> Tensor:
-    shape = _shape_arg((shape,) if hasattr(shape, "__index__") or isinstance(shape, UOp) else shape)
+    shape = shape_arg((shape,) if hasattr(shape, "__index__") or isinstance(shape, UOp) else shape)
     c = UOp.const(_scalar_dtype(fill_value, to_dtype(dtype) if dtype else None), fill_value, _canon_device(device))
     return Tensor(c.reshape((1,) * len(shape)).expand(shape), **kw)
   @staticmethod
-  def zeros(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0 if "dtype" not in kw or kw["dtype"] is None else 0, **{**kw, "dtype": kw.get("dtype") or dtypes.default_float})
+  def zeros(*shape, **kw) -> Tensor:
+    fill = 0.0 if "dtype" not in kw or kw["dtype"] is None else 0
+    return Tensor.full(shape_arg(shape), fill, **{**kw, "dtype": kw.get("dtype") or dtypes.default_float})
   @staticmethod
-  def ones(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 1, **{**kw, "dtype": kw.get("dtype") or dtypes.default_float})
+  def ones(*shape, **kw) -> Tensor: return Tensor.full(shape_arg(shape), 1, **{**kw, "dtype": kw.get("dtype") or dtypes.default_float})
   def full_like(self, fill_value, **kw) -> Tensor:
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kw})
   def const_like(self, b, dtype=None) -> Tensor:
@@ -284,14 +295,6 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
       t = (two * (1 << j)).reshape(tuple(2 if i == k - 1 - j else 1 for i in range(k))).expand((2,) * k)
       out = t if out is None else out + t
     return out.reshape(1 << k).shrink(((0, n),))
-  def _pool_last(self, k: int) -> Tensor:
-    """Sliding windows of size k (stride 1) over the last axis (length L = n + k): shape (..., n, k), out[i, j] = x[i + j]."""
-    L = self.shape[-1]; n = L - k
-    pre = self.shape[:-1]
-    # repeat then reshape trick: (.., L) -> (.., k+1 copies) -> flat -> shrink -> (.., k, L+1) ... take window rows
-    x = self.unsqueeze(-2).expand(*pre, n + 1, L).reshape(*pre, (n + 1) * L)
-    x = x.shrink(tuple((0, s) for s in pre) + ((0, n * (L + 1)),)).reshape(*pre, n, L + 1)
-    return x.shrink(tuple((0, s) for s in pre) + ((0, n), (0, k)))
   @staticmethod
   def eye(n: int, m: int | None = None, **kw) -> Tensor:
     m = n if m is None else m
@@ -302,243 +305,18 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def _broadcast_const(self, x, dtype=None) -> Tensor:
     return Tensor(UOp.const(dtype or self.dtype, x, self.device))   # multi: a device tuple makes a replicated const
 
-  # ---- movement (argument checks here, in the user's terms)
-  def reshape(self, shape, *args) -> Tensor:
-    new = (shape,) + args if args or not isinstance(shape, (tuple, list)) else tuple(shape)
-    # None keeps that dim (tinygrad): reshape((None, None, 6, 6)) on (4, 3, 6, 6)
-    if any(s is None for s in new):
-      if len(new) > self.ndim: raise ShapeError(f"reshape: None keeps a dim, but {new} has more dims than {self.shape}")
-      new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
-    new = _shape_arg(new, infer=True)
-    if sum(1 for s in new if isinstance(s, int) and s == -1) > 1: raise ShapeError(f"only one dimension can be -1, got {new}")
-    if -1 in new:
-      known = prod(s for s in new if not (isinstance(s, int) and s == -1))
-      if known == 0 or self.numel() % known != 0: raise ShapeError(f"can't reshape {self.shape} into {new}")
-      new = tuple(self.numel() // known if (isinstance(s, int) and s == -1) else s for s in new)
-    if any(isinstance(s, int) and s < 0 for s in new): raise ShapeError(f"negative dimension in reshape target {new}")
-    if prod(new) != self.numel() if all_int(new) and all_int(self.shape) else False:
-      raise ShapeError(f"can't reshape tensor of shape {self.shape} ({self.numel()} elements) into {new} ({prod(new)} elements)")
-    if not (all_int(new) and all_int(self.shape)) and None not in (n := (_bound_value(prod(new)), _bound_value(prod(self.shape)))) and n[0] != n[1]:
-      raise ValueError(f"can't reshape tensor of shape {_render_arg(self.shape)} ({n[1]} elements) into {_render_arg(new)} ({n[0]} elements) "
-                       f"with {_bindings(*new, *self.shape)}")
-    return self._wrap(self.uop.reshape(new))
-  def view(self, *shape) -> Tensor: return self.reshape(*shape)
-  def expand(self, shape, *args) -> Tensor:
-    new = _shape_arg((shape,) + args if args or not isinstance(shape, (tuple, list)) else shape, infer=True)
-    if len(new) < self.ndim: raise ShapeError(f"can't expand {self.shape} to fewer dimensions {new}")
-    x = self.reshape((1,) * (len(new) - self.ndim) + self.shape) if len(new) != self.ndim else self
-    new = tuple(xs if (isinstance(n, int) and n == -1) else n for xs, n in zip(x.shape, new))
-    for xs, n in zip(x.shape, new):
-      if not (xs == n or xs == 1): raise ShapeError(f"can't expand {self.shape} to {new}: dimension of size {xs} is not 1")
-    return x._wrap(x.uop.expand(new))
-  def permute(self, order, *args) -> Tensor:
-    order = tuple(order) if not isinstance(order, int) else (order,) + args
-    order = tuple(self._resolve_dim(o) for o in order)
-    if sorted(order) != list(range(self.ndim)): raise ShapeError(f"permute order {order} is not a permutation of the {self.ndim} dims of {self.shape}")
-    return self._wrap(self.uop.permute(order))
-  def transpose(self, dim0=1, dim1=0) -> Tensor:
-    if self.ndim < 2 and dim0 == 1 and dim1 == 0: return self
-    order = list(range(self.ndim))
-    d0, d1 = self._resolve_dim(dim0), self._resolve_dim(dim1)
-    order[d0], order[d1] = order[d1], order[d0]
-    return self.permute(order)
-  def flip(self, axis, *args) -> Tensor:
-    given = [self._resolve_dim(a) for a in ((axis,) + args if isinstance(axis, int) else axis)]
-    if len(set(given)) != len(given): raise ArgumentError(f"flip dims {tuple((axis,) + args if isinstance(axis, int) else axis)} name a dim twice (shape {self.shape})")
-    axes = set(given)
-    return self._wrap(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
-  def shrink(self, arg) -> Tensor:
-    if len(arg) != self.ndim: raise ValueError(f"shrink needs {self.ndim} (start, end) pairs for shape {self.shape}, got {len(arg)}")
-    arg = tuple((0, s) if a is None else a for a, s in zip(arg, self.shape))
-    for (b, e), s in zip(arg, self.shape):
-      if all_int((b, e, s)) and not 0 <= b <= e <= s: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape}")
-      # a symbolic bound is checked at its bound value here (and at every run, engine/run.py): a kernel never reads past a buffer
-      if not all_int((b, e, s)) and None not in (vals := tuple(_bound_value(x) for x in (b, e, s))) and not 0 <= vals[0] <= vals[1] <= vals[2]:
-        raise ValueError(f"shrink {_render_arg(arg)} is out of bounds for shape {_render_arg(self.shape)} with {_bindings(b, e, s)}: "
-                         f"({vals[0]}, {vals[1]}) is not inside 0..{vals[2]}")
-    return self._wrap(self.uop.shrink(arg))
-  def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
-    """`padding` as ((before, after), ...) per dim, or flat torch style (last dim first: (left, right, top, bottom, ...))."""
-    if all(isinstance(p, int) for p in padding):
-      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ArgumentError(f"flat padding {padding} must have an even length at most 2*{self.ndim}")
-      pairs = [(0, 0)] * (self.ndim - len(padding) // 2) + [(padding[i], padding[i + 1]) for i in range(len(padding) - 2, -1, -2)]
-    else: pairs = [(0, 0) if p is None else tuple(p) for p in padding]
-    if len(pairs) != self.ndim: raise ArgumentError(f"padding {padding} doesn't match the {self.ndim} dims of {self.shape}")
-    if mode not in ("constant", "reflect", "replicate", "circular"):
-      raise UnsupportedModeError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
-    if mode != "constant": return self._pad_mode(pairs, mode)
-    x = self
-    if any(b < 0 or e < 0 for b, e in pairs):   # negative padding shrinks
-      x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(pairs, x.shape)))
-      pairs = [(max(b, 0), max(e, 0)) for b, e in pairs]
-    out = x._wrap(x.uop.pad(tuple(pairs)))
-    if value != 0:
-      mask = Tensor(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
-      out = mask.where(out, value)
-    return out
-  def _pad_mode(self, pairs, mode: str) -> Tensor:
-    """reflect/replicate/circular padding as torch defines it: output position j of a dim reads input position j - before,
-    mapped back inside the dim; a negative pad crops the padded result (so (3, -3) still reflects 3 elements)."""
-    x = self
-    for d, (b, e) in enumerate(pairs):
-      if b == 0 and e == 0: continue
-      n = x.shape[d]
-      if not isinstance(n, int): raise ShapeError(f"{mode} padding needs a concrete size for dim {d}, got {_render_arg(n)}")
-      if n + b + e < 0: raise ShapeError(f"padding {(b, e)} leaves a negative size for dim {d} of size {n}")
-      if mode == "reflect" and (b >= n or e >= n): raise ArgumentError(f"reflect padding {(b, e)} must be smaller than dim {d} of size {n}")
-      if mode == "circular":   # torch crops a negative side first, then wraps what is left
-        if b < 0 or e < 0: x, n, b, e = x._slice_dim(d, max(-b, 0), n - max(-e, 0)), n - max(-b, 0) - max(-e, 0), max(b, 0), max(e, 0)
-        if b > n or e > n: raise ArgumentError(f"circular padding {(b, e)} can't exceed dim {d} of size {n} (it wraps at most once)")
-      if mode == "replicate" and n == 0 and b + e > 0: raise ArgumentError(f"replicate padding of dim {d} needs a non-empty dim")
-      def src(p: int) -> int:
-        if mode == "reflect": return -p if p < 0 else 2 * (n - 1) - p if p >= n else p
-        if mode == "replicate": return min(max(p, 0), n - 1)
-        return p % n
-      x = x._take_runs(d, [src(p) for p in range(-b, n + e)])
-    return x
-  def _take_runs(self, d: int, idx: list[int]) -> Tensor:
-    """self indexed along dim d by a static list of positions, built from its runs (ascending, descending or repeated)
-    as slices, flips and expands joined by one cat: only movement ops, so it fuses and its gradient is exact."""
-    parts, i = [], 0
-    while i < len(idx):
-      j, step = i + 1, (idx[i + 1] - idx[i]) if i + 1 < len(idx) else 0
-      if step not in (-1, 0, 1): step = 0
-      while j < len(idx) and idx[j] - idx[j - 1] == step and (step != 0 or idx[j] == idx[i]): j += 1
-      lo, hi = min(idx[i], idx[j - 1]), max(idx[i], idx[j - 1])
-      part = self._slice_dim(d, lo, hi + 1)
-      if step == -1 and j - i > 1: part = part.flip(d)
-      if step == 0 and j - i > 1: part = part.expand(*[j - i if k == d else s for k, s in enumerate(part.shape)])
-      parts.append(part)
-      i = j
-    if not parts: return self._slice_dim(d, 0, 0)
-    return parts[0] if len(parts) == 1 else Tensor.cat(*parts, dim=d)
-  def _slice_dim(self, d: int, b: int, e: int) -> Tensor:
-    return self.shrink(tuple((b, e) if i == d else (0, s) for i, s in enumerate(self.shape)))
-  def squeeze(self, dim=None) -> Tensor:
-    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    dims = {self._resolve_dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}   # a 0-d tensor takes dim 0 or -1
-    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
-  def unsqueeze(self, dim: int) -> Tensor:
-    d = self._resolve_dim(dim, extra=True)
-    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
-  def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
-    if self.ndim == 0: return self.reshape(1)
-    s, e = self._resolve_dim(start_dim), self._resolve_dim(end_dim)
-    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
-  def unflatten(self, dim: int, sizes) -> Tensor:
-    d = self._resolve_dim(dim)
-    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
-  def _resolve_dim(self, dim: int, *, extra: bool = False) -> int:
-    total = self.ndim + int(extra)
-    if not isinstance(dim, int): raise TypeError(f"dimension must be an int, got {type(dim).__name__}")
-    if not -max(1, total) <= dim < max(1, total): raise IndexError(f"dimension {dim} is out of range for a tensor of {self.ndim} dims {self.shape}")
-    return dim + total if dim < 0 else dim
-
-  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-    """`a.cat(b, c, dim=d)` or `Tensor.cat(a, b)` / `Tensor.cat([a, b])` (tinygrad's cat is a method)."""
-    tensors = _tensor_list("cat", self, args)
-    t0 = tensors[0]
-    if t0.ndim == 0: raise IndexError("cat: 0-d tensors can't be concatenated (stack them, or reshape to 1-d)")
-    d = t0._resolve_dim(dim)
-    for t in tensors[1:]:
-      if t.ndim != t0.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, t0.shape)) if i != d):
-        raise ShapeError(f"cat: shapes {t0.shape} and {t.shape} differ outside dim {d}")
-    dt = least_upper_dtype(*[t.dtype for t in tensors])
-    total, off, out = sum(t.shape[d] for t in tensors), 0, None
-    for t in tensors:
-      p = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(t.ndim)))
-      out = p if out is None else out + p
-      off += t.shape[d]
-    return out
-  def cat_(self, *args, dim=0) -> Tensor: return Tensor.cat(self, *args, dim=dim)
-  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-    tensors = _tensor_list("stack", self, args)
-    return Tensor.cat(*[t.unsqueeze(dim) for t in tensors], dim=dim)
-
-  # ---- indexing (basic: ints, slices with steps, None, Ellipsis; tensor indices in _getitem_tensor)
-  def __getitem__(self, idx) -> Tensor:
-    idx = idx if isinstance(idx, tuple) else (idx,)
-    if any(_is_tensor_index(i) for i in idx): return self._getitem_tensor(idx)
-    return self._apply_basic(self._basic_plan(idx))
-  def _basic_plan(self, idx: tuple) -> list:
-    """Per index entry: ("new",) for None, ("keep", b, e, flip, stride) for a slice, ("drop", i) for an int; Ellipsis expanded."""
-    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
-    if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (shape {self.shape})")
-    if Ellipsis in idx:
-      e = idx.index(Ellipsis)
-      idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
-    else: idx = idx + (slice(None),) * (self.ndim - n_real)
-    plan, dim = [], 0
-    for i in idx:
-      if i is None: plan.append(("new",)); continue
-      s = self.shape[dim]
-      if isinstance(i, UOp): raise TypeError("symbolic integer indices are not supported; use a slice with a bound Variable")
-      if isinstance(i, bool) or not isinstance(i, (int, slice)) and not hasattr(i, "__index__"): raise TypeError(f"invalid index type {type(i).__name__}")
-      if isinstance(i, slice):
-        if isinstance(i.stop, UOp) or isinstance(i.start, UOp):
-          if i.step not in (None, 1): raise ValueError("symbolic slices need step 1")
-          plan.append(("keep", 0 if i.start is None else i.start, s if i.stop is None else i.stop, False, 1))
-        else:
-          start, stop, step = i.indices(s) if all_int((s,)) else (i.start or 0, i.stop if i.stop is not None else s, i.step or 1)
-          if step == 0: raise ValueError("slice step cannot be zero")
-          if step > 0: b, e = start, max(start, stop)
-          else: b, e = stop + 1, max(stop + 1, start + 1)
-          cnt = max(0, math.ceil((e - b) / abs(step)))
-          if step < 0: b = max(b, start - (cnt - 1) * abs(step)) if cnt else b
-          plan.append(("keep", b, e if cnt else b, step < 0, abs(step)))
-      else:
-        i = int(i)
-        if not -s <= i < s: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {s}")
-        i = i + s if i < 0 else i
-        plan.append(("drop", i))
-      dim += 1
-    return plan
-  def _apply_basic(self, plan: list) -> Tensor:
-    x, real = self, [p for p in plan if p[0] != "new"]
-    if real: x = x.shrink(tuple((p[1], p[2]) if p[0] == "keep" else (p[1], p[1] + 1) for p in real))
-    flips = [p[0] == "keep" and p[3] for p in real]
-    if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
-    strides = [p[4] if p[0] == "keep" else 1 for p in real]
-    if any(st != 1 for st in strides):
-      # stride by padding to a multiple, reshaping (n, st) and taking the first of each group
-      shp = x.shape
-      x = x.pad(tuple((0, (-s) % st) for s, st in zip(shp, strides)))
-      x = x.reshape(flatten([(math.ceil(s / st), st) for s, st in zip(shp, strides)]))
-      x = x.shrink(flatten([((0, math.ceil(s / st)), (0, 1)) for s, st in zip(shp, strides)]))
-      x = x.reshape(tuple(math.ceil(s / st) for s, st in zip(shp, strides)))
-    out_shape, it = [], iter(x.shape)
-    for p in plan:
-      if p[0] == "new": out_shape.append(1)
-      elif p[0] == "keep": out_shape.append(next(it))
-      else: next(it)
-    return x.reshape(tuple(out_shape))
-  def _unapply_basic(self, plan: list, v: Tensor, fill=0) -> Tensor:
-    """The inverse of _apply_basic: put `v` (shaped like self[plan]) back where it came from in self's shape, `fill` elsewhere."""
-    real = [p for p in plan if p[0] != "new"]
-    mid = tuple(math.ceil((p[2] - p[1]) / p[4]) if p[0] == "keep" else 1 for p in real)
-    x = v.reshape(mid)
-    strides = [p[4] if p[0] == "keep" else 1 for p in real]
-    if any(st != 1 for st in strides):
-      full = tuple(p[2] - p[1] if p[0] == "keep" else 1 for p in real)
-      x = x.reshape(flatten([(m, 1) for m in mid])).pad(flatten([((0, 0), (0, st - 1)) for st in strides]), value=fill)
-      x = x.reshape(tuple(m * st for m, st in zip(mid, strides))).shrink(tuple((0, f) for f in full))
-    flips = [p[0] == "keep" and p[3] for p in real]
-    if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
-    bounds = [(p[1], p[2]) if p[0] == "keep" else (p[1], p[1] + 1) for p in real]
-    return x.pad(tuple((b, s - e) for (b, e), s in zip(bounds, self.shape)), value=fill)
-
   # ---- elementwise
   def _broadcasted(self, y, reverse=False, match_dtype=True) -> tuple[Tensor, Tensor]:
     x: Tensor = self
     if not isinstance(y, Tensor):
-      if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR): y = Tensor(y.cast(dtypes.int32) if y.dtype != dtypes.int32 else y, device=x.device)
+      if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):
+        y = Tensor(y.cast(dtypes.int32) if y.dtype != dtypes.int32 else y, device=x.device)
       else:
         if not isinstance(y, (bool, int, float)): raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
         y = Tensor(UOp.const(_scalar_dtype_beside(y, x.dtype), y, x.device))   # multi: a device tuple makes a replicated const
     elif y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}")
     if reverse: x, y = y, x
-    out_shape = _broadcast_shape(x.shape, y.shape)
+    out_shape = broadcast_shape(x.shape, y.shape)
     if match_dtype:
       dt = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(dt), y.cast(dt)
@@ -551,7 +329,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     u = UOp(op, dtype or (dtypes.bool if op in GroupOp.Comparison else self.dtype), (self.uop, *[o.uop for o in others]))
     return Tensor(u, requires_grad=rg)
   def add(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.ADD, b)
-  def sub(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.ADD, b._apply(Ops.NEG)) if not dtypes.is_unsigned(a.dtype) else a._apply(Ops.SUB, b)
+  def sub(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    return a._apply(Ops.ADD, b._apply(Ops.NEG)) if not dtypes.is_unsigned(a.dtype) else a._apply(Ops.SUB, b)
   def mul(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.MUL, b)
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode not in (None, "trunc", "floor"): raise ArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
@@ -611,7 +391,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def eq(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPEQ, b)
   def __ne__(self, x): return self.ne(x)   # type: ignore[override]
   def __eq__(self, x): return self.eq(x)   # type: ignore[override]
-  def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._apply(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._expand_to(self.shape))
+  def logical_not(self) -> Tensor:
+    return self.cast(dtypes.bool)._apply(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._expand_to(self.shape))
   def _bitop(self, op, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
     if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool): raise DTypeError(f"bitwise ops need integer or bool tensors, got {a.dtype}")
@@ -640,7 +421,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     if not isinstance(x, Tensor): x = y._broadcast_const(x, _scalar_dtype_beside(x, y.dtype))
     if not isinstance(y, Tensor): y = x._broadcast_const(y, _scalar_dtype_beside(y, x.dtype))
     x, y = x._broadcasted(y)
-    shape = _broadcast_shape(cond.shape, x.shape)
+    shape = broadcast_shape(cond.shape, x.shape)
     cond, x, y = cond._expand_to(shape), x._expand_to(shape), y._expand_to(shape)
     return cond._apply(Ops.WHERE, x, y, dtype=x.dtype)
   def maximum(self, x) -> Tensor:
@@ -664,7 +445,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   def bitcast(self, dtype) -> Tensor:
     dt = to_dtype(dtype)
     if dt.itemsize != self.dtype.itemsize:
-      if self.ndim == 0 or (self.shape[-1] * self.dtype.itemsize) % dt.itemsize: raise ValueError(f"can't bitcast {self.shape} of {self.dtype} to {dt}: the last dim's bytes don't divide")
+      if self.ndim == 0 or (self.shape[-1] * self.dtype.itemsize) % dt.itemsize:
+        raise ValueError(f"can't bitcast {self.shape} of {self.dtype} to {dt}: the last dim's bytes don't divide")
       raise NotImplementedError("bitcast between different item sizes is not supported yet")
     return self if self.dtype == dt else Tensor(self.uop.bitcast(dt))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
@@ -776,10 +558,12 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
   def max(self, axis=None, keepdim=False) -> Tensor:
-    return self._reduce(Ops.MAX, axis, keepdim) if self.dtype != dtypes.bool else self.cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
+    if self.dtype == dtypes.bool: return self.cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
+    return self._reduce(Ops.MAX, axis, keepdim)
   def min(self, axis=None, keepdim=False) -> Tensor:
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
-      return (dtypes.max(self.dtype) - self.cast(self.dtype if self.dtype != dtypes.bool else dtypes.uint8)).max(axis, keepdim).__rsub__(dtypes.max(self.dtype) if self.dtype != dtypes.bool else 1).cast(self.dtype)
+      flipped = (dtypes.max(self.dtype) - self.cast(self.dtype if self.dtype != dtypes.bool else dtypes.uint8)).max(axis, keepdim)
+      return flipped.__rsub__(dtypes.max(self.dtype) if self.dtype != dtypes.bool else 1).cast(self.dtype)
     return -((-self).max(axis, keepdim))
   def mean(self, axis=None, keepdim=False) -> Tensor:
     axes = self._axes(axis)
@@ -792,89 +576,12 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     sq = (self._float() - self._float().mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return sq / max(n - correction, 0)
   def std(self, axis=None, keepdim=False, correction=1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
   def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
 
-  # ---- linear algebra
-  def dot(self, w: Tensor, dtype=None) -> Tensor:
-    """Matrix product with numpy's rules: 1-d operands gain and then lose a dim, batch dims broadcast."""
-    if not isinstance(w, Tensor): raise TypeError(f"matmul needs a Tensor, got {type(w).__name__}")
-    if self.ndim == 0 or w.ndim == 0: raise ShapeError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
-    k, kw = self.shape[-1], (w.shape[-2] if w.ndim > 1 else w.shape[0])
-    if k != kw: raise ShapeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
-    out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
-    if self.ndim == 1: return self.unsqueeze(0).dot(w, dtype).squeeze(-2 if w.ndim > 1 else -1)
-    # the product's own dtype accumulates (half stays half): the tensor-core rewrites match that form
-    acc = dtype if dtype is not None else sum_acc_dtype(least_upper_dtype(self.dtype, w.dtype))
-    if w.ndim == 1: return (self * w).sum(-1, dtype=acc).cast(out_dt)
-    try: _broadcast_shape(self.shape[:-2], w.shape[:-2])
-    except ValueError: raise ShapeError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
-    x = self.unsqueeze(-2)                        # (..., n, 1, k)
-    wt = w._panels(self).transpose(-1, -2).unsqueeze(-3)   # (..., 1, m, k)
-    return (x * wt).sum(-1, dtype=acc).cast(out_dt)
-  def _panels(self, x: Tensor) -> Tensor:
-    """This right operand (K, N) of x @ self, read through a panel-major copy where the device asks for one
-    (Renderer.matmul_panels) and the matmul is big enough to pay for the copy: the same values, a better layout."""
-    if self.ndim != 2 or self.dtype != dtypes.float32 or x.dtype != dtypes.float32 or not isinstance(self.device, str): return self
-    (K, N), M = self.shape, prod(x.shape[:-1])
-    if not all(isinstance(v, int) for v in (K, N, M)): return self
-    u = self.uop
-    while u.op in GroupOp.Movement and u.op is not Ops.PERMUTE: u = u.src[0]
-    transposed = u.op is Ops.PERMUTE and u.arg[-1] != len(u.arg) - 1
-    from tinycore.device import Device
-    # the device's own policy (Renderer.matmul_panels): whether the copy pays depends on its caches and vector width
-    p = Device[self.device].renderer.matmul_panels(M, K, N, transposed)
-    if not p or N % p: return self
-    return self.reshape(K, N // p, p).permute(1, 0, 2).contiguous().permute(1, 0, 2).reshape(K, N)
-  def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
-    if not isinstance(x, Tensor): x = Tensor(x, device=self.device)
-    return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
-    return x.add(bias) if bias is not None else x
-
-  # ---- activations used everywhere (the full set lives in the activation mixin)
-  def relu(self) -> Tensor: return (self < 0).where(0, self)   # keeps nan, like torch
-  def sigmoid(self) -> Tensor: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
-  def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
-  def softmax(self, axis=-1, dtype=None) -> Tensor:
-    x = self.cast(dtype) if dtype is not None else self._float()
-    m = x - x.max(axis, keepdim=True).detach()
-    e = m.exp()
-    return e / e.sum(axis, keepdim=True)
-  def softmin(self, axis=-1, dtype=None) -> Tensor: return (-self).softmax(axis, dtype)
-  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """x / max(||x||_p over `dim`, eps), like torch.nn.functional.normalize."""
-    x = self._float()
-    norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2 else (x * x).sum(dim, keepdim=True).sqrt()
-    return x / norm.maximum(eps)
-  def newton_schulz(self, steps: int, params: tuple, eps: float = 1e-7) -> Tensor:
-    """Orthogonalize the trailing matrices with an odd polynomial X <- sum_i params[i] * (X X^T)^i X, after scaling X
-    to unit Frobenius norm (Muon's iteration uses params (3.4445, -4.7750, 2.0315)). Wide or tall: iterates on the
-    short side."""
-    x = self._float()
-    tall = x.shape[-2] > x.shape[-1]
-    if tall: x = x.transpose(-1, -2)
-    x = x / ((x * x).sum((-2, -1), keepdim=True).sqrt() + eps)
-    for _ in range(steps):
-      a, term, out = x @ x.transpose(-1, -2), x, x * params[0]
-      for c in params[1:]:
-        term = a @ term
-        out = out + term * c
-      x = out
-    return x.transpose(-1, -2) if tall else x
-  def log_softmax(self, axis=-1, dtype=None) -> Tensor:
-    x = self.cast(dtype) if dtype is not None else self._float()
-    m = x - x.max(axis, keepdim=True).detach()
-    return m - m.exp().sum(axis, keepdim=True).log()
-  def logsumexp(self, axis=None, keepdim=False) -> Tensor:
-    m = self.max(axis, keepdim=True).detach()
-    # shift by 0 where the max is infinite: an all -inf row is then log(0) = -inf and a +inf row inf (torch), not NaN
-    m = (m.abs() == math.inf).where(0, m)
-    return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self._reduced_shape(axis, keepdim))
-  def _reduced_shape(self, axis, keepdim) -> tuple:
-    axes = self._axes(axis)
-    return tuple(1 if i in axes else s for i, s in enumerate(self.shape)) if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
+  # ---- composition
   def sequential(self, ll: list[Callable[[Tensor], Tensor]]) -> Tensor: return functools.reduce(lambda x, f: f(x), ll, self)
 
   # ---- autograd
@@ -886,12 +593,17 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
     # a target the output doesn't depend on gets zeros (tinygrad 0.14): x**0 or an empty slice still has a gradient
     return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
+  def requires_grad_(self, requires_grad: bool = True):
+    self.requires_grad = requires_grad
+    if requires_grad: _requires_grad_leaves.add(self)
+    return self
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     from tinycore.gradient import compute_gradient
     if gradient is None and self.numel() != 1: raise ValueError(f"backward of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     targets = _grad_targets(self)
-    if _multi.ACTIVE: _multi.check_backward(self.uop, [t.uop for t in list(_requires_grad_leaves) if t.requires_grad])   # multi: no autograd through shards yet
+    # multi: no autograd through shards yet
+    if _multi.ACTIVE: _multi.check_backward(self.uop, [t.uop for t in list(_requires_grad_leaves) if t.requires_grad])
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
     for t in targets:
       if (gu := grads.get(t.uop)) is None: continue
@@ -913,6 +625,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, LinalgMixin, Ha
   class test(train):
     def __init__(self): super().__init__(False)
 
+
 # live tensors that require grad, so backward() can find its leaves
 class _Leaves:
   """Live tensors that require grad, kept by identity: a WeakSet would compare two tensors with ==, which is elementwise."""
@@ -926,65 +639,11 @@ def _set_requires_grad(self, v: bool | None) -> None:
   self._requires_grad = v
   if v: _requires_grad_leaves.add(self)
 Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)  # type: ignore[assignment]
+register_tensor_type(Tensor)
 
 def _grad_targets(t: Tensor) -> list[Tensor]:
   nodes = set(t.uop.toposort())
   return [x for x in list(_requires_grad_leaves) if x.requires_grad and x.uop in nodes]
 
-def _tensor_list(what: str, first, rest: tuple) -> tuple:
-  """cat/stack's operands: `a.cat(b, c)`, `Tensor.cat(a, b)` or `Tensor.cat([a, b])`; a sequence and more tensors together is ambiguous."""
-  if isinstance(first, (list, tuple)):
-    if rest: raise ArgumentError(f"{what} takes tensors or one sequence of tensors, not a sequence followed by more tensors")
-    tensors = tuple(first)
-  else: tensors = (first, *rest)
-  if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
-  if not tensors: raise ArgumentError(f"{what} needs at least one tensor")
-  if not all(isinstance(t, Tensor) for t in tensors): raise TypeError(f"{what} takes Tensors, got {[type(t).__name__ for t in tensors]}")
-  return tensors
-
 def _empty(device, shape: tuple, dtype: DType) -> UOp:
   return UOp(Ops.BUFFER, dtype, (), Buffer(device, prod(shape) if all_int(shape) else 0, dtype)).reshape(shape)
-
-def _is_tensor_index(i) -> bool:
-  # a tuple inside the index is a list of positions, as in torch and tinygrad: x[(0, 1), :] == x[[0, 1], :]
-  return isinstance(i, (Tensor, list, tuple)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
-
-# ---- symbolic sizes at their bound values, for checks in the user's terms
-def _bound_value(x) -> int | None:
-  """The int a size has with its Variables at their bound values (None while one is unbound)."""
-  if not isinstance(x, UOp): return x
-  binds = [u for u in x.toposort() if u.op is Ops.BIND]
-  r = x.substitute({b: b.src[1] for b in binds}).ssimplify()
-  return r if isinstance(r, int) else None
-def _bindings(*xs) -> str:
-  names = {f"{u.src[0].arg[0]}={u.src[1].arg}" for x in xs if isinstance(x, UOp) for u in x.toposort() if u.op is Ops.BIND}
-  return ", ".join(sorted(names)) or "no bound variables"
-def _render_arg(x) -> str:
-  if isinstance(x, UOp): return x.render()
-  if isinstance(x, tuple): return "(" + ", ".join(_render_arg(y) for y in x) + ("," if len(x) == 1 else "") + ")"
-  return repr(x)
-
-def _shape_arg(shape, infer: bool = False) -> tuple:
-  """A shape checked here, in the user's terms, before it reaches codegen: ints (numpy ints too) or symbolic sizes, none
-  negative; `infer` lets reshape/expand use -1 for "the size that fits"."""
-  if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
-  out = []
-  for s in shape:
-    if isinstance(s, UOp):
-      if s.vmin < 0: raise ValueError(f"symbolic dimension {s.render()} can be negative (down to {s.vmin}) in shape {tuple(shape)}")
-      out.append(s); continue
-    if isinstance(s, bool) or not hasattr(s, "__index__"): raise ShapeEntryError(f"shape entries must be ints, got {s!r} in {tuple(shape)}")
-    s = operator.index(s)
-    if s < 0 and not (infer and s == -1): raise ValueError(f"negative dimension {s} in shape {tuple(shape)}")
-    out.append(s)
-  return tuple(out)
-
-def _broadcast_shape(*shapes) -> tuple:
-  n = max(len(s) for s in shapes)
-  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-  out = []
-  for dims in zip(*padded):
-    nz = {d for d in dims if not (isinstance(d, int) and d == 1)}
-    if len(nz) > 1: raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together")
-    out.append(nz.pop() if nz else 1)
-  return tuple(out)

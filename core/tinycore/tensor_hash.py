@@ -5,6 +5,7 @@ reshapes), so a round is one small kernel whose elements compute only their own 
 from __future__ import annotations
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
+from tinycore.tensor_base import TensorBase, tensor_type
 
 def _keccak_tables():
   """Rotation offsets (rho) and round constants (iota) computed as the Keccak reference defines them."""
@@ -27,7 +28,7 @@ _KECCAK_CFGS = {"sha3_224": (144, 0x06), "sha3_256": (136, 0x06), "sha3_384": (1
 _consts: dict = {}
 def _keccak_consts(device):
   """Per-lane rotations and the round constants as (5,5) buffers, not graph constants: all 24 rounds compile to one kernel."""
-  from tinycore.tensor import Tensor
+  Tensor = tensor_type()
   if device not in _consts:
     rot = Tensor([[_ROT[x + 5 * y] for x in range(5)] for y in range(5)], dtype=dtypes.uint64, device=device).realize()
     rcs = [Tensor([[rc] + [0] * 4] + [[0] * 5] * 4, dtype=dtypes.uint64, device=device).realize() for rc in _RC]
@@ -56,14 +57,14 @@ def _f1600(st):
 
 def _row_views(t) -> list:
   """Each t[k] of a realized tensor as a view of its buffer, not a shrink: every block's absorb is then the same kernel."""
-  from tinycore.tensor import Tensor
+  Tensor = tensor_type()
   from tinycore.uop import UOp, Ops
   buf, n = t._buffer(), prod(t.shape[1:])
   return [Tensor(UOp(Ops.BUFFER, t.dtype, (), buf.view(n, t.dtype, k * n * t.dtype.itemsize)).reshape(t.shape[1:])) for k in range(t.shape[0])]
 
 def _as_bytes(t):
   """The little-endian bytes of each element along a new last axis merged into the old one: (..., n) -> (..., n*itemsize)."""
-  from tinycore.tensor import Tensor
+  Tensor = tensor_type()
   if t.dtype == dtypes.bool: t = t.cast(dtypes.uint8)
   s = t.dtype.itemsize
   if s == 1: return t.bitcast(dtypes.uint8)
@@ -71,14 +72,14 @@ def _as_bytes(t):
   parts = [((u >> (8 * i)) & 0xFF).cast(dtypes.uint8) for i in range(s)]
   return Tensor.stack(*parts, dim=-1).reshape(*t.shape[:-1], t.shape[-1] * s)
 
-class HashMixin:
+class HashMixin(TensorBase):
   __slots__ = ()
 
   def keccak(self, cfg: str | tuple[int, int] = "sha3_256"):
     """Keccak sponge over the bytes of the last dimension: shape (..., n) -> (..., digest) uint8.
     cfg: "sha3_224", "sha3_256" (default), "sha3_384", "sha3_512", "shake_128" (16-byte digest), "keccak_256", or
     (rate_bytes, domain_byte)."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if isinstance(cfg, str):
       if cfg not in _KECCAK_CFGS: raise ValueError(f"unknown keccak cfg {cfg!r}, expected one of {sorted(_KECCAK_CFGS)} or (rate, dsbyte)")
       rate, ds = _KECCAK_CFGS[cfg]

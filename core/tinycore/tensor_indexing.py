@@ -2,14 +2,18 @@
 advanced indexing, __setitem__, gather/scatter, one_hot, masked ops, cumulative scans, argmax, sort/topk."""
 from __future__ import annotations
 import math
+from typing import TYPE_CHECKING
 from tinycore.dtype import dtypes, sum_acc_dtype
-from tinycore.helpers import all_int
-from tinycore.uop import Ops
+from tinycore.helpers import all_int, flatten
+from tinycore.uop import UOp, Ops
+from tinycore.tensor_base import TensorBase, tensor_type
 from tinycore.tensor_errors import ArgumentError, DTypeError, ShapeError
+from tinycore.tensor_shapes import broadcast_shape
+if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _as_index_tensor(i, device):
   """A list / numpy array / Tensor index as an int Tensor (bool masks become the positions of their True entries)."""
-  from tinycore.tensor import Tensor
+  Tensor = tensor_type()
   import numpy as np
   if isinstance(i, Tensor):
     if i.dtype == dtypes.bool: return Tensor(np.nonzero(i.numpy().reshape(-1))[0].astype(np.int32), device=device), i.shape
@@ -28,19 +32,98 @@ def _check_bounds(t, size: int, dim: int):
       bad = v[(v < -size) | (v >= size)].reshape(-1)[0]
       raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
+def _is_tensor_index(i) -> bool:
+  Tensor = tensor_type()
+  # a tuple inside the index is a list of positions, as in torch and tinygrad: x[(0, 1), :] == x[[0, 1], :]
+  return isinstance(i, (Tensor, list, tuple)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
+
 def _is_extreme(x, m):
   """Where x equals its row's max/min m. A row holding NaN has m = NaN (it propagates, as in torch), which equals
   nothing: there the NaNs are the extremes, so argmax/argmin give the first NaN's index, like torch."""
   return (x == m) | (x != x) if dtypes.is_float(x.dtype) else x == m
 
-class IndexingMixin:
+class IndexingMixin(TensorBase):
   __slots__ = ()
+
+  # ---- basic indexing (ints, slices with steps, None, Ellipsis; tensor indices in _getitem_tensor)
+  def __getitem__(self, idx) -> Tensor:
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if any(_is_tensor_index(i) for i in idx): return self._getitem_tensor(idx)
+    return self._apply_basic(self._basic_plan(idx))
+  def _basic_plan(self, idx: tuple) -> list:
+    """Per index entry: ("new",) for None, ("keep", b, e, flip, stride) for a slice, ("drop", i) for an int; Ellipsis expanded."""
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
+    if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (shape {self.shape})")
+    if Ellipsis in idx:
+      e = idx.index(Ellipsis)
+      idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
+    else: idx = idx + (slice(None),) * (self.ndim - n_real)
+    plan, dim = [], 0
+    for i in idx:
+      if i is None: plan.append(("new",)); continue
+      s = self.shape[dim]
+      if isinstance(i, UOp): raise TypeError("symbolic integer indices are not supported; use a slice with a bound Variable")
+      if isinstance(i, bool) or not isinstance(i, (int, slice)) and not hasattr(i, "__index__"):
+        raise TypeError(f"invalid index type {type(i).__name__}")
+      if isinstance(i, slice):
+        if isinstance(i.stop, UOp) or isinstance(i.start, UOp):
+          if i.step not in (None, 1): raise ValueError("symbolic slices need step 1")
+          plan.append(("keep", 0 if i.start is None else i.start, s if i.stop is None else i.stop, False, 1))
+        else:
+          start, stop, step = i.indices(s) if all_int((s,)) else (i.start or 0, i.stop if i.stop is not None else s, i.step or 1)
+          if step == 0: raise ValueError("slice step cannot be zero")
+          if step > 0: b, e = start, max(start, stop)
+          else: b, e = stop + 1, max(stop + 1, start + 1)
+          cnt = max(0, math.ceil((e - b) / abs(step)))
+          if step < 0: b = max(b, start - (cnt - 1) * abs(step)) if cnt else b
+          plan.append(("keep", b, e if cnt else b, step < 0, abs(step)))
+      else:
+        i = int(i)
+        if not -s <= i < s: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {s}")
+        i = i + s if i < 0 else i
+        plan.append(("drop", i))
+      dim += 1
+    return plan
+  def _apply_basic(self, plan: list) -> Tensor:
+    x, real = self, [p for p in plan if p[0] != "new"]
+    if real: x = x.shrink(tuple((p[1], p[2]) if p[0] == "keep" else (p[1], p[1] + 1) for p in real))
+    flips = [p[0] == "keep" and p[3] for p in real]
+    if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
+    strides = [p[4] if p[0] == "keep" else 1 for p in real]
+    if any(st != 1 for st in strides):
+      # stride by padding to a multiple, reshaping (n, st) and taking the first of each group
+      shp = x.shape
+      x = x.pad(tuple((0, (-s) % st) for s, st in zip(shp, strides)))
+      x = x.reshape(flatten([(math.ceil(s / st), st) for s, st in zip(shp, strides)]))
+      x = x.shrink(flatten([((0, math.ceil(s / st)), (0, 1)) for s, st in zip(shp, strides)]))
+      x = x.reshape(tuple(math.ceil(s / st) for s, st in zip(shp, strides)))
+    out_shape, it = [], iter(x.shape)
+    for p in plan:
+      if p[0] == "new": out_shape.append(1)
+      elif p[0] == "keep": out_shape.append(next(it))
+      else: next(it)
+    return x.reshape(tuple(out_shape))
+  def _unapply_basic(self, plan: list, v: Tensor, fill=0) -> Tensor:
+    """The inverse of _apply_basic: put `v` (shaped like self[plan]) back where it came from in self's shape, `fill` elsewhere."""
+    real = [p for p in plan if p[0] != "new"]
+    mid = tuple(math.ceil((p[2] - p[1]) / p[4]) if p[0] == "keep" else 1 for p in real)
+    x = v.reshape(mid)
+    strides = [p[4] if p[0] == "keep" else 1 for p in real]
+    if any(st != 1 for st in strides):
+      full = tuple(p[2] - p[1] if p[0] == "keep" else 1 for p in real)
+      x = x.reshape(flatten([(m, 1) for m in mid])).pad(flatten([((0, 0), (0, st - 1)) for st in strides]), value=fill)
+      x = x.reshape(tuple(m * st for m, st in zip(mid, strides))).shrink(tuple((0, f) for f in full))
+    flips = [p[0] == "keep" and p[3] for p in real]
+    if any(flips): x = x.flip(tuple(i for i, f in enumerate(flips) if f))
+    bounds = [(p[1], p[2]) if p[0] == "keep" else (p[1], p[1] + 1) for p in real]
+    return x.pad(tuple((b, s - e) for (b, e), s in zip(bounds, self.shape)), value=fill)
 
   # ---- advanced indexing
   def _getitem_tensor(self, idx: tuple):
     """numpy semantics: the tensor indices broadcast together to B; B replaces the indexed dims in place when the advanced
     indices (ints included) are adjacent in the index, else goes first."""
-    from tinycore.tensor import Tensor, _broadcast_shape, _is_tensor_index
+    Tensor = tensor_type()
     if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
     # bool masks span as many dims as they have; expand them to one position index per dim
     norm, n_real = [], sum(1 for i in idx if i is not None and i is not Ellipsis)
@@ -90,7 +173,7 @@ class IndexingMixin:
         if isinstance(i, slice): out_dim += 1
         in_dim += 1
     x = self._apply_basic(self._basic_plan(tuple(basic)))
-    B = _broadcast_shape(*[t.shape for t, _ in tens])
+    B = broadcast_shape(*[t.shape for t, _ in tens])
     # one-hot per indexed dim, combined into a mask over (*B, s_1..s_k)
     mask = None
     for j, (t, s) in enumerate(tens):
@@ -114,7 +197,7 @@ class IndexingMixin:
 
   def __setitem__(self, idx, v):
     """Lazy: the whole new value is built with where() and assigned in place."""
-    from tinycore.tensor import Tensor, _is_tensor_index, _broadcast_shape
+    Tensor = tensor_type()
     idx = idx if isinstance(idx, tuple) else (idx,)
     if not isinstance(v, Tensor):
       if not isinstance(v, (bool, int, float)): v = Tensor(v, device=self.device, dtype=self.dtype)
@@ -123,9 +206,9 @@ class IndexingMixin:
     if any(_is_tensor_index(i) for i in idx):
       pos = Tensor._index_range(self.numel(), self.device).reshape(self.shape)
       sel = pos[idx]
-      try: _broadcast_shape(v.shape, sel.shape)
+      try: broadcast_shape(v.shape, sel.shape)
       except ValueError: raise ValueError(f"can't assign a value of shape {v.shape} to an indexed region of shape {sel.shape}") from None
-      if len(_broadcast_shape(v.shape, sel.shape)) != len(sel.shape) or _broadcast_shape(v.shape, sel.shape) != sel.shape:
+      if len(broadcast_shape(v.shape, sel.shape)) != len(sel.shape) or broadcast_shape(v.shape, sel.shape) != sel.shape:
         raise ValueError(f"can't assign a value of shape {v.shape} to an indexed region of shape {sel.shape}")
       m = sel.numel()
       vb, sf = v.cast(self.dtype)._expand_to(sel.shape).reshape(m, 1), sel.reshape(m, 1)
@@ -134,12 +217,13 @@ class IndexingMixin:
       later = (oh.cast(dtypes.int32).flip(0).cumsum(0).flip(0) - oh.cast(dtypes.int32)) > 0 if m > 1 else None
       if later is not None: oh = oh & later.logical_not()
       hit = oh.any(0).reshape(self.shape)
-      val = oh.where(vb, 0).sum(0, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32).cast(self.dtype).reshape(self.shape)
+      acc = sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32
+      val = oh.where(vb, 0).sum(0, dtype=acc).cast(self.dtype).reshape(self.shape)
       new = hit.where(val, self)
     else:
       plan = self._basic_plan(idx)
       region = self._apply_basic(plan)
-      try: out = _broadcast_shape(v.shape, region.shape)
+      try: out = broadcast_shape(v.shape, region.shape)
       except ValueError: out = None
       if out != tuple(region.shape): raise ValueError(f"can't assign a value of shape {v.shape} to a region of shape {region.shape}")
       vr = v.cast(self.dtype)._expand_to(region.shape)
@@ -151,7 +235,7 @@ class IndexingMixin:
   # ---- gather / scatter
   def _onehot_dim(self, index, dim: int, what: str):
     """For gather/scatter: checks, and mask[..., s] = (index == s) shaped (*index.shape, size of `dim` in self)."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if not dtypes.is_int(index.dtype): raise DTypeError(f"{what} index must be an integer tensor, got {index.dtype}")
     if index.device != self.device: raise ArgumentError(f"{what} index is on {index.device}, the tensor on {self.device}")
     if index.ndim != self.ndim: raise ShapeError(f"{what} index must have the same number of dims as the input: {index.shape} vs {self.shape}")
@@ -168,7 +252,7 @@ class IndexingMixin:
     x = x.unsqueeze(-1).transpose(d, -1)   # (..., 1 at d, ..., s at the end)
     return oh.where(x, 0).sum(-1, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32).cast(self.dtype)
   def _scatter_parts(self, dim, index, src, what):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     d, oh = self._onehot_dim(index, dim, what)
     if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
     if src.dtype != self.dtype: raise DTypeError(f"{what}: src is {src.dtype} but the tensor is {self.dtype} (torch insists they match)")
@@ -186,7 +270,7 @@ class IndexingMixin:
     return r.transpose(d, -1).squeeze(-1)
   def scatter(self, dim: int, index, src, reduce: str | None = None):
     """out[index[i][j]][j] = src[i][j] (for dim 0); reduce 'add' or 'multiply' combines with the existing values instead."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if reduce not in (None, "add", "multiply"): raise ArgumentError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
     if reduce is not None and isinstance(src, Tensor): raise TypeError("scatter's reduce takes a scalar src; for a tensor src use scatter_reduce")
     if reduce == "add": return self.scatter_reduce(dim, index, src, "sum")
@@ -227,23 +311,23 @@ class IndexingMixin:
   def one_hot(self, num_classes: int | None = None):
     """int32 one-hot of the last dim's new axis. num_classes=None reads the max (a realize); a negative count is an
     error, as in tinygrad and jax (torch's -1 means "infer": pass None)."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if not dtypes.is_int(self.dtype): raise DTypeError(f"one_hot needs an integer tensor, got {self.dtype}")
     if num_classes is not None and num_classes < 0: raise ArgumentError(f"one_hot num_classes must be non-negative, got {num_classes} (None infers it)")
     if num_classes is None: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     return (self.unsqueeze(-1) == Tensor._index_range(num_classes, self.device).reshape(*[1] * self.ndim, num_classes)).where(1, 0)
 
   def masked_fill(self, mask, value):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if isinstance(mask, Tensor) and mask.dtype != dtypes.bool: raise TypeError(f"masked_fill mask must be bool, got {mask.dtype}")
     return mask.where(value, self).cast(self.dtype) if isinstance(value, Tensor) else mask.where(value, self)
   def masked_select(self, mask, size: int | None = None, fill_value=0):
     """The elements where mask is True, as a 1-d tensor. Without `size` its length depends on the data, so the mask is
     realized; with `size` it stays lazy (jittable): the first `size` picks, then `fill_value`."""
-    from tinycore.tensor import Tensor, _broadcast_shape
+    Tensor = tensor_type()
     import numpy as np
     if mask.dtype != dtypes.bool: raise DTypeError(f"masked_select mask must be bool, got {mask.dtype}")
-    shape = _broadcast_shape(self.shape, mask.shape)
+    shape = broadcast_shape(self.shape, mask.shape)
     if size is not None:
       m = mask._expand_to(shape).flatten()
       return self._expand_to(shape).flatten()._compact(m, size, fill_value)
@@ -252,7 +336,7 @@ class IndexingMixin:
   def nonzero(self, size: int | None = None, fill_value=0):
     """(n, ndim) int32 positions of the non-zero elements. Without `size` n depends on the data (a realize); with `size`
     it stays lazy: the first `size` positions, then rows of `fill_value`."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     import numpy as np
     if size is None: return Tensor(np.argwhere(self.numpy()).astype(np.int32), device=self.device)
     if self.ndim == 0: return Tensor.zeros(size, 0, dtype=dtypes.int32, device=self.device)
@@ -262,7 +346,7 @@ class IndexingMixin:
   def _compact(self, keep, size: int, fill_value):
     """Rows of self (dim 0) where `keep` is True, moved to the front, cut or padded with fill_value to `size` rows;
     lazy: row i lands at slot (number of kept rows before it)."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if not isinstance(size, int) or size < 0: raise ArgumentError(f"size must be a non-negative int, got {size!r}")
     n = keep.shape[0]
     if n == 0: return Tensor.full((size, *self.shape[1:]), fill_value, dtype=self.dtype, device=self.device)
@@ -304,7 +388,7 @@ class IndexingMixin:
   # ---- arg reductions
   def argmax(self, axis=None, keepdim=False):
     """Index of the first maximum: mark the maxima, weight them by n - i, and take the max of that."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if axis is None:
       if self.numel() == 0: raise ValueError(f"argmax of an empty tensor (shape {self.shape})")
       r = self.flatten().argmax(0)
@@ -317,7 +401,7 @@ class IndexingMixin:
     w = Tensor.arange(n, 0, -1, device=self.device).reshape(n, *[1] * (self.ndim - d - 1))
     return (n - m.where(w, 0).max(d, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis=None, keepdim=False):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if axis is None:
       if self.numel() == 0: raise ValueError(f"argmin of an empty tensor (shape {self.shape})")
       r = self.flatten().argmin(0)
@@ -331,7 +415,7 @@ class IndexingMixin:
 
   # ---- sorting: the rank of each element (stable: ties by position) by pairwise comparison, then a one-hot permutation
   def _ranks_last(self, descending: bool):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     n = self.shape[-1]
     a, b = self.unsqueeze(-1), self.unsqueeze(-2)           # a[i] vs b[j]
     before = (b > a) if descending else (b < a)
@@ -346,7 +430,7 @@ class IndexingMixin:
     return (before | tie).cast(dtypes.int32).sum(-1)      # (..., n): position of element i in the sorted order
   def sort(self, dim: int = -1, descending: bool = False):
     """(values, indices) sorted along dim; stable. O(n^2) compares per row, all in fused kernels."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     d = self._resolve_dim(dim) if self.ndim else 0
     if self.ndim == 0: return self, Tensor(0, device=self.device)
     x = self.transpose(d, -1) if d != self.ndim - 1 else self
@@ -364,3 +448,12 @@ class IndexingMixin:
     if not 0 <= k <= self.shape[d]: raise ValueError(f"topk k={k} is out of range for dimension {d} of size {self.shape[d]}")
     v, i = self.sort(d, descending=largest)
     return v._slice_dim(d, 0, k), i._slice_dim(d, 0, k)
+
+  # ---- scans composed from the ones above
+  def cummin(self, axis: int = 0):
+    if dtypes.is_unsigned(self.dtype): return dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).cummax(axis)
+    return -((-self).cummax(axis))
+  def logcumsumexp(self, axis: int = 0):
+    m = self.max(axis, keepdim=True).detach() if self.numel() else 0
+    if self.numel(): m = (m.abs() == math.inf).where(0, m)   # an infinite max shifts by 0: -inf rows stay -inf, not NaN
+    return (self - m).exp().cumsum(axis).log() + m

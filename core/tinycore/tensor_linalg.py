@@ -1,7 +1,15 @@
-"""Linear algebra built from Tensor ops: Householder QR and a one-sided Jacobi SVD, both batched over leading dims."""
+"""Linear algebra built from Tensor ops: matrix products (numpy's matmul rules, panel-major right operands where the device
+asks), Newton-Schulz orthogonalization, Householder QR and a one-sided Jacobi SVD, both batched over leading dims."""
 from __future__ import annotations
 import math
-from tinycore.dtype import dtypes
+from typing import TYPE_CHECKING
+from tinycore.dtype import dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
+from tinycore.helpers import prod
+from tinycore.uop import Ops, GroupOp
+from tinycore.tensor_errors import ShapeError
+from tinycore.tensor_base import TensorBase, tensor_type
+from tinycore.tensor_shapes import broadcast_shape
+if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _linalg_input(t, name: str):
   """(tensor in its compute dtype, output dtype): ints and bools become the default float, as in tinygrad."""
@@ -20,12 +28,12 @@ def _round_robin(n: int) -> list[list[int]]:
     rest = rest[-1:] + rest[:-1]
   return out
 
-class LinalgMixin:
+class LinalgMixin(TensorBase):
   __slots__ = ()
 
   def qr(self):
     """Householder QR of the last two dims: (..., m, n) -> Q (..., m, m) orthogonal, R (..., m, n) upper triangular."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     a, out = _linalg_input(self, "qr")
     *b, m, n = a.shape
     R, Q = a, Tensor.eye(m, dtype=a.dtype, device=a.device).reshape(*[1] * len(b), m, m).expand(*b, m, m)
@@ -44,7 +52,7 @@ class LinalgMixin:
   def svd(self, full_matrices: bool = True):
     """SVD of the last two dims: (..., m, n) -> U, S, Vh with A = U @ diag(S) @ Vh and S descending (tinygrad's third
     result is Vh, not V). U is (..., m, m) and Vh (..., n, n) with full_matrices, else (..., m, k) and (..., k, n), k = min(m, n)."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     a, out = _linalg_input(self, "svd")
     *b, m, n = a.shape
     if m < n:   # A^T = U S Vh  =>  A = Vh^T S U^T
@@ -88,3 +96,58 @@ class LinalgMixin:
     U = Q[..., :n] * (diag >= 0).where(1.0, -1.0).unsqueeze(-2)   # undo the reflections' signs: U's columns stay A's
     if full_matrices: U = U.cat(Q[..., n:], dim=-1)
     return U.cast(out), S.cast(out), V.transpose(-1, -2).cast(out)
+
+  # ---- matrix products
+  def dot(self, w: Tensor, dtype=None) -> Tensor:
+    """Matrix product with numpy's rules: 1-d operands gain and then lose a dim, batch dims broadcast."""
+    Tensor = tensor_type()
+    if not isinstance(w, Tensor): raise TypeError(f"matmul needs a Tensor, got {type(w).__name__}")
+    if self.ndim == 0 or w.ndim == 0: raise ShapeError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
+    k, kw = self.shape[-1], (w.shape[-2] if w.ndim > 1 else w.shape[0])
+    if k != kw: raise ShapeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
+    out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
+    if self.ndim == 1: return self.unsqueeze(0).dot(w, dtype).squeeze(-2 if w.ndim > 1 else -1)
+    # the product's own dtype accumulates (half stays half): the tensor-core rewrites match that form
+    acc = dtype if dtype is not None else sum_acc_dtype(least_upper_dtype(self.dtype, w.dtype))
+    if w.ndim == 1: return (self * w).sum(-1, dtype=acc).cast(out_dt)
+    try: broadcast_shape(self.shape[:-2], w.shape[:-2])
+    except ValueError: raise ShapeError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
+    x = self.unsqueeze(-2)                        # (..., n, 1, k)
+    wt = w._panels(self).transpose(-1, -2).unsqueeze(-3)   # (..., 1, m, k)
+    return (x * wt).sum(-1, dtype=acc).cast(out_dt)
+  def _panels(self, x: Tensor) -> Tensor:
+    """This right operand (K, N) of x @ self, read through a panel-major copy where the device asks for one
+    (Renderer.matmul_panels) and the matmul is big enough to pay for the copy: the same values, a better layout."""
+    if self.ndim != 2 or self.dtype != dtypes.float32 or x.dtype != dtypes.float32 or not isinstance(self.device, str): return self
+    (K, N), M = self.shape, prod(x.shape[:-1])
+    if not all(isinstance(v, int) for v in (K, N, M)): return self
+    u = self.uop
+    while u.op in GroupOp.Movement and u.op is not Ops.PERMUTE: u = u.src[0]
+    transposed = u.op is Ops.PERMUTE and u.arg[-1] != len(u.arg) - 1
+    from tinycore.device import Device
+    # the device's own policy (Renderer.matmul_panels): whether the copy pays depends on its caches and vector width
+    p = Device[self.device].renderer.matmul_panels(M, K, N, transposed)
+    if not p or N % p: return self
+    return self.reshape(K, N // p, p).permute(1, 0, 2).contiguous().permute(1, 0, 2).reshape(K, N)
+  def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
+    Tensor = tensor_type()
+    if not isinstance(x, Tensor): x = Tensor(x, device=self.device)
+    return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
+    return x.add(bias) if bias is not None else x
+  def newton_schulz(self, steps: int, params: tuple, eps: float = 1e-7) -> Tensor:
+    """Orthogonalize the trailing matrices with an odd polynomial X <- sum_i params[i] * (X X^T)^i X, after scaling X
+    to unit Frobenius norm (Muon's iteration uses params (3.4445, -4.7750, 2.0315)). Wide or tall: iterates on the
+    short side."""
+    x = self._float()
+    tall = x.shape[-2] > x.shape[-1]
+    if tall: x = x.transpose(-1, -2)
+    x = x / ((x * x).sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      a, term, out = x @ x.transpose(-1, -2), x, x * params[0]
+      for c in params[1:]:
+        term = a @ term
+        out = out + term * c
+      x = out
+    return x.transpose(-1, -2) if tall else x

@@ -1,16 +1,198 @@
-"""Movement built from the six primitive movement ops: repeat, roll, split, unfold, diag, triangles, sliding windows (_pool), einsum."""
+"""Movement: the checked primitive movement ops (reshape, expand, permute, flip, shrink, pad) and what is built from them:
+cat/stack, squeeze/flatten, repeat, roll, split, unfold, diag, triangles, sliding windows (_pool), einsum."""
 from __future__ import annotations
 import math, itertools
+from typing import TYPE_CHECKING
 from tinycore.dtype import dtypes, to_dtype, least_upper_dtype
-from tinycore.helpers import prod, make_tuple, flatten
-from tinycore.tensor_errors import ArgumentError, ShapeError
+from tinycore.helpers import prod, make_tuple, flatten, all_int
+from tinycore.tensor_base import TensorBase, tensor_type
+from tinycore.tensor_errors import ArgumentError, ShapeError, UnsupportedModeError
+from tinycore.tensor_shapes import bindings_text, bound_value, render_arg, shape_arg
+if TYPE_CHECKING: from tinycore.tensor import Tensor
 
-class MovementMixin:
+def _tensor_list(what: str, first, rest: tuple) -> tuple:
+  """cat/stack's operands: `a.cat(b, c)`, `Tensor.cat(a, b)` or `Tensor.cat([a, b])`; a sequence and more tensors together is ambiguous."""
+  Tensor = tensor_type()
+  if isinstance(first, (list, tuple)):
+    if rest: raise ArgumentError(f"{what} takes tensors or one sequence of tensors, not a sequence followed by more tensors")
+    tensors = tuple(first)
+  else: tensors = (first, *rest)
+  if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+  if not tensors: raise ArgumentError(f"{what} needs at least one tensor")
+  if not all(isinstance(t, Tensor) for t in tensors): raise TypeError(f"{what} takes Tensors, got {[type(t).__name__ for t in tensors]}")
+  return tensors
+
+class MovementMixin(TensorBase):
   __slots__ = ()
+
+  # ---- primitive movement (argument checks here, in the user's terms)
+  def reshape(self, shape, *args) -> Tensor:
+    new = (shape,) + args if args or not isinstance(shape, (tuple, list)) else tuple(shape)
+    # None keeps that dim (tinygrad): reshape((None, None, 6, 6)) on (4, 3, 6, 6)
+    if any(s is None for s in new):
+      if len(new) > self.ndim: raise ShapeError(f"reshape: None keeps a dim, but {new} has more dims than {self.shape}")
+      new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
+    new = shape_arg(new, infer=True)
+    if sum(1 for s in new if isinstance(s, int) and s == -1) > 1: raise ShapeError(f"only one dimension can be -1, got {new}")
+    if -1 in new:
+      known = prod(s for s in new if not (isinstance(s, int) and s == -1))
+      if known == 0 or self.numel() % known != 0: raise ShapeError(f"can't reshape {self.shape} into {new}")
+      new = tuple(self.numel() // known if (isinstance(s, int) and s == -1) else s for s in new)
+    if any(isinstance(s, int) and s < 0 for s in new): raise ShapeError(f"negative dimension in reshape target {new}")
+    if prod(new) != self.numel() if all_int(new) and all_int(self.shape) else False:
+      raise ShapeError(f"can't reshape tensor of shape {self.shape} ({self.numel()} elements) into {new} ({prod(new)} elements)")
+    if not (all_int(new) and all_int(self.shape)) and None not in (n := (bound_value(prod(new)), bound_value(prod(self.shape)))) and n[0] != n[1]:
+      raise ValueError(f"can't reshape tensor of shape {render_arg(self.shape)} ({n[1]} elements) into {render_arg(new)} ({n[0]} elements) "
+                       f"with {bindings_text(*new, *self.shape)}")
+    return self._wrap(self.uop.reshape(new))
+  def view(self, *shape) -> Tensor: return self.reshape(*shape)
+  def expand(self, shape, *args) -> Tensor:
+    new = shape_arg((shape,) + args if args or not isinstance(shape, (tuple, list)) else shape, infer=True)
+    if len(new) < self.ndim: raise ShapeError(f"can't expand {self.shape} to fewer dimensions {new}")
+    x = self.reshape((1,) * (len(new) - self.ndim) + self.shape) if len(new) != self.ndim else self
+    new = tuple(xs if (isinstance(n, int) and n == -1) else n for xs, n in zip(x.shape, new))
+    for xs, n in zip(x.shape, new):
+      if not (xs == n or xs == 1): raise ShapeError(f"can't expand {self.shape} to {new}: dimension of size {xs} is not 1")
+    return x._wrap(x.uop.expand(new))
+  def permute(self, order, *args) -> Tensor:
+    order = tuple(order) if not isinstance(order, int) else (order,) + args
+    order = tuple(self._resolve_dim(o) for o in order)
+    if sorted(order) != list(range(self.ndim)): raise ShapeError(f"permute order {order} is not a permutation of the {self.ndim} dims of {self.shape}")
+    return self._wrap(self.uop.permute(order))
+  def transpose(self, dim0=1, dim1=0) -> Tensor:
+    if self.ndim < 2 and dim0 == 1 and dim1 == 0: return self
+    order = list(range(self.ndim))
+    d0, d1 = self._resolve_dim(dim0), self._resolve_dim(dim1)
+    order[d0], order[d1] = order[d1], order[d0]
+    return self.permute(order)
+  def flip(self, axis, *args) -> Tensor:
+    given = [self._resolve_dim(a) for a in ((axis,) + args if isinstance(axis, int) else axis)]
+    if len(set(given)) != len(given): raise ArgumentError(f"flip dims {tuple((axis,) + args if isinstance(axis, int) else axis)} name a dim twice (shape {self.shape})")
+    axes = set(given)
+    return self._wrap(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
+  def shrink(self, arg) -> Tensor:
+    if len(arg) != self.ndim: raise ValueError(f"shrink needs {self.ndim} (start, end) pairs for shape {self.shape}, got {len(arg)}")
+    arg = tuple((0, s) if a is None else a for a, s in zip(arg, self.shape))
+    for (b, e), s in zip(arg, self.shape):
+      if all_int((b, e, s)) and not 0 <= b <= e <= s: raise ValueError(f"shrink {arg} is out of bounds for shape {self.shape}")
+      # a symbolic bound is checked at its bound value here (and at every run, engine/run.py): a kernel never reads past a buffer
+      if not all_int((b, e, s)) and None not in (vals := tuple(bound_value(x) for x in (b, e, s))) and not 0 <= vals[0] <= vals[1] <= vals[2]:
+        raise ValueError(f"shrink {render_arg(arg)} is out of bounds for shape {render_arg(self.shape)} with {bindings_text(b, e, s)}: "
+                         f"({vals[0]}, {vals[1]}) is not inside 0..{vals[2]}")
+    return self._wrap(self.uop.shrink(arg))
+  def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """`padding` as ((before, after), ...) per dim, or flat torch style (last dim first: (left, right, top, bottom, ...))."""
+    Tensor = tensor_type()
+    if all(isinstance(p, int) for p in padding):
+      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ArgumentError(f"flat padding {padding} must have an even length at most 2*{self.ndim}")
+      pairs = [(0, 0)] * (self.ndim - len(padding) // 2) + [(padding[i], padding[i + 1]) for i in range(len(padding) - 2, -1, -2)]
+    else: pairs = [(0, 0) if p is None else tuple(p) for p in padding]
+    if len(pairs) != self.ndim: raise ArgumentError(f"padding {padding} doesn't match the {self.ndim} dims of {self.shape}")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+      raise UnsupportedModeError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
+    if mode != "constant": return self._pad_mode(pairs, mode)
+    x = self
+    if any(b < 0 or e < 0 for b, e in pairs):   # negative padding shrinks
+      x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(pairs, x.shape)))
+      pairs = [(max(b, 0), max(e, 0)) for b, e in pairs]
+    out = x._wrap(x.uop.pad(tuple(pairs)))
+    if value != 0:
+      mask = Tensor(Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
+      out = mask.where(out, value)
+    return out
+  def _pad_mode(self, pairs, mode: str) -> Tensor:
+    """reflect/replicate/circular padding as torch defines it: output position j of a dim reads input position j - before,
+    mapped back inside the dim; a negative pad crops the padded result (so (3, -3) still reflects 3 elements)."""
+    x = self
+    for d, (b, e) in enumerate(pairs):
+      if b == 0 and e == 0: continue
+      n = x.shape[d]
+      if not isinstance(n, int): raise ShapeError(f"{mode} padding needs a concrete size for dim {d}, got {render_arg(n)}")
+      if n + b + e < 0: raise ShapeError(f"padding {(b, e)} leaves a negative size for dim {d} of size {n}")
+      if mode == "reflect" and (b >= n or e >= n): raise ArgumentError(f"reflect padding {(b, e)} must be smaller than dim {d} of size {n}")
+      if mode == "circular":   # torch crops a negative side first, then wraps what is left
+        if b < 0 or e < 0: x, n, b, e = x._slice_dim(d, max(-b, 0), n - max(-e, 0)), n - max(-b, 0) - max(-e, 0), max(b, 0), max(e, 0)
+        if b > n or e > n: raise ArgumentError(f"circular padding {(b, e)} can't exceed dim {d} of size {n} (it wraps at most once)")
+      if mode == "replicate" and n == 0 and b + e > 0: raise ArgumentError(f"replicate padding of dim {d} needs a non-empty dim")
+      def src(p: int) -> int:
+        if mode == "reflect": return -p if p < 0 else 2 * (n - 1) - p if p >= n else p
+        if mode == "replicate": return min(max(p, 0), n - 1)
+        return p % n
+      x = x._take_runs(d, [src(p) for p in range(-b, n + e)])
+    return x
+  def _take_runs(self, d: int, idx: list[int]) -> Tensor:
+    """self indexed along dim d by a static list of positions, built from its runs (ascending, descending or repeated)
+    as slices, flips and expands joined by one cat: only movement ops, so it fuses and its gradient is exact."""
+    Tensor = tensor_type()
+    parts, i = [], 0
+    while i < len(idx):
+      j, step = i + 1, (idx[i + 1] - idx[i]) if i + 1 < len(idx) else 0
+      if step not in (-1, 0, 1): step = 0
+      while j < len(idx) and idx[j] - idx[j - 1] == step and (step != 0 or idx[j] == idx[i]): j += 1
+      lo, hi = min(idx[i], idx[j - 1]), max(idx[i], idx[j - 1])
+      part = self._slice_dim(d, lo, hi + 1)
+      if step == -1 and j - i > 1: part = part.flip(d)
+      if step == 0 and j - i > 1: part = part.expand(*[j - i if k == d else s for k, s in enumerate(part.shape)])
+      parts.append(part)
+      i = j
+    if not parts: return self._slice_dim(d, 0, 0)
+    return parts[0] if len(parts) == 1 else Tensor.cat(*parts, dim=d)
+  def _slice_dim(self, d: int, b: int, e: int) -> Tensor:
+    return self.shrink(tuple((b, e) if i == d else (0, s) for i, s in enumerate(self.shape)))
+  def squeeze(self, dim=None) -> Tensor:
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    dims = {self._resolve_dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}   # a 0-d tensor takes dim 0 or -1
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = self._resolve_dim(dim, extra=True)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
+    if self.ndim == 0: return self.reshape(1)
+    s, e = self._resolve_dim(start_dim), self._resolve_dim(end_dim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self, dim: int, sizes) -> Tensor:
+    d = self._resolve_dim(dim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+  def _resolve_dim(self, dim: int, *, extra: bool = False) -> int:
+    total = self.ndim + int(extra)
+    if not isinstance(dim, int): raise TypeError(f"dimension must be an int, got {type(dim).__name__}")
+    if not -max(1, total) <= dim < max(1, total): raise IndexError(f"dimension {dim} is out of range for a tensor of {self.ndim} dims {self.shape}")
+    return dim + total if dim < 0 else dim
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    """`a.cat(b, c, dim=d)` or `Tensor.cat(a, b)` / `Tensor.cat([a, b])` (tinygrad's cat is a method)."""
+    tensors = _tensor_list("cat", self, args)
+    t0 = tensors[0]
+    if t0.ndim == 0: raise IndexError("cat: 0-d tensors can't be concatenated (stack them, or reshape to 1-d)")
+    d = t0._resolve_dim(dim)
+    for t in tensors[1:]:
+      if t.ndim != t0.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, t0.shape)) if i != d):
+        raise ShapeError(f"cat: shapes {t0.shape} and {t.shape} differ outside dim {d}")
+    dt = least_upper_dtype(*[t.dtype for t in tensors])
+    total, off, out = sum(t.shape[d] for t in tensors), 0, None
+    for t in tensors:
+      p = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(t.ndim)))
+      out = p if out is None else out + p
+      off += t.shape[d]
+    return out
+  def cat_(self, *args, dim=0) -> Tensor:
+    Tensor = tensor_type()
+    return Tensor.cat(self, *args, dim=dim)
+  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    Tensor = tensor_type()
+    tensors = _tensor_list("stack", self, args)
+    return Tensor.cat(*[t.unsqueeze(dim) for t in tensors], dim=dim)
+  def _pool_last(self, k: int) -> Tensor:
+    """Sliding windows of size k (stride 1) over the last axis (length L = n + k): shape (..., n, k), out[i, j] = x[i + j]."""
+    L = self.shape[-1]; n = L - k
+    pre = self.shape[:-1]
+    # repeat then reshape trick: (.., L) -> (.., k+1 copies) -> flat -> shrink -> (.., k, L+1) ... take window rows
+    x = self.unsqueeze(-2).expand(*pre, n + 1, L).reshape(*pre, (n + 1) * L)
+    x = x.shrink(tuple((0, s) for s in pre) + ((0, n * (L + 1)),)).reshape(*pre, n, L + 1)
+    return x.shrink(tuple((0, s) for s in pre) + ((0, n), (0, k)))
 
   @staticmethod
   def linspace(start, stop, steps: int, dtype=None, **kw):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if not isinstance(steps, int) or steps < 0: raise ValueError(f"linspace steps must be a non-negative int, got {steps!r}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     if dt == dtypes.bool: raise ArgumentError("linspace can't make bool values (torch and tinygrad refuse it too)")
@@ -82,7 +264,7 @@ class MovementMixin:
     return tuple(out)
 
   def _tri_mask(self, diagonal: int, upper: bool):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if self.ndim < 2: raise ValueError(f"triu/tril need at least 2 dims, got shape {self.shape}")
     r, c = self.shape[-2:]
     ri = Tensor._index_range(r, self.device).reshape(r, 1)
@@ -93,7 +275,7 @@ class MovementMixin:
 
   def diag(self):
     """1-d -> square matrix with it on the diagonal; 2-d -> its main diagonal."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if self.ndim == 1:
       n = self.shape[0]
       return Tensor.eye(n, dtype=dtypes.bool, device=self.device).where(self.reshape(1, n), 0).cast(self.dtype)
@@ -104,21 +286,6 @@ class MovementMixin:
       sq = self.shrink(((0, m), (0, m))).flatten().pad(((0, m),))
       return sq.reshape(m, m + 1)[:, 0]
     raise ValueError(f"diag needs a 1-d or 2-d tensor, got shape {self.shape}")
-
-  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
-    """The diagonal of the (dim1, dim2) planes (above it for offset > 0), as a new last dim: torch.diagonal."""
-    d1, d2 = self._resolve_dim(dim1), self._resolve_dim(dim2)
-    if d1 == d2: raise ArgumentError(f"diagonal dims must differ, got dim1={dim1} and dim2={dim2} (shape {self.shape})")
-    rest = [i for i in range(self.ndim) if i not in (d1, d2)]
-    x = self.permute(rest + [d1, d2])
-    r, c = x.shape[-2:]
-    x = x[..., :, offset:] if offset >= 0 else x[..., -offset:, :]
-    r, c = x.shape[-2:]
-    n, pre = min(r, c), x.shape[:-2]
-    if n == 0: return x.reshape(*pre, -1)[..., :0] if prod(pre) else x.reshape(*pre, 0)
-    # element (i, i) of an (n, c) block is entry i*(c+1) of its flattening: pad to n*(c+1) and keep column 0 of (n, c+1)
-    flat = x[..., :n, :].reshape(*pre, n * c).pad(tuple((0, 0) for _ in pre) + ((0, n),))
-    return flat.reshape(*pre, n, c + 1)[..., 0]
 
   # ---- sliding windows
   def _pool(self, k_: tuple, stride=1, dilation=1):
@@ -223,6 +390,7 @@ class MovementMixin:
     red = tuple(range(len(out), len(letters)))
     return (full.sum(red) if red else full).cast(out_dt)
 
+
   def rearrange(self, formula: str, **sizes):
     """einops-style axis rearrangement: 'b c (h p) w -> b (c p) h w', p=2. Names, groups in (), '...' and '1'."""
     def err(msg): return ValueError(f"rearrange {formula!r}: {msg}")
@@ -247,7 +415,8 @@ class MovementMixin:
     if any("..." in g and g != ["..."] for g in lhs): raise err("'...' on the left must stand alone, not in a group")
     if (bad := set(sizes) - set(names(lhs))): raise err(f"sizes given for unknown axes {sorted(bad)}")
     has_ell = ["..."] in lhs
-    if (self.ndim < len(lhs) - 1) if has_ell else (self.ndim != len(lhs)): raise err(f"the left side has {len(lhs)} axes, the tensor {self.ndim} ({self.shape})")
+    if (self.ndim < len(lhs) - 1) if has_ell else (self.ndim != len(lhs)):
+      raise err(f"the left side has {len(lhs)} axes, the tensor {self.ndim} ({self.shape})")
     ell = [f"...{i}" for i in range(self.ndim - len(lhs) + 1)] if has_ell else []
     known, dims, d = dict(sizes), [], 0
     for g in lhs:
@@ -277,3 +446,19 @@ class MovementMixin:
     if len(shape) != self.ndim: raise ValueError(f"shrink_to shape {shape} has {len(shape)} dims, the tensor {self.ndim} ({self.shape})")
     if any(t is not None and t > s for s, t in zip(self.shape, shape)): raise ValueError(f"shrink_to can't grow {self.shape} to {shape}")
     return self.shrink(tuple((0, s if t is None else t) for s, t in zip(self.shape, shape)))
+
+  # ---- views
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """The diagonal of the (dim1, dim2) planes (above it for offset > 0), as a new last dim: torch.diagonal."""
+    d1, d2 = self._resolve_dim(dim1), self._resolve_dim(dim2)
+    if d1 == d2: raise ArgumentError(f"diagonal dims must differ, got dim1={dim1} and dim2={dim2} (shape {self.shape})")
+    rest = [i for i in range(self.ndim) if i not in (d1, d2)]
+    x = self.permute(rest + [d1, d2])
+    r, c = x.shape[-2:]
+    x = x[..., :, offset:] if offset >= 0 else x[..., -offset:, :]
+    r, c = x.shape[-2:]
+    n, pre = min(r, c), x.shape[:-2]
+    if n == 0: return x.reshape(*pre, -1)[..., :0] if prod(pre) else x.reshape(*pre, 0)
+    # element (i, i) of an (n, c) block is entry i*(c+1) of its flattening: pad to n*(c+1) and keep column 0 of (n, c+1)
+    flat = x[..., :n, :].reshape(*pre, n * c).pad(tuple((0, 0) for _ in pre) + ((0, n),))
+    return flat.reshape(*pre, n, c + 1)[..., 0]

@@ -1,9 +1,12 @@
-"""Neural-network ops composed from the core: math functions, activations, conv/pool, normalization, attention, losses."""
+"""Neural-network ops composed from the core: normalization, attention, convolution and pooling, interpolation, losses."""
 from __future__ import annotations
 import math
+from typing import TYPE_CHECKING
 from tinycore.dtype import dtypes, to_dtype, least_upper_dtype, least_upper_float
 from tinycore.helpers import prod, make_tuple, flatten
+from tinycore.tensor_base import TensorBase, tensor_type
 from tinycore.tensor_errors import ArgumentError, ShapeError
+if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _reduction(x, reduction: str):
   if reduction == "mean": return x.mean()
@@ -25,108 +28,8 @@ def _check_labels(Y, c: int, ignore_index, what: str) -> None:
     also = f" or ignore_index {ignore_index}" if ignore_index is not None else ""
     raise IndexError(f"{what}: target {bad[0]} is out of bounds: labels must be in [0, {c}){also}")
 
-class NNMixin:
+class NNMixin(TensorBase):
   __slots__ = ()
-
-  # ---- math
-  def isnan(self): return self != self
-  def isinf(self, detect_positive: bool = True, detect_negative: bool = True):
-    return ((self == math.inf) & detect_positive) | ((self == -math.inf) & detect_negative)
-  def isfinite(self): return (self.isinf() | self.isnan()).logical_not()
-  def log10(self): return self.log2() * math.log10(2)
-  def log1p(self): return (1 + self._float()).log()
-  def expm1(self): return self.exp() - 1
-  def erf(self):
-    """Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7)."""
-    x = self._float()
-    t = 1.0 / (1.0 + 0.3275911 * x.abs())
-    y = 1.0 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-(x * x)).exp()
-    return x.sign() * y
-  def sinh(self): x = self._float(); return (x.exp() - (-x).exp()) * 0.5
-  def cosh(self): x = self._float(); return (x.exp() + (-x).exp()) * 0.5
-  def asinh(self): x = self._float(); a = x.abs(); return x.sign() * (a + (a * a + 1).sqrt()).log()
-  def acosh(self): x = self._float(); return (x + (x * x - 1).sqrt()).log()
-  def atanh(self): x = self._float(); return ((1 + x) / (1 - x)).log() * 0.5
-  def atan(self):
-    """Range-reduced to |y| <= tan(pi/8), then the Taylor series to y^15 (error < 3e-8)."""
-    x = self._float()
-    a = x.abs()
-    inv = a > 1
-    a1 = inv.where(1 / a, a)
-    red = a1 > 0.41421356237309503
-    y = red.where((a1 - 1) / (a1 + 1), a1)
-    y2, p, term = y * y, None, y
-    for k in range(8):
-      c = term * ((-1) ** k / (2 * k + 1))
-      p = c if p is None else p + c
-      term = term * y2
-    r = red.where(p + math.pi / 4, p)
-    r = inv.where(math.pi / 2 - r, r)
-    return x.sign() * r
-  def asin(self): return _asin(self._float())
-  def acos(self): return math.pi / 2 - self.asin()
-  def lerp(self, end, weight): return self + (end - self) * weight
-  def copysign(self, other):
-    from tinycore.tensor import Tensor
-    o = other if isinstance(other, Tensor) else Tensor(float(other), device=self.device)
-    neg = (o < 0) | ((o == 0) & ((1 / o._float()) < 0))   # -0.0 counts as negative
-    return neg.where(-self.abs(), self.abs())
-  def fmod(self, x): return self - self.div(x, rounding_mode="trunc") * x   # C's fmod: sign of the dividend
-  def logaddexp(self, x):
-    m = self.maximum(x)
-    return m + ((self - m).exp() + (x - m).exp()).log()
-  def polyN(self, coeffs):
-    """Horner evaluation of coeffs[0]*x^(n-1) + ... + coeffs[-1]."""
-    r = self.zeros_like() + coeffs[0]
-    for c in coeffs[1:]: r = r * self + c
-    return r
-  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
-    from tinycore.tensor import Tensor
-    if not isinstance(other, Tensor): other = self.const_like(other)
-    # infinities are close only to themselves (inf - inf is nan, never <= tol); nans only to nans, with equal_nan
-    finite = self.isfinite() & other.isfinite() & ((self - other).abs() <= atol + rtol * other.abs())
-    ok = finite | ((self.isinf() | other.isinf()) & (self == other))
-    return ok | (self.isnan() & other.isnan()) if equal_nan else ok
-  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
-  def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
-  def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
-  def cummin(self, axis: int = 0): return -((-self).cummax(axis)) if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).cummax(axis)
-  def logcumsumexp(self, axis: int = 0):
-    m = self.max(axis, keepdim=True).detach() if self.numel() else 0
-    if self.numel(): m = (m.abs() == math.inf).where(0, m)   # an infinite max shifts by 0: -inf rows stay -inf, not NaN
-    return (self - m).exp().cumsum(axis).log() + m
-  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
-  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._resolve_dim(dim)]
-  def requires_grad_(self, requires_grad: bool = True):
-    self.requires_grad = requires_grad
-    if requires_grad:
-      from tinycore.tensor import _requires_grad_leaves
-      _requires_grad_leaves.add(self)
-    return self
-
-  # ---- activations
-  def relu6(self): return self.relu() - (self - 6).relu()
-  def leaky_relu(self, neg_slope: float = 0.01): return (self < 0).where(self * neg_slope, self)
-  def elu(self, alpha: float = 1.0): return self.relu() - alpha * (1 - self.exp()).relu()
-  def celu(self, alpha: float = 1.0): return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
-  def selu(self, alpha: float = 1.67326, gamma: float = 1.0507):
-    return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
-  def gelu(self):
-    """The tanh approximation (as tinygrad; torch's gelu(approximate='tanh'))."""
-    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
-  def quick_gelu(self): return self * (self * 1.702).sigmoid()
-  def silu(self): return self * self.sigmoid()
-  def swish(self): return self.silu()
-  def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5): return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
-  def hardswish(self): return self * (self + 3).relu6() * (1 / 6)
-  def hardtanh(self, min_val: float = -1, max_val: float = 1): return self.clip(min_val, max_val)
-  def softplus(self, beta: float = 1.0):
-    bx = self._float() * beta
-    return (bx.relu() + (1 + (-bx.abs()).exp()).log()) * (1 / beta)   # log(1+e^x) without overflow
-  def mish(self): return self * self.softplus().tanh()
-  def logsigmoid(self): return -(-self).softplus()
-  def softsign(self): return self / (1 + self.abs())
 
   # ---- normalization and attention
   def layernorm(self, axis=-1, eps: float = 1e-5):
@@ -136,7 +39,8 @@ class NNMixin:
     axes = tuple(self._resolve_dim(a) for a in make_tuple(axis, 1))
     shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
     for name, t in (("weight", weight), ("bias", bias), ("mean", mean)):
-      if t is not None and t.numel() != prod(shape): raise ValueError(f"batchnorm {name} of shape {t.shape} doesn't match {shape} for input {self.shape}")
+      if t is not None and t.numel() != prod(shape):
+        raise ValueError(f"batchnorm {name} of shape {t.shape} doesn't match {shape} for input {self.shape}")
     x = self - mean.reshape(shape)
     if weight is not None: x = x * weight.reshape(shape)
     x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
@@ -144,7 +48,7 @@ class NNMixin:
   def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False, enable_gqa: bool = False):
     """softmax(q k^T / sqrt(d) + mask) v. is_causal masks keys after each query (top-left aligned, as torch); enable_gqa
     lets key/value have fewer heads (dim -3) than the query, each shared by a group of query heads."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: raise ShapeError(f"attention needs at least 2-d q/k/v, got {self.shape}, {key.shape}, {value.shape}")
     if self.shape[-1] != key.shape[-1]: raise ShapeError(f"query and key feature sizes differ: {self.shape} vs {key.shape}")
     if key.shape[-2] != value.shape[-2]: raise ShapeError(f"key and value lengths differ: {key.shape} vs {value.shape}")
@@ -160,6 +64,11 @@ class NNMixin:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
     w = qk.softmax(-1)
     return w.dropout(dropout_p).matmul(value)
+  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p over `dim`, eps), like torch.nn.functional.normalize."""
+    x = self._float()
+    norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2 else (x * x).sum(dim, keepdim=True).sqrt()
+    return x / norm.maximum(eps)
 
   # ---- convolution and pooling
   def _resolve_pads(self, padding, d: int) -> list[tuple[int, int]]:
@@ -172,10 +81,12 @@ class NNMixin:
   def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None):
     """N-d convolution (cross-correlation, like torch): input (bs, cin, *spatial), weight (cout, cin/groups, *kernel)."""
     if self.ndim < 3 or weight.ndim != self.ndim:
-      raise ValueError(f"conv needs input (bs, cin, *spatial) and weight (cout, cin/groups, *kernel) of the same rank, got {self.shape} and {weight.shape}")
+      raise ValueError(f"conv needs input (bs, cin, *spatial) and weight (cout, cin/groups, *kernel) of the same rank, "
+                       f"got {self.shape} and {weight.shape}")
     bs, cin, cout, k_ = self.shape[0], self.shape[1], weight.shape[0], tuple(weight.shape[2:])
     d = len(k_)
-    if groups <= 0 or cin != weight.shape[1] * groups: raise ValueError(f"conv input channels {cin} != weight {weight.shape} in-channels {weight.shape[1]} * groups {groups}")
+    if groups <= 0 or cin != weight.shape[1] * groups:
+      raise ValueError(f"conv input channels {cin} != weight {weight.shape} in-channels {weight.shape[1]} * groups {groups}")
     if cout % groups: raise ValueError(f"conv output channels {cout} are not divisible by groups {groups}")
     if bias is not None and bias.shape != (cout,): raise ValueError(f"conv bias shape {bias.shape} must be ({cout},)")
     if isinstance(padding, str):
@@ -253,7 +164,7 @@ class NNMixin:
     axes = tuple(range(-len(k_), 0))
     out = w.max(axes)
     if not return_indices: return out
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     sp = self.shape[-len(k_):]
     flat_idx = Tensor._index_range(prod(sp), self.device).reshape(sp).pad(tuple(pads), value=-1)._pool(k_, s_, dl_)
     nk = prod(k_)
@@ -264,7 +175,7 @@ class NNMixin:
   def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None):
     """The inverse of max_pool2d(return_indices=True): each value goes back to the input position its index names (flat
     over the trailing window dims), zeros elsewhere; any number of window dims."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     d = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
     k_, s_, dl_, pads = self._pool_args(kernel_size, stride, dilation, padding, d)
     if indices.shape != self.shape: raise ValueError(f"max_unpool2d: indices {indices.shape} must have the values' shape {self.shape}")
@@ -282,7 +193,7 @@ class NNMixin:
 
   def interpolate(self, size, mode: str = "linear", align_corners: bool = False):
     """Resize the trailing len(size) dims: 'nearest' (torch's floor rule), 'nearest-exact', or '(bi/tri)linear'."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     size = make_tuple(size, 1)
     if len(size) > self.ndim: raise ValueError(f"interpolate size {size} has more dims than the input {self.shape}")
     if mode not in ("linear", "nearest", "nearest-exact", "bilinear", "trilinear"): raise ValueError(f"unsupported interpolate mode {mode!r}")
@@ -309,7 +220,7 @@ class NNMixin:
   def _uint8_linear_axis(self, ax: int, out: int):
     """One axis of linear resizing of uint8 the way torch computes it (bit-exact): per-output taps and weights, the
     weights in fixed point with as many fraction bits as int16 allows, rounded and clamped back to uint8 after each axis."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     n = self.shape[ax]
     if out == n: return self
     scale, taps = n / out, []
@@ -342,7 +253,7 @@ class NNMixin:
     return _reduction((1 - Y) * self + log_w * (-self).softplus(), reduction)
   def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean"):
     """Class indices Y over the last axis of logits self."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if Y.shape != self.shape[:-1]: raise ValueError(f"labels of shape {Y.shape} don't match logits {self.shape} (expected {self.shape[:-1]})")
     if not dtypes.is_int(Y.dtype): raise TypeError(f"labels must be integers, got {Y.dtype}")
     c = self.shape[-1]
@@ -357,7 +268,7 @@ class NNMixin:
     return _reduction(loss, reduction)
   def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0):
     """torch layout: logits (N, C, ...) or (C,); Y class indices (N, ...) or probabilities shaped like the logits."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     cd = 1 if self.ndim > 1 else 0
     c = self.shape[cd]
     if Y.ndim == self.ndim - 1:
@@ -370,7 +281,7 @@ class NNMixin:
     return _reduction(-(self.log_softmax(cd) * Y).sum(cd), reduction)
   def nll_loss(self, Y, weight=None, ignore_index=None, reduction: str = "mean"):
     """torch layout: log-probabilities (N, C, ...) or (C,), Y class indices."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     cd = 1 if self.ndim > 1 else 0
     c = self.shape[cd]
     if Y.shape != self.shape[:cd] + self.shape[cd + 1:]: raise ValueError(f"target shape {Y.shape} doesn't match input {self.shape}")
@@ -382,7 +293,3 @@ class NNMixin:
     loss = -(w * self).sum(cd)
     if reduction == "mean": return loss.sum() / w.sum()
     return _reduction(loss, reduction)
-
-def _asin(x):
-  """asin(x) = atan(x / sqrt(1 - x^2)); |x| = 1 gives +-inf inside atan -> +-pi/2, |x| > 1 gives nan through the sqrt."""
-  return (x / (1 - x * x).sqrt()).atan()

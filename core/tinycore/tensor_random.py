@@ -8,6 +8,8 @@ from __future__ import annotations
 import math, operator, time
 from tinycore.dtype import dtypes, to_dtype
 from tinycore.helpers import prod, getenv
+from tinycore.tensor_base import TensorBase, tensor_type
+from tinycore.tensor_shapes import shape_arg
 
 _M32 = 0xFFFFFFFF
 _rng: dict = {"seed": None, "counter": 0}   # seed None: taken from SEED (else the clock) at the first draw
@@ -39,7 +41,7 @@ def threefry2x32(x0, x1, k0, k1):
     x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + (i + 1)
   return x0, x1
 
-class RandomMixin:
+class RandomMixin(TensorBase):
   __slots__ = ()
 
   @staticmethod
@@ -52,7 +54,7 @@ class RandomMixin:
   @staticmethod
   def _threefry_bits(n: int, device=None):
     """n uint32 random words for the next call of the stream."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     from tinycore.uop import Ops
     half = (n + 1) // 2
     ctr = Tensor._index_range(half, device).cast(dtypes.uint32)
@@ -77,8 +79,8 @@ class RandomMixin:
   @staticmethod
   def rand(*shape, device=None, dtype=None, contiguous=False, **kw):
     """Uniform in [0, 1): 23 random mantissa bits under exponent 0 give a float in [1, 2), minus 1."""
-    from tinycore.tensor import Tensor, _shape_arg
-    shape, dt = _shape_arg(shape), to_dtype(dtype) if dtype is not None else dtypes.default_float
+    Tensor = tensor_type()
+    shape, dt = shape_arg(shape), to_dtype(dtype) if dtype is not None else dtypes.default_float
     if not dtypes.is_float(dt): raise TypeError(f"rand needs a float dtype, got {dt}")
     n = prod(shape)
     if n == 0: return Tensor.zeros(*shape, device=device, dtype=dt, **kw)
@@ -94,8 +96,8 @@ class RandomMixin:
   @staticmethod
   def randn(*shape, dtype=None, requires_grad=None, **kw):
     """Standard normal by Box-Muller from two uniform draws."""
-    from tinycore.tensor import Tensor, _shape_arg
-    shape = _shape_arg(shape)
+    Tensor = tensor_type()
+    shape = shape_arg(shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     u = Tensor.rand(2, *shape, dtype=dtypes.float32, **kw)
     u1, u2 = u[0], u[1]
@@ -106,58 +108,59 @@ class RandomMixin:
 
   @staticmethod
   def randint(*shape, low=0, high=10, dtype=dtypes.int32, **kw):
-    from tinycore.tensor import Tensor, _shape_arg
+    Tensor = tensor_type()
     if not isinstance(low, int) or not isinstance(high, int): raise TypeError(f"randint bounds must be ints, got {low!r} and {high!r}")
     if low >= high: raise ValueError(f"randint needs low < high, got low={low} high={high}")
     dt = to_dtype(dtype)
     if not dtypes.is_int(dt): raise TypeError(f"randint needs an integer dtype, got {dt}")
-    u = Tensor.rand(*_shape_arg(shape), dtype=dtypes.float64 if high - low > 1 << 23 else dtypes.float32, **kw)
+    u = Tensor.rand(*shape_arg(shape), dtype=dtypes.float64 if high - low > 1 << 23 else dtypes.float32, **kw)
     return (u * (high - low)).floor().cast(dt).minimum(high - low - 1) + low
 
   @staticmethod
   def normal(*shape, mean=0.0, std=1.0, requires_grad=None, **kw):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     return Tensor(((std * Tensor.randn(*shape, **kw)) + mean).uop, requires_grad=requires_grad)
   @staticmethod
   def uniform(*shape, low=0.0, high=1.0, dtype=None, requires_grad=None, **kw):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     return Tensor(((high - low) * Tensor.rand(*shape, dtype=dt, **kw) + low).cast(dt).uop, requires_grad=requires_grad)
   @staticmethod
   def scaled_uniform(*shape, **kw):
-    from tinycore.tensor import Tensor, _shape_arg
-    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw).mul(prod(_shape_arg(shape)) ** -0.5)
+    Tensor = tensor_type()
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw).mul(prod(shape_arg(shape)) ** -0.5)
   @staticmethod
   def glorot_uniform(*shape, **kw):
     """Xavier uniform: bound sqrt(6 / (fan_in + fan_out)) with fan_out = shape[0], fan_in = prod(shape[1:])."""
-    from tinycore.tensor import Tensor, _shape_arg
-    s = _shape_arg(shape)
+    Tensor = tensor_type()
+    s = shape_arg(shape)
     return Tensor.uniform(*s, low=-1.0, high=1.0, **kw).mul((6 / (s[0] + prod(s[1:]))) ** 0.5)
   @staticmethod
   def kaiming_uniform(*shape, a: float = 0.01, **kw):
-    from tinycore.tensor import Tensor, _shape_arg
-    s = _shape_arg(shape)
+    Tensor = tensor_type()
+    s = shape_arg(shape)
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
     return Tensor.uniform(*s, low=-bound, high=bound, **kw)
   @staticmethod
   def kaiming_normal(*shape, a: float = 0.01, **kw):
-    from tinycore.tensor import Tensor, _shape_arg
-    s = _shape_arg(shape)
+    Tensor = tensor_type()
+    s = shape_arg(shape)
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
     return Tensor.normal(*s, mean=0.0, std=std, **kw)
 
   @staticmethod
   def randperm(n: int, device=None, dtype=dtypes.int32, **kw):
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if n < 0: raise ValueError(f"randperm needs n >= 0, got {n}")
     return Tensor.rand(n, device=device).argsort().cast(to_dtype(dtype))
 
   def multinomial(self, num_samples: int = 1, replacement: bool = False):
     """Draw class indices from (unnormalized) probabilities in the last dim: inverse CDF with replacement, Gumbel top-k without."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if self.ndim not in (1, 2): raise ValueError(f"multinomial needs 1-d or 2-d probabilities, got shape {self.shape}")
     if num_samples < 1: raise ValueError(f"num_samples must be >= 1, got {num_samples}")
-    if not replacement and num_samples > self.shape[-1]: raise ValueError(f"can't draw {num_samples} samples without replacement from {self.shape[-1]} classes")
+    if not replacement and num_samples > self.shape[-1]:
+      raise ValueError(f"can't draw {num_samples} samples without replacement from {self.shape[-1]} classes")
     x = self.unsqueeze(0) if self.ndim == 1 else self
     p = x._float()
     _check_probabilities(p, num_samples, replacement)
@@ -173,7 +176,7 @@ class RandomMixin:
 
   def dropout(self, p: float = 0.5):
     """Zero each element with probability p and scale the rest by 1/(1-p), only while Tensor.training."""
-    from tinycore.tensor import Tensor
+    Tensor = tensor_type()
     if not 0 <= p <= 1: raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     if not Tensor.training or p == 0: return self
     if p == 1: return self * 0
