@@ -282,7 +282,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if n == 0: return Tensor.empty(0, dtype=dt, **kw)
     # start + i*step over the index range (elementwise, no buffer)
     idx = Tensor._index_range(n, kw.get("device"))
-    return (idx.cast(dt) * step + start).cast(dt) if dtypes.is_float(dt) else (idx * step + start).cast(dt)
+    return (idx.cast(dt) * step + start).cast(dt)   # in dt itself: an int64 range must not pass through int32
   @staticmethod
   def _index_range(n: int, device=None) -> Tensor:
     """[0, 1, ..., n-1] as int32 with no buffer and O(n log n) elementwise work: the sum of bit_j * 2^j, where bit_j is
