@@ -57,7 +57,8 @@ def test_malformed_and_legacy(fake, monkeypatch):
 def test_unavailable_has_reason_and_no_plugin_trace(no_autoload):
   plugins.register(FakePlugin("GONE", fail="libgone.so not found"), name="gone")
   with pytest.raises(DeviceUnavailable) as e: Device["GONE"]
-  assert str(e.value) == "GONE (DEV=GONE:R1) is not available on this machine: libgone.so not found"
+  assert str(e.value) == ("GONE (DEV=GONE:R1) is not available on this machine: libgone.so not found. Without the hardware, "
+                          "try DEV=EMU+GONE (its pipeline run by the emulator) or DEV=NULL+GONE (compile only).")
   assert e.value.__suppress_context__ and str(e.value.cause) == "libgone.so not found"
 
 def test_default_by_priority_skipping_unavailable_and_emulators(no_autoload):

@@ -2,6 +2,7 @@
 import numpy as np, pytest
 from tinycore import Tensor, Context, GlobalCounters, Device
 from tinycore.compiler import CompileError
+from tinycore.errors import ResultUnavailableError
 pytestmark = pytest.mark.needs_device
 
 def _ops():
@@ -14,8 +15,13 @@ def test_null_compiles_and_runs_nothing(dev):
     GlobalCounters.reset()
     Tensor.realize(*_ops())
     assert GlobalCounters.kernel_count >= 3
-    out = (Tensor(np.ones(4, np.float32)) + 1).numpy()
-  assert not np.any(out == 2.0)   # the add never ran
+    back = Tensor(np.arange(4, dtype=np.float32))
+    np.testing.assert_equal(back.numpy(), np.arange(4))   # data copied in and not handed to a kernel reads back as it is
+    # the add never ran: reading its "result" is an error naming the devices that would compute it, never zeros
+    with pytest.raises(ResultUnavailableError, match="compile-only") as e: (back + 1).numpy()
+    assert "DEV=EMU+CPU" in str(e.value) and "DEV=CPU" in str(e.value)
+    for read in (lambda t: t.tolist(), lambda t: t.sum().item()):
+      with pytest.raises(ResultUnavailableError, match="compile-only"): read(Tensor(np.ones(3, np.float32)) * 2)
 
 def test_null_uses_the_real_compiler(monkeypatch):
   """A compiler failure surfaces in NULL mode exactly as it would on the device."""

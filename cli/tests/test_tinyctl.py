@@ -85,3 +85,68 @@ def test_smi_real_cpu(registry, monkeypatch):
   rows = json.loads(runner.invoke(app, ["smi", "--json"]).stdout)
   if rows:
     assert rows[0]["device"] == "CPU" and rows[0]["mem_total"] > 0 and 0 <= rows[0]["util"] <= 100
+
+# ***** errors, exit codes, help, doctor *****
+
+def test_user_error_is_one_line_without_traceback(fakes):
+  r = runner.invoke(app, ["device", "list", "FAEK"])
+  assert r.exit_code == 2 and r.output.strip().count("\n") == 0 and r.output.startswith("error: unknown device 'FAEK'")
+  assert "Traceback" not in r.output and "Did you mean 'FAKE'?" in r.output
+
+def test_internal_error_exit_3_and_debug_shows_it(fakes, monkeypatch):
+  import tinyctl.checks
+  def broken(): raise KeyError("the bug")
+  monkeypatch.setattr(tinyctl.checks, "targets", broken)
+  monkeypatch.delenv("DEBUG", raising=False)
+  r = runner.invoke(app, ["device", "list"])
+  assert r.exit_code == 3 and "error: KeyError: 'the bug'" in r.output and "--debug" in r.output and "Traceback" not in r.output
+  r = runner.invoke(app, ["--debug", "device", "list"])
+  assert isinstance(r.exception, KeyError)   # the exception itself comes through, with its traceback
+  monkeypatch.setenv("DEBUG", "1")
+  assert isinstance(runner.invoke(app, ["device", "list"]).exception, KeyError)
+
+def _tinyctl(*args, **env):
+  import os, subprocess, sys
+  return subprocess.run([sys.executable, "-m", "tinyctl.app", *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+
+def test_console_script_bad_environment_is_one_line():
+  """An environment variable that doesn't parse fails at import, before any command runs: still one line, exit 2."""
+  r = _tinyctl("device", "list", "CPU", DEBUG="lots")
+  assert r.returncode == 2 and r.stderr.startswith("error: environment variable DEBUG='lots'") and "Traceback" not in r.stderr, r.stderr
+  r = _tinyctl("device", "list", "CPU:", DEBUG="")
+  assert r.returncode == 2 and r.stderr.startswith("error: malformed DEV='CPU:'") and "Traceback" not in r.stderr, r.stderr
+
+def test_help_documents_exit_codes_without_type_labels():
+  r = runner.invoke(app, ["--help"])
+  assert r.exit_code == 0 and "Exit status" in r.output and "2   usage error" in r.output and "doctor" in r.output
+  for cmd in (["device", "list"], ["plugins"], ["smi"], ["doctor"]):
+    out = runner.invoke(app, [*cmd, "--help"]).output
+    assert "--json" in out and "<bool>" not in out and "<float>" not in out and "<int>" not in out, (cmd, out)
+
+def test_smi_every_column_labelled(fakes):
+  from tinyctl.app import _smi_rows, _smi_table
+  tab = _smi_table(_smi_rows())
+  assert all(str(c.header).strip() for c in tab.columns) and "MEMORY USE" in [c.header for c in tab.columns]
+
+def test_doctor_names_what_is_missing_and_the_command(monkeypatch):
+  from tinyctl import doctor
+  real = doctor._installed
+  monkeypatch.setattr(doctor, "_installed", lambda d: False if d in ("tinycore-nv", "llvmlite") else real(d))
+  monkeypatch.setattr(doctor, "SYSTEM", [("CPU", "a frobnicator", lambda: False, "frobs", "frob-tools")])
+  r = runner.invoke(app, ["doctor", "--json"])
+  found = json.loads(r.stdout)
+  nv = next(f for f in found if f["needs"] == "tinycore-nv")
+  assert nv["status"] == "missing" and nv["fix"].startswith("pip install tinycore-nv") and "./plugins/nv" in nv["fix"]
+  if real("tinycore-cpu"):
+    llvm = next(f for f in found if f["needs"].startswith("tinycore-cpu[llvm]"))
+    assert llvm["status"] == "missing" and llvm["fix"] == "pip install 'tinycore-cpu[llvm]'"
+    frob = next(f for f in found if f["needs"] == "a frobnicator")
+    assert frob["status"] == "missing" and "apt-get install frob-tools" in frob["fix"]
+  r = runner.invoke(app, ["doctor"])
+  assert "missing" in r.stdout and "pip install tinycore-nv" in r.stdout and "NEEDS" in r.stdout and "FIX" in r.stdout
+
+@pytest.mark.skipif(not HAVE_PIPELINE, reason="needs the CPU plugin")
+def test_doctor_real_cpu(registry):
+  r = runner.invoke(app, ["doctor", "CPU", "--json"])
+  cpu = [f for f in json.loads(r.stdout) if f["kind"] == "device"]
+  assert cpu and cpu[0]["ok"] and cpu[0]["needs"] == "DEV=CPU:C"

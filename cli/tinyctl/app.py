@@ -1,15 +1,22 @@
-"""The `tinyctl` command: device list, plugins, smi."""
+"""The `tinyctl` command: device list, plugins, smi, doctor."""
 from __future__ import annotations
 import json, sys, time, warnings
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from tinycore.isolation import cause_chain
+from tinyctl import failures
+from tinyctl.failures import EXIT_HELP, user_errors
 
-app = typer.Typer(help="List, check and monitor tinycore devices and backend plugins.", no_args_is_help=True, add_completion=False)
-device_app = typer.Typer(help="Devices provided by the installed plugins.", no_args_is_help=True)
+# rich_markup_mode=None: click's plain help, without typer's `<bool>`/`<float>` type labels; our metavars say what a value is
+app = typer.Typer(help="List, check and monitor tinycore devices and backend plugins.\n\n" + EXIT_HELP, no_args_is_help=True,
+                  add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+device_app = typer.Typer(help="Devices provided by the installed plugins.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(device_app, name="device")
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="on an error, show the full traceback (so does DEBUG=1)")) -> None:
+  failures.debug_flag = debug
 
 def _console() -> Console: return Console(width=200 if not sys.stdout.isatty() else None)
 
@@ -22,16 +29,14 @@ def _quiet_load():
   return recs, [x for x in w if issubclass(x.category, plugins.PluginWarning)]
 
 @device_app.command("list")
-def device_list(devs: list[str] = typer.Argument(None, help="DEV strings to check (e.g. CPU, CPU:LLVM, PCI+AMD); all when omitted"),
-                as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+@user_errors
+def device_list(devs: list[str] = typer.Argument(None, metavar="DEV", help="DEV strings to check (e.g. CPU, CPU:LLVM, PCI+AMD); all when omitted"),
+                as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
   """Every installed device x interface x renderer: how many, PASS/FAIL of a tiny real computation, its DEV=, and why it fails."""
   from tinyctl.checks import targets, check, resolve, matches
   recs, _ = _quiet_load()
   unwell = [r for r in recs if r.shown_status in ("broken", "skipped", "hook-failed")]
-  try: wanted = [resolve(d) for d in devs or []]
-  except ValueError as e:
-    typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(2)
+  wanted = [resolve(d) for d in devs or []]   # an unknown or malformed DEV: a usage error (exit 2) through user_errors
   rows = [t for t in targets() if not wanted or any(matches(t, w) for w in wanted)]
   for t in rows: check(t)
   if as_json: typer.echo(json.dumps([t.as_dict() for t in rows], indent=1))
@@ -46,9 +51,10 @@ def device_list(devs: list[str] = typer.Argument(None, help="DEV strings to chec
     con.print("* = what DEV=<DEVICE> selects" + (f"; {len(unwell)} plugin(s) broken, skipped or with failing hooks, see `tinyctl plugins`" if unwell else ""))
   # exit status: a requested target that fails is an error; with none requested, so is having no working device
   failed = [t for t in rows if not t.ok] if wanted else ([] if any(t.ok for t in rows) else rows)
-  if failed: raise typer.Exit(1)
+  if failed: raise typer.Exit(failures.FAILED)
 
 def _plugin_cause(r) -> str:
+  from tinycore.isolation import cause_chain
   """Why a plugin is not (fully) working: its load failure with the chained causes, then each failed hook with its own."""
   lines = [r.reason] + [f"caused by {c}" for c in r.cause_chain() if c not in r.reason] if r.reason else []
   for hook, err in r.hook_errors.items():
@@ -58,7 +64,8 @@ def _plugin_cause(r) -> str:
   return "\n".join(lines)
 
 @app.command("plugins")
-def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+@user_errors
+def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
   """Installed backend plugins: distribution, version, API range, devices, import time, and status (loaded, hook-failed,
   skipped, broken, disabled) with its cause. Every enabled plugin is imported and its hooks are called."""
   from tinycore.plugins import PLUGIN_API, registry
@@ -98,7 +105,8 @@ def _bar(used, total, width=20) -> str:
 
 def _smi_table(rows: list[dict]) -> Table:
   tab = Table(title="tinycore smi")
-  for c in ("DEVICE", "#", "NAME", "MEMORY GiB", "", "UTIL %", "TEMP C", "POWER W", "CLOCK MHz", "NOTE"): tab.add_column(c, overflow="fold")
+  cols = ("DEVICE", "#", "NAME", "MEMORY GiB (used/total)", "MEMORY USE", "UTIL %", "TEMP C", "POWER W", "CLOCK MHz", "NOTE")
+  for c in cols: tab.add_column(c, overflow="fold")
   f = lambda v, fmt="{:.0f}": fmt.format(v) if isinstance(v, (int, float)) else "-"
   for r in rows:
     tab.add_row(r.get("device", "?"), str(r.get("index", 0)), str(r.get("name", "")), f"{_gib(r.get('mem_used'))}/{_gib(r.get('mem_total'))}",
@@ -107,9 +115,10 @@ def _smi_table(rows: list[dict]) -> Table:
   return tab
 
 @app.command("smi")
-def smi(watch: float = typer.Option(0, "--watch", "-w", help="refresh every SECONDS until interrupted"),
-        count: int = typer.Option(0, "--count", "-n", help="with --watch: stop after N refreshes"),
-        as_json: bool = typer.Option(False, "--json", help="one JSON snapshot (a list of rows)")):
+@user_errors
+def smi(watch: float = typer.Option(0, "--watch", "-w", metavar="SECONDS", help="refresh every SECONDS until interrupted (0: once)"),
+        count: int = typer.Option(0, "--count", "-n", metavar="N", help="with --watch: stop after N refreshes (0: until Ctrl-C)"),
+        as_json: bool = typer.Option(False, "--json", help="one JSON snapshot (a list of rows)")) -> None:
   """Live telemetry from each plugin's tinycore_smi hook: memory, utilization, temperature, power, clocks."""
   if as_json:
     typer.echo(json.dumps(_smi_rows(), indent=1))
@@ -127,6 +136,37 @@ def smi(watch: float = typer.Option(0, "--watch", "-w", help="refresh every SECO
         live.update(_smi_table(_smi_rows()), refresh=True)
   except KeyboardInterrupt: pass
 
-def main(): app(prog_name="tinyctl")
+@app.command("doctor")
+@user_errors
+def doctor(devs: list[str] = typer.Argument(None, metavar="DEVICE", help="devices to focus on (e.g. CPU NV); all when omitted"),
+           as_json: bool = typer.Option(False, "--json", help="machine-readable output (a list of findings)")) -> None:
+  """What this machine has and lacks for each device (plugin distributions, their extras, system tools, whether the
+  device opens) and the command that adds what is missing. Exits 1 if a device named on the command line lacks its
+  plugin or doesn't open (optional extras and tools don't count), or, with none named, if no device works at all."""
+  from tinyctl.doctor import diagnose
+  focus = {d.upper() for d in devs or []}
+  found = [f for f in diagnose() if not focus or f.device in focus]
+  if as_json: typer.echo(json.dumps([f.as_dict() for f in found], indent=1))
+  else:
+    tab = Table(title="tinycore doctor")
+    for c in ("DEVICE", "NEEDS", "STATUS", "GIVES", "FIX"): tab.add_column(c, overflow="fold")
+    color = {"ok": "green", "missing": "red", "unavailable": "yellow"}
+    for f in found: tab.add_row(f.device, escape(f.needs), f"[{color[f.status]}]{f.status}[/]", escape(f.gives), escape(f.fix))
+    con = _console()
+    con.print(tab)
+    n = sum(f.status == "missing" for f in found)
+    con.print((f"{n} missing: the FIX column has the command that adds each." if n else "Nothing missing.") + " A device that is unavailable "
+              "lacks its hardware or driver here; FIX names the DEV= that runs its pipeline without it.")
+  works = any(f.ok and f.kind == "device" for f in found)
+  essential_missing = any(not f.ok and f.kind in ("plugin", "device") for f in found)
+  if (focus and essential_missing) or (not focus and not works): raise typer.Exit(failures.FAILED)
+
+def main() -> None:
+  """The console script: errors that escape a command (an import that fails on a bad environment) end as one line too."""
+  try: app(prog_name="tinyctl")
+  except KeyboardInterrupt: sys.exit(failures.INTERRUPTED)
+  except Exception as e:
+    if failures.debugging(): raise
+    sys.exit(failures.report(e))
 
 if __name__ == "__main__": main()

@@ -93,7 +93,10 @@ def test_tokenizer_round_trip(tmp_path, kind):
   tok = Tokenizer(kv)
   for s in [PROMPT, "it is the world!", "a, b. c? hello", "  two  spaces", "<|im_start|>user\nhello<|im_end|>\n"]:
     ids = tok.encode(s, add_bos=False)
-    assert tok.decode(ids, skip_special=False) == s, (s, ids)
+    # SentencePiece adds its space after every special token (as llama.cpp and HF's legacy llama tokenizer do); only
+    # a leading text piece's space is dropped again when decoding, so these come back with a space after the specials
+    want = s.replace("|>user", "|> user").replace("|>\n", "|> \n") if kind == "llama" else s
+    assert tok.decode(ids, skip_special=False) == want, (s, ids)
   hello = tok.encode("hello", add_bos=False)
   assert len(hello) == 1 and tok.tokens[hello[0]] in ("▁hello", "hello")   # merged into one piece
   assert tok.encode("<|im_end|>", add_bos=False) == [tok.ids["<|im_end|>"]]   # control tokens verbatim

@@ -8,7 +8,10 @@ __version__ = "0.1.0"
 _LAZY = {"Tensor": ("tinycore.tensor", "Tensor"), "dtypes": ("tinycore.dtype", "dtypes"), "Device": ("tinycore.device", "Device"),
          "Context": ("tinycore.helpers", "Context"), "GlobalCounters": ("tinycore.helpers", "GlobalCounters"),
          "getenv": ("tinycore.helpers", "getenv"), "Variable": ("tinycore.uop", "Variable"), "TinyJit": ("tinycore.engine.jit", "TinyJit"),
-         "nn": ("tinycore.nn", None)}
+         "nn": ("tinycore.nn", None), "errors": ("tinycore.errors", None),
+         # the exceptions a user catches (tinycore.errors documents each and what its message names)
+         **{e: ("tinycore.errors", e) for e in ("TinycoreError", "DeviceUnavailable", "UnknownDeviceError", "MissingDependencyError",
+                                                 "ResultUnavailableError", "DevSpecError", "EnvError", "CorruptFileError", "UnsupportedFileError")}}
 __all__ = list(_LAZY)
 
 def __getattr__(name: str):

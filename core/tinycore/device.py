@@ -13,11 +13,8 @@ if TYPE_CHECKING:
   import numpy as np
   from tinycore.dtype import DType
 
-class DeviceUnavailable(RuntimeError):
-  """Raised by a plugin's factory when this machine lacks what the device needs (driver, library, OS)."""
-
-class UnknownDeviceError(ValueError):
-  """A device, renderer or interface name that no installed plugin provides."""
+# the user-facing errors live in tinycore.errors (one module, messages that name the fix); re-exported here for plugins
+from tinycore.errors import DeviceUnavailable, UnknownDeviceError, emulator_hint, missing_module, unknown_device_hint  # noqa: F401
 
 # ***** allocators *****
 
@@ -187,7 +184,7 @@ class _Device:
       if bad: msg += " Not loaded: " + "; ".join(f"{r.name} ({f'{r.dist} {r.version}'.strip()}) {r.status}: {r.reason}" for r in bad) + "."
       if (off := [r for r in reg.records.values() if r.status == "disabled"]):
         msg += f" Disabled: {', '.join(r.name for r in off)} ({'; '.join(sorted({r.reason for r in off}))})."
-      if not reg.records: msg += " No backend is installed: `pip install ./plugins/cpu` (tinycore-cpu) gives the CPU."
+      msg += unknown_device_hint(name, {r.dist for r in reg.records.values()})
     return UnknownDeviceError(msg)
 
   def resolve(self, spec: DevSpec) -> DevSpec:
@@ -249,8 +246,10 @@ class _Device:
         from tinycore.emudev import open_emu
         dev = open_emu(dname, spec, renderer_info(spec))
       else: dev = call_plugin(info.factory, dname, spec)   # SystemExit & co. from plugin code arrive as PluginError
+    except ModuleNotFoundError as e: raise missing_module(e, f"{dname} (DEV={self.dev_string(spec)})", rec.dist) from None
     except DeviceUnavailable as e:
-      err = DeviceUnavailable(f"{dname} (DEV={self.dev_string(spec)}) is not available on this machine: {e}")
+      err = DeviceUnavailable(f"{dname} (DEV={self.dev_string(spec)}) is not available on this machine: {e}".rstrip(".") + "."
+                              + emulator_hint(spec.device, spec.iface))
       err.cause = e
       raise err from None   # the reason is the message; the plugin's stack adds nothing for the user
     except Exception as e: raise RuntimeError(f"{dname} (DEV={self.dev_string(spec)}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: {type(e).__name__}: {e}") from e
@@ -281,7 +280,8 @@ class _Device:
     if (ts := _targets(DEV.value)):
       reg = self._plugins()
       if (hit := reg.find_device(ts[0].device)) is None: raise self._unknown("device", ts[0].device, reg.device_names())
-      return hit[0].name.upper()
+      self[name := hit[0].name.upper()]   # DEV names it: a device that can't open says so here, not at the first allocation
+      return name
     if self._auto is None: self._auto = self._select_default()
     return self._auto
   @DEFAULT.setter

@@ -181,9 +181,13 @@ def sum_acc_dtype(d: DType) -> DType:
 DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "")
 def _apply_default_float(kw: dict):
   if "DEFAULT_FLOAT" in kw or kw is None:
-    name = (DEFAULT_FLOAT.value or "float32").lower()
-    dtypes.default_float = {"half": dtypes.float16, "bfloat16": dtypes.bfloat16, "float32": dtypes.float32, "float": dtypes.float32,
-                            "float64": dtypes.float64, "double": dtypes.float64, "float16": dtypes.float16}.get(name, dtypes.float32)
+    name = (str(DEFAULT_FLOAT.value).strip() or "float32").lower()
+    known = {"half": dtypes.float16, "bfloat16": dtypes.bfloat16, "float32": dtypes.float32, "float": dtypes.float32,
+             "float64": dtypes.float64, "double": dtypes.float64, "float16": dtypes.float16}
+    if name not in known:   # a typo must not silently leave float32 in place
+      from tinycore.helpers import EnvError
+      raise EnvError(f"environment variable DEFAULT_FLOAT={DEFAULT_FLOAT.value!r}: expected one of {', '.join(k.upper() for k in known)}, or unset it")
+    dtypes.default_float = known[name]
 from tinycore import helpers as _h
 _h._context_hooks.append(_apply_default_float)
 if DEFAULT_FLOAT.value: _apply_default_float({"DEFAULT_FLOAT": 1})

@@ -104,7 +104,8 @@ DEV = DevVar("DEV", "")
 IMAGE = ContextVar("IMAGE", 0)   # tinygrad's image-texture mode; tinycore has none, so always 0 (its tests skip on it)
 
 def cache_dir() -> str:
-  base = os.getenv("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+  # the XDG spec: an empty or relative XDG_CACHE_HOME is ignored (else the cache would land in the current directory)
+  base = xdg if os.path.isabs(xdg := os.getenv("XDG_CACHE_HOME", "")) else os.path.expanduser("~/.cache")
   return CACHEDB.value or os.path.join(base, "tinycore")
 
 class GlobalCounters:

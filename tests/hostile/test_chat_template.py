@@ -56,10 +56,12 @@ def test_real_templates_render():
   assert apply_chat_template(SMOLLM, MSGS).rstrip("\n") == chatml.rstrip("\n")
   assert apply_chat_template(GUARDED, MSGS) == "[1:system]Be brief.[2:user]Hi there[3:assistant]Hello![4:user]2+2?"
 
-def test_template_errors_that_are_not_escapes_fall_back():
-  # a template's own raise_exception (a message shape it rejects) or unknown filter: the marker match takes over
-  assert apply_chat_template(GUARDED.replace("'tool'", "'user'") + "<|im_start|>", MSGS).startswith("<|im_start|>system\nBe brief.")
-  assert apply_chat_template("{{ messages | no_such_filter }}<|im_start|>", MSGS).endswith("<|im_start|>assistant\n")
+def test_template_errors_that_are_not_escapes_are_errors_too():
+  # a template's own raise_exception (a message shape it rejects), an unknown filter or broken syntax: no silent
+  # fallback to another format (the prompt the model was trained on is lost that way), a ChatTemplateError saying why
+  with pytest.raises(ChatTemplateError, match="can't render.*no tools"): apply_chat_template(GUARDED.replace("'tool'", "'user'"), MSGS)
+  with pytest.raises(ChatTemplateError, match="no_such_filter"): apply_chat_template("{{ messages | no_such_filter }}", MSGS)
+  with pytest.raises(ChatTemplateError, match="not valid jinja"): apply_chat_template("{% for m in messages %}", MSGS)
 
 def test_poisoned_template_in_a_model_file(tmp_path, monkeypatch):
   """End to end: the template comes from the GGUF; loading the model and building a chat prompt runs nothing."""

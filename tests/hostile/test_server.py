@@ -321,3 +321,11 @@ def test_refused_body_is_not_read_as_the_next_request(server):
     s.settimeout(5)
     try: assert s.recv(4096) == b""   # nothing more: the smuggled GET was not answered
     except ConnectionResetError: pass
+
+def test_messages_the_template_refuses_400(server, llm, monkeypatch):
+  # a model whose template has no system role (gemma's raises): the client's messages are at fault, so 400, not 500
+  monkeypatch.setitem(llm.kv, "tokenizer.chat_template", "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+                      "{% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}")
+  err = error_of(*post(server, {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}], "max_tokens": 2}), 400)
+  assert "System role not supported" in err["message"] and err["param"] == "messages"
+  assert post(server, HELLO)[0] == 200   # the same template with acceptable messages

@@ -1,7 +1,7 @@
 """Prefill in fixed-size chunks and one-token decode, each a TinyJit over a bound position Variable (so every chunk
 and every decode step replays the same kernels), and sampling on the host (greedy, or temperature + top-k with a seed)."""
 from __future__ import annotations
-import math, time
+import math, os, time
 from typing import Iterator
 import numpy as np
 from tinycore.uop import Variable
@@ -16,8 +16,12 @@ class LLM:
     # a chunk below 1 made the prefill loop's range empty: generation ran without the prompt in the cache
     if not (isinstance(chunk, int) and chunk >= 1): raise ValueError(f"prefill chunk must be an integer >= 1, got {chunk!r}")
     if not (isinstance(max_context, int) and max_context >= 2): raise ValueError(f"max_context must be an integer >= 2, got {max_context!r}")
-    self.kv, w = load_gguf_raw(path)
-    self.cfg = Config.from_gguf(self.kv, w)
+    if os.path.isdir(path):   # a Hugging Face checkpoint directory
+      from tinycore.llm.hf import load_hf_dir
+      self.kv, w, self.cfg = load_hf_dir(path)
+    else:
+      self.kv, w = load_gguf_raw(path)
+      self.cfg = Config.from_gguf(self.kv, w)
     self.model = Transformer(self.cfg, w, max_context)
     self.tok = Tokenizer(self.kv)
     self.max_context, self.chunk = self.model.max_context, min(chunk, self.model.max_context)
@@ -100,5 +104,6 @@ class LLM:
   def chat_tokens(self, messages: list[dict]) -> list[int]:
     bos = self.tok.tokens[self.tok.bos] if self.tok.bos is not None else ""
     eos = self.tok.tokens[self.tok.eos] if self.tok.eos is not None else ""
-    text = apply_chat_template(self.kv.get("tokenizer.chat_template"), messages, bos, eos)
+    markers = " ".join(t for t, ty in zip(self.tok.tokens, self.tok.types) if ty in (3, 4))   # picks a format if the model has no template
+    text = apply_chat_template(self.kv.get("tokenizer.chat_template"), messages, bos, eos, markers=markers)
     return self.tok.encode(text, add_bos=False if bos and text.startswith(bos) else None)

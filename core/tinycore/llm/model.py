@@ -1,5 +1,7 @@
-"""The llama family forward pass (llama 2/3, mistral, qwen2/3 as GGUF names them): RMSNorm, RoPE, grouped-query
-attention over an in-place KV cache, SwiGLU. Batch 1. The position is an int or a bound Variable: the cache write goes
+"""The llama family forward pass (llama 2/3, mistral, qwen2/3, gemma/gemma 2/3, phi-3 as GGUF names them): RMSNorm, RoPE,
+grouped-query attention over an in-place KV cache, a gated MLP; per architecture q/k norms (qwen3, gemma 3), sliding
+window attention (mistral, phi-3, gemma 2/3 on some layers), embedding scaling, post-norms and soft-capping (gemma 2).
+Batch 1. The position is an int or a bound Variable: the cache write goes
 to the rows at that offset, the rotary angles use it as a value, and single-token decode reads only the first pos+1
 cache rows (a symbolic shape), so one captured set of kernels serves every position."""
 from __future__ import annotations
@@ -12,12 +14,27 @@ from tinycore.dtype import dtypes
 from tinycore.uop import UOp
 from tinycore.llm.weights import QWeight
 
-NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2"}   # rotate halves, not pairs
+NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}   # rotate halves, not pairs
+
+GEMMA = {"gemma", "gemma2", "gemma3"}
+# gemma 2 alternates sliding and global layers; gemma 3 has five sliding layers for each global one
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
 
 @dataclass
 class Config:
   arch: str; dim: int; n_layers: int; n_heads: int; n_kv_heads: int; hidden: int; vocab: int; head_dim: int
   rope_dim: int; theta: float; eps: float; ctx: int; rope_scale: float = 1.0
+  rope_neox: bool = False                  # rotate halves (HF's rotate_half) instead of adjacent pairs
+  sliding_window: int = 0                  # 0: every layer attends to the whole context
+  swa_layers: tuple[bool, ...] = ()        # which layers use the sliding window (empty: all, when there is one)
+  theta_local: float | None = None         # gemma 3: the sliding layers' rope base
+  attn_scale: float | None = None          # None: 1/sqrt(head_dim)
+  attn_softcap: float = 0.0                # gemma 2: scores -> cap * tanh(scores / cap); 0: off
+  final_softcap: float = 0.0
+  embed_scale: float = 1.0                 # gemma: embeddings times sqrt(dim)
+  act: str = "silu"                        # the MLP gate's activation: silu or gelu (tanh approximation)
+  def sliding(self, layer: int) -> bool:
+    return self.sliding_window > 0 and (not self.swa_layers or self.swa_layers[layer])
   @staticmethod
   def from_gguf(kv: dict[str, Any], w: dict[str, QWeight]) -> Config:
     a = kv.get("general.architecture", "llama")
@@ -27,9 +44,18 @@ class Config:
     hd = g("attention.key_length", dim // nh)
     vocab = len(kv["tokenizer.ggml.tokens"]) if "tokenizer.ggml.tokens" in kv else w["token_embd.weight"].shape[0]
     scale = float(g("rope.scaling.factor", 1.0)) if g("rope.scaling.type", "none") == "linear" else 1.0
-    return Config(a, dim, g("block_count"), nh, g("attention.head_count_kv", nh), g("feed_forward_length"), vocab, hd,
+    n_layers, window = g("block_count"), int(g("attention.sliding_window", 0) or 0)
+    pattern = SWA_PATTERN.get(a)
+    # llama.cpp's GGUF gemma norms already hold 1 + w, so only the embedding scale and the activation differ here
+    return Config(a, dim, n_layers, nh, g("attention.head_count_kv", nh), g("feed_forward_length"), vocab, hd,
                   g("rope.dimension_count", hd), float(g("rope.freq_base", 10000.0)), float(g("attention.layer_norm_rms_epsilon", 1e-5)),
-                  g("context_length", 2048), scale)
+                  g("context_length", 2048), scale, rope_neox=a in NEOX_ROPE, sliding_window=window,
+                  swa_layers=tuple((i + 1) % pattern != 0 for i in range(n_layers or 0)) if pattern else (),
+                  theta_local=10000.0 if a == "gemma3" else None, attn_softcap=float(g("attn_logit_softcapping", 0.0) or 0.0),
+                  final_softcap=float(g("final_logit_softcapping", 0.0) or 0.0), embed_scale=math.sqrt(dim) if a in GEMMA else 1.0,
+                  act="gelu" if a in GEMMA else "silu",
+                  # GGUF has no query_pre_attn_scalar: like llama.cpp, the 27B gemmas (46 / 62 layers) scale by dim/heads, the rest by head_dim
+                  attn_scale=(dim / nh) ** -0.5 if (a, n_layers) in (("gemma2", 46), ("gemma3", 62)) else None)
 
 def _fuse_qkv(w: dict[str, QWeight], b: str):
   """Stack a layer's q, k and v weights (same block format) into one `attn_qkv` weight along the output axis, replacing
@@ -45,6 +71,15 @@ def _fuse_qkv(w: dict[str, QWeight], b: str):
     bs = [w.pop(n) for n in biases]
     w[b + "attn_qkv.bias"] = QWeight("F32", (sum(x.shape[0] for x in bs),), {"w": bs[0].dequant().cat(*[x.dequant() for x in bs[1:]]).realize()}, sum(x.nbytes for x in bs))
 
+def _split_gate_up(w: dict[str, QWeight], b: str, hidden: int):
+  """phi-3 keeps a layer's MLP gate and up projections in one `ffn_up` matrix of 2*hidden rows, gate rows first: split
+  it in two (every block format stores its parts row by row, so a row range of each part is a row range of the matrix)."""
+  up = b + "ffn_up.weight"
+  if b + "ffn_gate.weight" in w or up not in w or len(w[up].shape) != 2 or w[up].shape[0] != 2 * hidden: return
+  q = w.pop(up)
+  for name, rows in ((b + "ffn_gate.weight", slice(0, hidden)), (up, slice(hidden, 2 * hidden))):
+    w[name] = QWeight(q.kind, (hidden, q.shape[1]), {k: v[rows].contiguous().realize() for k, v in q.parts.items()}, q.nbytes // 2)
+
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
 
 class Transformer:
@@ -54,18 +89,26 @@ class Transformer:
     for k in ("token_embd.weight", "output_norm.weight"):
       if k not in weights: raise ValueError(f"GGUF file has no tensor {k!r}")
     self.out_name = "output.weight" if "output.weight" in weights else "token_embd.weight"   # tied embeddings
-    for i in range(cfg.n_layers): _fuse_qkv(weights, f"blk.{i}.")
+    for i in range(cfg.n_layers):
+      _split_gate_up(weights, f"blk.{i}.", cfg.hidden)
+      _fuse_qkv(weights, f"blk.{i}.")
     self.norms = {k: v.dequant().realize() for k, v in weights.items() if len(v.shape) == 1}  # norms/biases: small, float32
     for v in weights.values(): v.realize()
     # embedding rows are gathered on the host: reading one row beats a vocab-sized one-hot product per token
     self.embed_table = weights["token_embd.weight"].numpy().astype(np.float32)
-    inv = 1.0 / (cfg.theta ** (np.arange(0, cfg.rope_dim, 2, dtype=np.float64) / cfg.rope_dim))
-    if "rope_freqs.weight" in weights: inv = inv / weights["rope_freqs.weight"].numpy().astype(np.float64)   # llama 3.1 scaling
-    self.inv_freq = Tensor((inv / cfg.rope_scale).astype(np.float32)).realize()
+    def inv_freq(theta: float, scale: float) -> Tensor:
+      inv = 1.0 / (theta ** (np.arange(0, cfg.rope_dim, 2, dtype=np.float64) / cfg.rope_dim))
+      if "rope_freqs.weight" in weights: inv = inv / weights["rope_freqs.weight"].numpy().astype(np.float64)   # llama 3.1 scaling
+      return Tensor((inv / scale).astype(np.float32)).realize()
+    self.inv_freq = inv_freq(cfg.theta, cfg.rope_scale)
+    # gemma 3's sliding layers rotate with their own base and without the global layers' scaling
+    self.inv_freq_local = inv_freq(cfg.theta_local, 1.0) if cfg.theta_local is not None else None
     shp = (1, cfg.n_kv_heads, self.max_context, cfg.head_dim)
     self.cache = [(Tensor.zeros(*shp).contiguous().realize(), Tensor.zeros(*shp).contiguous().realize()) for _ in range(cfg.n_layers)]
 
-  def embed(self, tokens) -> Tensor: return Tensor(self.embed_table[np.asarray(tokens, dtype=np.int64)].reshape(1, len(tokens), -1))
+  def embed(self, tokens) -> Tensor:
+    rows = self.embed_table[np.asarray(tokens, dtype=np.int64)].reshape(1, len(tokens), -1)
+    return Tensor(rows * np.float32(self.cfg.embed_scale) if self.cfg.embed_scale != 1.0 else rows)
 
   def lin(self, x: Tensor, name: str) -> Tensor:
     y = x.matmul(self.w[name + ".weight"].dequant().T)
@@ -76,7 +119,7 @@ class Transformer:
     rd, hd = self.cfg.rope_dim, self.cfg.head_dim
     xr, rest = (x, None) if rd == hd else (x[..., :rd], x[..., rd:])
     c, s = cos.reshape(1, cos.shape[0], 1, rd // 2), sin.reshape(1, sin.shape[0], 1, rd // 2)
-    if self.cfg.arch in NEOX_ROPE:
+    if self.cfg.rope_neox:
       a, b = xr[..., :rd // 2], xr[..., rd // 2:]
       out = (a * c - b * s).cat(a * s + b * c, dim=-1)
     else:
@@ -91,16 +134,26 @@ class Transformer:
     # the position as a value: a symbolic-length sum counts to pos inside the kernel, so no Python int is baked in
     pv = Tensor.ones(M)[:pos].sum() if isinstance(pos, UOp) else Tensor(float(pos))
     posn = pv + Tensor.arange(T).cast(dtypes.float32)                    # (T,)
-    ang = posn.reshape(T, 1) * self.inv_freq.reshape(1, -1)
-    cos, sin = ang.cos().contiguous(), ang.sin().contiguous()   # computed once, not inside every layer's kernels
+    def angles(inv: Tensor) -> tuple[Tensor, Tensor]:
+      ang = posn.reshape(T, 1) * inv.reshape(1, -1)
+      return ang.cos().contiguous(), ang.sin().contiguous()   # computed once, not inside every layer's kernels
+    rot = {False: angles(self.inv_freq)}
+    if self.inv_freq_local is not None: rot[True] = angles(self.inv_freq_local)
     slots = Tensor.arange(M).cast(dtypes.float32)
     # a realize computes a contiguous() node only for its own targets: the per-layer cache writes below would otherwise
     # recompute these (and every earlier layer's residual) each time, O(layers^2) kernels per step
-    Tensor.realize(cos, sin)
-    symbolic_read = T == 1 and isinstance(pos, UOp)
-    mask = None if symbolic_read else slots.reshape(1, M) <= posn.reshape(T, 1)   # causal over the whole cache
+    Tensor.realize(*(t for cs in rot.values() for t in cs))
+    causal = slots.reshape(1, M) <= posn.reshape(T, 1)   # over the whole cache
+    # a sliding layer also hides keys `sliding_window` or more positions back (HF: kv > q - window)
+    window = (causal & (slots.reshape(1, M) > posn.reshape(T, 1) - cfg.sliding_window)).contiguous().realize() if cfg.sliding_window else None
     rep = cfg.n_heads // cfg.n_kv_heads   # query head j reads kv head j // rep
+    scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(cfg.head_dim)
     for i, (ck, cv) in enumerate(self.cache):
+      sliding = cfg.sliding(i)
+      # single-token decode reads only the first pos+1 cache rows (no mask needed); a sliding layer reads them all, masked
+      symbolic_read = T == 1 and isinstance(pos, UOp) and not sliding
+      mask = None if symbolic_read else window if sliding else causal
+      cos, sin = rot[sliding and self.inv_freq_local is not None]
       b = f"blk.{i}."
       x = x.realize()   # this layer's input as a buffer: both cache writes and the attention read it
       # normed once into a buffer: the matvecs reading it go row by row and would redo the norm for every row
@@ -122,10 +175,18 @@ class Transformer:
       # concrete and only then cut to pos+1 rows, since a symbolic dim can't pass through a reshape
       K, V = (c.reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for c in (ck, cv))
       if symbolic_read: K, V = K[:, :, :, :, :pos + 1], V[:, :, :, :, :pos + 1]
-      s = (q.reshape(1, cfg.n_kv_heads, rep, T, 1, cfg.head_dim) * K).sum(-1, keepdim=True) * (1 / math.sqrt(cfg.head_dim))
+      s = (q.reshape(1, cfg.n_kv_heads, rep, T, 1, cfg.head_dim) * K).sum(-1, keepdim=True) * scale
+      if cfg.attn_softcap: s = (s * (1 / cfg.attn_softcap)).tanh() * cfg.attn_softcap
       if mask is not None: s = mask.reshape(1, 1, 1, T, M, 1).where(s, -math.inf)
       att = (s.softmax(-2) * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
-      x = (x + self.lin(att, b + "attn_output")).contiguous()
+      x = (x + self.post_norm(self.lin(att, b + "attn_output"), b + "post_attention_norm.weight")).contiguous()
       h = rms_norm(x, self.norms[b + "ffn_norm.weight"], cfg.eps).contiguous()
-      x = (x + self.lin(self.lin(h, b + "ffn_gate").silu() * self.lin(h, b + "ffn_up"), b + "ffn_down")).contiguous()   # one residual buffer per step
-    return self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), self.out_name[:-len(".weight")])
+      gate = self.lin(h, b + "ffn_gate")
+      mlp = self.lin((gate.gelu() if cfg.act == "gelu" else gate.silu()) * self.lin(h, b + "ffn_up"), b + "ffn_down")
+      x = (x + self.post_norm(mlp, b + "post_ffw_norm.weight")).contiguous()   # one residual buffer per step
+    out = self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), self.out_name[:-len(".weight")])
+    return (out * (1 / cfg.final_softcap)).tanh() * cfg.final_softcap if cfg.final_softcap else out
+
+  def post_norm(self, y: Tensor, name: str) -> Tensor:
+    """gemma 2/3 norm each sublayer's output before adding it to the residual."""
+    return rms_norm(y, self.norms[name], self.cfg.eps) if name in self.norms else y

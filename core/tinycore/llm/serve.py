@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from tinycore.llm.tokenizer import TextStream
+from tinycore.llm.chat import MessagesRejected
 
 log = logging.getLogger("tinycore.llm.serve")
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -289,7 +290,8 @@ class Handler(BaseHTTPRequestHandler):
     n_chars = sum(len(m["content"]) for m in req.messages)
     if len(req.messages) > llm.max_context or n_chars > srv.max_prompt_chars:   # certainly too long: say so without spending the CPU to tokenize it
       raise RequestError(400, f"the {len(req.messages)} messages of {n_chars} characters can't fit the context of {llm.max_context} tokens", "messages", "context_length_exceeded")
-    toks = llm.chat_tokens(req.messages)   # in this thread, outside the model's queue
+    try: toks = llm.chat_tokens(req.messages)   # in this thread, outside the model's queue
+    except MessagesRejected as e: raise RequestError(400, str(e), "messages") from None   # e.g. a system role the model's template refuses
     if len(toks) >= llm.max_context:
       raise RequestError(400, f"the prompt is {len(toks)} tokens; the context holds {llm.max_context} including the reply", "messages", "context_length_exceeded")
     if not toks: raise RequestError(400, "the prompt is empty", "messages")

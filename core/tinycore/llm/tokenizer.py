@@ -1,9 +1,11 @@
 """Tokenizers from GGUF metadata: `llama` (SentencePiece: pieces with scores, '▁' for spaces, <0xXX> byte fallback) and
-`gpt2` (byte-level BPE with ranked merges, as used by llama 3 and qwen). Special/control tokens are matched verbatim."""
+`gpt2` (byte-level BPE with ranked merges, as used by llama 3 and qwen, cut into words first by the pre-tokenizer that
+`tokenizer.ggml.pre` names). Special/control tokens are matched verbatim."""
 from __future__ import annotations
 import codecs, heapq, math, re
 from functools import lru_cache
 from typing import Any, Callable
+from tinycore.llm.pretokenize import PreTokenizer
 
 @lru_cache(None)
 def _byte_chars() -> dict[int, str]:
@@ -65,9 +67,6 @@ def _longest_of(words: list[str]) -> re.Pattern:
   except (RecursionError, re.error):   # a vocabulary built to nest too deep: the plain alternation is slower, not wrong
     return re.compile("(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
 
-# gpt2/llama3 pre-tokenizer, approximated with `re` (no \p{L}): contractions, words with an optional leading space, 1-3 digits, punctuation runs, spaces
-_PRE = re.compile(r"""'(?i:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d{1,3}| ?[^\s\w]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+|_+""")
-
 class Tokenizer:
   def __init__(self, kv: dict[str, Any]):
     if "tokenizer.ggml.tokens" not in kv: raise ValueError("GGUF file has no tokenizer (tokenizer.ggml.tokens)")
@@ -88,6 +87,12 @@ class Tokenizer:
     self.add_bos = kv.get("tokenizer.ggml.add_bos_token", self.model == "llama") and self.bos is not None
     self.add_space_prefix = kv.get("tokenizer.ggml.add_space_prefix", self.model == "llama")
     self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(kv.get("tokenizer.ggml.merges", []))}
+    if self.model not in ("llama", "gpt2"): raise ValueError(f"tokenizer.ggml.model {self.model!r} is not supported (llama or gpt2)")
+    self.pre: PreTokenizer | None
+    self.ignore_merges: bool
+    self.pre, self.ignore_merges = PreTokenizer.for_gguf(kv.get("tokenizer.ggml.pre")) if self.model == "gpt2" else (None, False)
+    if self.model == "gpt2" and "tokenizer.pre_regexes" in kv:   # an HF tokenizer.json brings its own regexes (llm/hf.py)
+      self.pre, self.ignore_merges = PreTokenizer(kv["tokenizer.pre_regexes"]), bool(kv.get("tokenizer.ignore_merges"))
     # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization
     sp = sorted({t for t, ty in zip(self.tokens, self.types) if ty in (3, 4) and t}, key=len, reverse=True)
     self.special_re = _longest_of(sp) if sp else None
@@ -97,16 +102,17 @@ class Tokenizer:
   def encode(self, text: str, add_bos: bool | None = None) -> list[int]:
     out = [self.bos] if (self.add_bos if add_bos is None else add_bos) else []
     parts = self.special_re.split(text) if self.special_re else [text]
-    first = True
+    after_special = True   # SentencePiece adds its space to the text at the start and after every special token
     for p in parts:
       if not p: continue
-      if p in self.ids and self.types[self.ids[p]] in (3, 4): out.append(self.ids[p])
-      else: out += self._spm(p, first) if self.model == "llama" else self._bpe(p)
-      first = False
+      if p in self.ids and self.types[self.ids[p]] in (3, 4): out.append(self.ids[p]); after_special = True
+      else:
+        out += self._spm(p, after_special) if self.model == "llama" else self._bpe(p)
+        after_special = False
     return out
 
-  def _spm(self, text: str, first: bool) -> list[int]:
-    s = ((" " if first and self.add_space_prefix else "") + text).replace(" ", "▁")
+  def _spm(self, text: str, prefix: bool) -> list[int]:
+    s = ((" " if prefix and self.add_space_prefix else "") + text).replace(" ", "▁")
     def priority(a: str, b: str):   # SentencePiece's BPE-with-scores: the joined piece that scores highest goes first
       j = self.ids.get(a + b)
       return None if j is None else -self.scores[j]
@@ -118,13 +124,15 @@ class Tokenizer:
 
   def _bpe(self, text: str) -> list[int]:
     out: list[int] = []
-    for word in _PRE.findall(text):
+    if self.pre is None: raise ValueError("a SentencePiece tokenizer has no BPE pre-tokenizer")   # only gpt2 models get here
+    for word in self.pre.split(text):
       # words repeat a lot in real text; very long ones (hostile input) are not worth keeping
       out += self._bpe_word(word) if len(word) <= 64 else self._bpe_word_uncached(word)
     return out
 
   def _bpe_word_uncached(self, word: str) -> tuple[int, ...]:
     bc, out = _byte_chars(), []
+    if self.ignore_merges and (whole := "".join(bc[b] for b in word.encode())) in self.ids: return (self.ids[whole],)
     for sy in merge_pairs([bc[b] for b in word.encode()], lambda a, b: self.ranks.get((a, b))):   # lowest rank first
       if sy in self.ids: out.append(self.ids[sy])
       else: out += [self.ids[c] for c in sy if c in self.ids]

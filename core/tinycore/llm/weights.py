@@ -72,10 +72,11 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
     ff, nk = sizes.get("feed_forward_length"), nkv or nh
     for i in range(sizes.get("block_count", 0)):
       b = f"blk.{i}."
+      fused = b + "attn_qkv.weight" in w   # phi-3: q, k and v in one matrix, and gate and up in ffn_up
       want.update({b + "attn_norm.weight": (dim,), b + "ffn_norm.weight": (dim,), b + "attn_q.weight": (nh * hd, dim), b + "attn_k.weight": (nk * hd, dim),
-                   b + "attn_v.weight": (nk * hd, dim), b + "attn_output.weight": (dim, nh * hd)})
-      if ff: want.update({b + "ffn_gate.weight": (ff, dim), b + "ffn_up.weight": (ff, dim), b + "ffn_down.weight": (dim, ff)})
-      for t in ("attn_norm", "ffn_norm", "attn_q", "attn_k", "attn_v", "attn_output"):
+                   b + "attn_v.weight": (nk * hd, dim), b + "attn_qkv.weight": ((nh + 2 * nk) * hd, dim), b + "attn_output.weight": (dim, nh * hd)})
+      if ff: want.update({b + "ffn_gate.weight": (ff, dim), b + "ffn_up.weight": (ff if b + "ffn_gate.weight" in w else 2 * ff, dim), b + "ffn_down.weight": (dim, ff)})
+      for t in ("attn_norm", "ffn_norm", "attn_output") + (("attn_qkv",) if fused else ("attn_q", "attn_k", "attn_v")):
         if b + t + ".weight" not in w: raise CorruptFileError(f"{name}: tensor {b + t + '.weight'!r} is missing ({arch}.block_count is {sizes['block_count']})")
   for t, shape in want.items():
     if t in w and tuple(w[t].shape) != shape: raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")

@@ -5,8 +5,8 @@ import os
 def pytest_addoption(parser):
   try:
     parser.addoption("--device", action="store", default=None, help="tinycore device to run the conformance kit on (e.g. CPU, EMU+NV); default: DEV or auto")
-    parser.addoption("--compile-also", action="store", default="", help="comma-separated devices (e.g. NULL+AMD:HIP::gfx1201) that "
-                     "compile every kernel the kit runs, with their own renderer and real compiler; a compile error fails the test")
+    parser.addoption("--compile-also", action="store", default="", help="comma-separated devices (e.g. NULL+AMD:HIP:gfx1201,NULL+NV:PTX:sm_90) "
+                     "that compile every kernel the kit runs, with their own renderer and real compiler; a compile error fails the test")
   except ValueError: pass   # registered twice: once as -p plugin, once through the package's conftest
 
 def pytest_configure(config):
@@ -14,10 +14,17 @@ def pytest_configure(config):
   config.addinivalue_line("markers", "slow: long runs (fuzzing); run with -m slow")
   dev = config.getoption("--device", default=None)
   if not dev: return
-  os.environ["DEV"] = dev
-  from tinycore.device import Device
-  Device.DEFAULT = dev
-  if (also := [d for d in config.getoption("--compile-also", default="").split(",") if d]): _compile_also(also)
+  import pytest
+  from tinycore.errors import TinycoreError
+  # a device name that doesn't parse, isn't installed or can't open is the command line's mistake: one line naming the fix
+  # (what to install, the DEV= to try), not an INTERNALERROR traceback or every test failing the same way
+  try:
+    os.environ["DEV"] = dev
+    from tinycore.device import Device
+    Device.DEFAULT = dev
+    Device[Device.DEFAULT]
+    if (also := [d for d in config.getoption("--compile-also", default="").split(",") if d]): _compile_also(also)
+  except (TinycoreError, ValueError) as e: raise pytest.UsageError(f"tinycore conformance kit: {e}") from None
 
 def pytest_collection_modifyitems(config, items):
   """Without a -m expression (a third party's `pytest --pyargs tinycore.testing`), slow tests stay out, as in our pytest.ini."""

@@ -2,12 +2,12 @@
 
 TINYCORE_FUZZ_EXAMPLES sets how many graphs the default run tries (derandomized, so CI is repeatable); the `slow`
 variant (`-m slow`) tries TINYCORE_FUZZ_SLOW_EXAMPLES fresh random graphs, for nightly runs."""
-import os
 import numpy as np
 import pytest
 from tinycore import Device, Tensor, dtypes
 from tinycore.testing import fuzz
 from tinycore.testing.helpers import check
+from tinycore.helpers import env_value
 
 def _fuzz(examples: int, derandomize: bool):
   from hypothesis import HealthCheck, given, settings
@@ -17,10 +17,10 @@ def _fuzz(examples: int, derandomize: bool):
   def run(graph): fuzz.check_graph(graph)
   run()
 
-def test_fuzz_graphs(): _fuzz(int(os.environ.get("TINYCORE_FUZZ_EXAMPLES", "80")), derandomize=True)
+def test_fuzz_graphs(): _fuzz(env_value("TINYCORE_FUZZ_EXAMPLES", 80), derandomize=True)
 
 @pytest.mark.slow
-def test_fuzz_graphs_long(): _fuzz(int(os.environ.get("TINYCORE_FUZZ_SLOW_EXAMPLES", "2000")), derandomize=False)
+def test_fuzz_graphs_long(): _fuzz(env_value("TINYCORE_FUZZ_SLOW_EXAMPLES", 2000), derandomize=False)
 
 def test_unclaimed_dtypes_say_so():
   """A dtype the device's renderer doesn't claim (the fuzzer never draws it) must fail with an error naming it,

@@ -37,7 +37,7 @@ void threadgroup_barrier(mem_flags);
 float exp2(float); float log2(float); float sin(float); float sqrt(float); float trunc(float); float pow(float, float); float fma(float, float, float);
 half exp2(half); half log2(half); half sin(half); half sqrt(half); half trunc(half); half pow(half, half); half fma(half, half, half);
 template <class V> auto isnan(V v) -> decltype(v != v) { return v != v; }
-float fabs(float); float ldexp(float, int); bool isnan(float); bool isinf(float); bool isnan(half); bool isinf(half);
+float fabs(float); float ldexp(float, int); bool isnan(float); bool isinf(float); bool isnan(half); bool isinf(half); bool signbit(float); bool signbit(half);
 namespace precise { float exp2(float); float log2(float); float sin(float); float sqrt(float); float pow(float, float); }
 template <class T, int R, int C> struct simdgroup_matrix { T e[2]; T* thread_elements() { return e; } };
 template <class D, class A, class B> void simdgroup_multiply_accumulate(simdgroup_matrix<D, 8, 8>&, simdgroup_matrix<A, 8, 8>, simdgroup_matrix<B, 8, 8>, simdgroup_matrix<D, 8, 8>);
@@ -52,7 +52,10 @@ _CTORS = "".join(f"#define {t}{n}(...) (metal::tc_make<metal::{t}{n}>(__VA_ARGS_
          "".join(f"typedef metal::int{n} bool{n};\n#define bool{n}(...) (metal::tc_make<metal::int{n}>(__VA_ARGS__))\n" for n in (2, 3, 4))
 # clang has no bool vectors; float/int comparisons give int masks, so boolN is intN here
 
-def find_clang() -> str | None: return os.environ.get("TINYCORE_MSL_CLANG") or shutil.which("clang++") or shutil.which("clang")
+def find_clang() -> str | None:
+  """TINYCORE_MSL_CLANG, else a plain clang++/clang, else the newest versioned one (Debian's clang-19 has only clang++-19)."""
+  names = ["clang++", "clang", *[f"clang++-{v}" for v in range(30, 13, -1)]]
+  return os.environ.get("TINYCORE_MSL_CLANG") or next((p for n in names if (p := shutil.which(n))), None)
 
 def clang_check(src: str, clang: str | None = None) -> str:
   """'' when clang accepts `src` against the shim, else its diagnostics. Raises FileNotFoundError without clang."""
