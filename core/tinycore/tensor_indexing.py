@@ -308,7 +308,7 @@ class IndexingMixin(TensorBase):
     m = mv(oh.where(src, hi).min(d, keepdim=True))
     return hit.where(self.minimum(m) if include_self else m, self)
 
-  def one_hot(self, num_classes: int | None = None):
+  def one_hot(self, num_classes: int | None = None) -> Tensor:
     """int32 one-hot of the last dim's new axis. num_classes=None reads the max (a realize); a negative count is an
     error, as in tinygrad and jax (torch's -1 means "infer": pass None)."""
     Tensor = tensor_type()
@@ -321,7 +321,7 @@ class IndexingMixin(TensorBase):
     Tensor = tensor_type()
     if isinstance(mask, Tensor) and mask.dtype != dtypes.bool: raise TypeError(f"masked_fill mask must be bool, got {mask.dtype}")
     return mask.where(value, self).cast(self.dtype) if isinstance(value, Tensor) else mask.where(value, self)
-  def masked_select(self, mask, size: int | None = None, fill_value=0):
+  def masked_select(self, mask: Tensor, size: int | None = None, fill_value: float = 0) -> Tensor:
     """The elements where mask is True, as a 1-d tensor. Without `size` its length depends on the data, so the mask is
     realized; with `size` it stays lazy (jittable): the first `size` picks, then `fill_value`."""
     Tensor = tensor_type()
@@ -333,7 +333,7 @@ class IndexingMixin(TensorBase):
       return self._expand_to(shape).flatten()._compact(m, size, fill_value)
     pos = np.nonzero(mask._expand_to(shape).numpy().reshape(-1))[0].astype(np.int32)
     return self._expand_to(shape).flatten()[Tensor(pos, device=self.device)] if len(pos) else Tensor.empty(0, dtype=self.dtype, device=self.device)
-  def nonzero(self, size: int | None = None, fill_value=0):
+  def nonzero(self, size: int | None = None, fill_value: float = 0) -> Tensor:
     """(n, ndim) int32 positions of the non-zero elements. Without `size` n depends on the data (a realize); with `size`
     it stays lazy: the first `size` positions, then rows of `fill_value`."""
     Tensor = tensor_type()
@@ -343,7 +343,7 @@ class IndexingMixin(TensorBase):
     coords = Tensor.stack(*[Tensor._index_range(s, self.device).reshape(*[s if j == i else 1 for j in range(self.ndim)])._expand_to(self.shape).flatten()
                             for i, s in enumerate(self.shape)], dim=-1)                # (numel, ndim)
     return coords._compact(self.flatten() != 0, size, fill_value)
-  def _compact(self, keep, size: int, fill_value):
+  def _compact(self, keep: Tensor, size: int, fill_value: float) -> Tensor:
     """Rows of self (dim 0) where `keep` is True, moved to the front, cut or padded with fill_value to `size` rows;
     lazy: row i lands at slot (number of kept rows before it)."""
     Tensor = tensor_type()

@@ -217,7 +217,7 @@ class MovementMixin(TensorBase):
     x = x.unsqueeze(d + 1)
     return x.expand(*x.shape[:d + 1], repeats, *x.shape[d + 2:]).flatten(d, d + 1)
 
-  def roll(self, shifts, dims=None):
+  def roll(self, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
     if dims is None:
       if len(make_tuple(shifts, 1)) != 1: raise ArgumentError(f"roll without dims takes one shift (it rolls the flattened tensor), got {shifts}")
       return self.flatten().roll(make_tuple(shifts, 1)[0], 0).reshape(self.shape)
@@ -248,7 +248,7 @@ class MovementMixin(TensorBase):
     d = self._resolve_dim(dim)
     return tuple(self._slice_dim(d, i, i + 1).squeeze(d) for i in range(self.shape[d]))
 
-  def meshgrid(self, *args, indexing: str = "ij"):
+  def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     """`a.meshgrid(b, c)` or `Tensor.meshgrid(a, b, c)`: one grid per input, each of shape (len(a), len(b), ...) for
     "ij" (the first two swapped for "xy"); a 0-d input counts as one element, like torch."""
     tensors = tuple(self) if isinstance(self, (list, tuple)) else (self, *args)
@@ -321,7 +321,7 @@ class MovementMixin(TensorBase):
     x = x.shrink(keep[0] + ((0, k), (0, o), (0, 1)) + keep[1]).reshape(*A, k, o, *B)
     return x.transpose(len(A), len(A) + 1)
 
-  def unfold(self, dimension: int, size: int, step: int):
+  def unfold(self, dimension: int, size: int, step: int) -> Tensor:
     """torch.Tensor.unfold: windows of `size` every `step` along `dimension`; windows replace it, the window is the new last dim."""
     d = self._resolve_dim(dimension)
     if size < 0 or step <= 0: raise ArgumentError(f"unfold needs size >= 0 and step > 0, got size {size} and step {step}")
@@ -334,7 +334,7 @@ class MovementMixin(TensorBase):
 
   # ---- einsum
   @staticmethod
-  def einsum(formula: str, *operands, dtype=None):
+  def einsum(formula: str, *operands: Tensor, dtype=None) -> Tensor:
     """Einstein summation as torch.einsum: '...' for broadcast dims (first in an implicit output), a letter repeated in
     one operand takes its diagonal, letters missing from the output are summed. Every operand is broadcast onto the
     union of the letters, multiplied, and reduced."""
@@ -448,7 +448,7 @@ class MovementMixin(TensorBase):
     return self.shrink(tuple((0, s if t is None else t) for s, t in zip(self.shape, shape)))
 
   # ---- views
-  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes (above it for offset > 0), as a new last dim: torch.diagonal."""
     d1, d2 = self._resolve_dim(dim1), self._resolve_dim(dim2)
     if d1 == d2: raise ArgumentError(f"diagonal dims must differ, got dim1={dim1} and dim2={dim2} (shape {self.shape})")

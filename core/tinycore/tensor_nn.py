@@ -217,7 +217,7 @@ class NNMixin(TensorBase):
       xf = x._float()
       x = xf._take(ax, i0) * (1 - wgt) + xf._take(ax, i1) * wgt
     return x.cast(self.dtype) if dtypes.is_float(self.dtype) else x.round().cast(self.dtype)
-  def _uint8_linear_axis(self, ax: int, out: int):
+  def _uint8_linear_axis(self, ax: int, out: int) -> Tensor:
     """One axis of linear resizing of uint8 the way torch computes it (bit-exact): per-output taps and weights, the
     weights in fixed point with as many fraction bits as int16 allows, rounded and clamped back to uint8 after each axis."""
     Tensor = tensor_type()
