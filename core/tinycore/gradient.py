@@ -48,6 +48,19 @@ def _pow_grad(ctx: UOp, ret: UOp, x: UOp, y: UOp):
   dy = (x.eq(0) & y.lt(0).ne(True)).where(_zero(ctx), ctx * ret * UOp(Ops.LOG2, x.dtype, (x,)) * math.log(2))
   return (dx, dy)
 
+def _multi_grad(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+  # shard i's grad is device i's part of the logical grad; replicas are copies of one value, whose grad goes to the first
+  axis = ret.arg[0]
+  return tuple(UOp(Ops.MSELECT, ctx.dtype, (ctx,), (i, axis)) if axis is not None or i == 0 else None for i in range(len(ret.src)))
+
+def _mselect_grad(ctx: UOp, ret: UOp, x: UOp) -> tuple[UOp]:
+  # the grad of the whole value: ctx where device i's part sits, zeros on the other devices' parts
+  i, axis = ret.arg
+  devices = x.device
+  if axis is None: return (UOp(Ops.COPY, ctx.dtype, (ctx,), devices),)
+  shards = [ctx if j == i else UOp(Ops.MSELECT, x.dtype, (x,), (j, axis)).const_like(0) for j in range(len(devices))]
+  return (UOp(Ops.MULTI, ctx.dtype, tuple(shards), (axis, devices)),)
+
 _nograd = (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.BITCAST,
            Ops.THREEFRY, Ops.DETACH)
 
@@ -80,6 +93,8 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
   (UPat(Ops.CONTIGUOUS), lambda ctx: (ctx,)),
   (UPat(Ops.COPY, src=(UPat.var("x"),)), lambda ctx, x: (UOp(Ops.COPY, ctx.dtype, (ctx,), x.device),)),
+  (UPat(Ops.MULTI, name="ret"), _multi_grad),
+  (UPat(Ops.MSELECT, src=(UPat.var("x"),), name="ret"), _mselect_grad),
   # x.assign(v): the result is v's value, the old contents of x don't reach it
   (UPat(Ops.ASSIGN), lambda ctx: (None, ctx)),
 ])

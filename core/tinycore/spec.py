@@ -164,6 +164,28 @@ def _reduce_axis(u: UOp, stage: str) -> str | None:
   if s is not None and any(not 0 <= ax < len(s) for ax in u.arg[1]): return f"REDUCE_AXIS axes {u.arg[1]} out of range for shape {s}"
   return None
 
+def _multi(u: UOp, stage: str) -> str | None:
+  # one shard per device, on that device, split like numpy.array_split on `axis` (or all alike when replicated)
+  from tinycore.uop import shard_bounds
+  if not (isinstance(u.arg, tuple) and len(u.arg) == 2 and isinstance(u.arg[1], tuple)): return "MULTI arg must be (axis, devices)"
+  axis, devices = u.arg
+  if len(u.src) != len(devices): return f"MULTI has {len(u.src)} shards for {len(devices)} devices"
+  if (on := tuple(s.device for s in u.src)) != devices: return f"MULTI shards are on {on}, not {devices}"
+  shapes = [s.shape for s in u.src]
+  if any(x is None for x in shapes): return "MULTI of a node without a shape"
+  if axis is None: return None if len(set(shapes)) == 1 else f"replicated MULTI shards have different shapes {shapes}"
+  if not 0 <= axis < len(shapes[0]): return f"MULTI axis {axis} out of range for shards of shape {shapes[0]}"
+  if len({x[:axis] + x[axis + 1:] for x in shapes}) != 1: return f"MULTI shards {shapes} differ off the axis {axis}"
+  sizes = [x[axis] for x in shapes]
+  if not _ints(sizes) or sizes != [e - b for b, e in shard_bounds(sum(sizes), len(devices))]: return f"MULTI shard sizes {sizes} aren't an even split"
+  return None
+
+def _mselect(u: UOp, stage: str) -> str | None:
+  devices = u.src[0].device
+  if not (isinstance(u.arg, tuple) and len(u.arg) == 2): return "MSELECT arg must be (index, axis)"
+  if not isinstance(devices, tuple) or not 0 <= u.arg[0] < len(devices): return f"MSELECT {u.arg[0]} of a value on {devices}"
+  return None
+
 def _elementwise_shapes(u: UOp, stage: str) -> str | None:
   shapes = [x.shape for x in u.src if x.shape is not None]
   if len(set(shapes)) > 1: return f"{u.op.name} sources have different shapes {shapes}"
@@ -173,8 +195,8 @@ _COMMON: dict[Ops, Callable] = {Ops.CONST: _const, Ops.DEFINE_VAR: _define_var, 
                                 **{o: _alu for o in GroupOp.ALU}}
 _KERNEL: dict[Ops, Callable] = {Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.RANGE: _range, Ops.REDUCE: _reduce,
                                 Ops.SPECIAL: _special, **{o: _define_ptr for o in _PTR_DEFS}}
-_TENSOR: dict[Ops, Callable] = {**{o: _movement for o in GroupOp.Movement}, Ops.REDUCE_AXIS: _reduce_axis}
-_TENSOR_ONLY = GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.BUFFER}
+_TENSOR: dict[Ops, Callable] = {**{o: _movement for o in GroupOp.Movement}, Ops.REDUCE_AXIS: _reduce_axis, Ops.MULTI: _multi, Ops.MSELECT: _mselect}
+_TENSOR_ONLY = GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.BUFFER, Ops.MULTI, Ops.MSELECT}
 _KERNEL_ONLY = {Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SPECIAL, Ops.BARRIER, Ops.DEFINE_LOCAL}
 
 def verify(sink: UOp | Iterable[UOp], stage: str = "kernel") -> bool:

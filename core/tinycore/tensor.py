@@ -27,9 +27,7 @@ sint = Union[int, UOp]
 ConstType = Union[float, int, bool]
 
 def _canon_device(device: str | tuple | None) -> str | tuple[str, ...]:
-  if isinstance(device, (tuple, list)):
-    _multi.ACTIVE = True   # multi: a device tuple makes replicated tensors, so Tensor.__init__ must check from now on
-    return tuple(Device.canonicalize(d) for d in device)
+  if isinstance(device, (tuple, list)): return tuple(Device.canonicalize(d) for d in device)
   return Device.canonicalize(device) if device is not None else Device.DEFAULT
 
 def _scalar_dtype_beside(v: ConstType, other: DType) -> DType:
@@ -109,7 +107,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     elif isinstance(data, Tensor): u = data.uop if dtype is None else data.cast(dtype).uop
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
-    if _multi.ACTIVE or multi_dev is not None: u = _multi.on_tensor(u, multi_dev)   # multi: push ops on shards down to each shard
+    if multi_dev is not None or (u.base.op is Ops.BUFFER and isinstance(u.base.arg.device, tuple)): u = _multi.on_tensor(u, multi_dev)   # multi: replicate
     self.uop: UOp = u
     self.requires_grad: bool | None = requires_grad
     self.grad: Tensor | None = None
@@ -147,18 +145,19 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   # ---- realization
   def schedule(self, *lst: Tensor) -> list:
     from tinycore.engine.schedule import create_schedule
-    return create_schedule(_multi.flatten([t.uop for t in (self, *lst)]))   # multi: every shard
+    from tinycore.engine.multi import lower_targets
+    return create_schedule(lower_targets([t.uop for t in (self, *lst)])[0])   # multi: sharded graphs lowered to per-device ones
   def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
     from tinycore.engine.realize import realize_uops
     ts = [t for t in (self, *lst)]
-    new = _multi.unflatten([t.uop for t in ts], realize_uops(_multi.flatten([t.uop for t in ts])))   # multi: all shards at once
+    new = realize_uops([t.uop for t in ts])
     for t, u in zip(ts, new): t.uop = u
     return self
-  def is_realized(self) -> bool: return all(u.base.op is Ops.BUFFER for u in _multi.flatten([self.uop]))   # multi: every shard
+  def is_realized(self) -> bool: return all(u.base.op is Ops.BUFFER for u in _multi.parts(self.uop))   # multi: every shard
   def _buffer(self) -> Buffer:
     # a pending assign runs once, here, and afterwards self reads its result; any other lazy graph stays (gradients use it)
     if self.uop.op is Ops.ASSIGN: self.realize()
-    if _multi.is_multi(self.uop): return self.to(self.device[0])._buffer()   # multi: gather onto the first device
+    if isinstance(self.device, tuple): return self.to(self.device[0])._buffer()   # multi: gather onto the first device
     u = self.uop.src[0] if self.uop.op is Ops.RESHAPE else self.uop
     if u.op is not Ops.BUFFER or u.arg.size != self.numel(): u = self.contiguous().realize().uop.base
     return u.arg
@@ -191,8 +190,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), device))
   def shard_like(self, y: Tensor) -> Tensor:
     """Shard like `y`: its devices and axis (a single-device `y` moves this tensor to its device)."""
-    from tinycore.tensor_multi import is_multi
-    if is_multi(y.uop): return self.shard(y.uop.arg[2], y.uop.arg[1])
+    if (like := _multi.shard_like(y.uop)) is not None: return self.shard(*like)   # multi: y's devices and axis
     return self.to(y.device)
   def shard(self, devices: tuple | list, axis: int | None = None) -> Tensor:
     """Split along `axis` over `devices` (axis=None: a full copy on each). Semantics and limits: tensor_multi.py."""
@@ -209,7 +207,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if x.shape != self.shape: raise ValueError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype}, value {x.dtype}")
     if x.device != self.device: x = x.to(self.device)
-    if self.uop.base.op is not Ops.BUFFER: self.uop = x.uop; return self
+    if self.uop.base.op is not Ops.BUFFER and _multi.shard_buffers(self.uop) is None: self.uop = x.uop; return self   # multi: shards in place
     self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
     return self
   def replace(self, x: Tensor) -> Tensor:
@@ -587,7 +585,6 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   # ---- autograd
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
     from tinycore.gradient import compute_gradient
-    _multi.check_grad(self.uop, *[t.uop for t in targets])   # multi: no autograd through shards yet
     if gradient is None and self.numel() != 1: raise ValueError(f"gradient of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
@@ -602,8 +599,6 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if gradient is None and self.numel() != 1: raise ValueError(f"backward of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     targets = _grad_targets(self)
-    # multi: no autograd through shards yet
-    if _multi.ACTIVE: _multi.check_backward(self.uop, [t.uop for t in list(_requires_grad_leaves) if t.requires_grad])
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
     for t in targets:
       if (gu := grads.get(t.uop)) is None: continue

@@ -27,6 +27,9 @@ class Ops(enum.IntEnum):
   DEFINE_GLOBAL = enum.auto(); DEFINE_LOCAL = enum.auto(); DEFINE_REG = enum.auto(); INDEX = enum.auto(); LOAD = enum.auto(); STORE = enum.auto()
   RANGE = enum.auto(); END = enum.auto(); REDUCE = enum.auto(); SPECIAL = enum.auto(); BARRIER = enum.auto(); IF = enum.auto(); ENDIF = enum.auto()
   WMMA = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto(); UNROLL = enum.auto(); CONTRACT = enum.auto()
+  # multi-device (tensor level): MULTI joins one shard per device, arg (axis, devices): the shards concatenated on `axis`,
+  # or each a full copy when axis is None; MSELECT takes device i's part of a sharded value, arg (i, axis)
+  MULTI = enum.auto(); MSELECT = enum.auto()
 
 class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
@@ -131,13 +134,14 @@ class UOp(metaclass=UOpMetaClass):
   def ndim(self) -> int: return len(self.shape)
   @property
   def device(self) -> str | tuple[str, ...]:
-    if "device" not in (c := self._c):
-      if self.op is Ops.DEVICE: d = self.arg
-      elif self.op is Ops.BUFFER: d = self.arg.device
-      elif self.op is Ops.COPY: d = self.arg
-      else: d = next((s.device for s in self.src if s.device is not None), None)
-      c["device"] = d
+    if "device" not in (c := self._c): _fill(self, "device", _device)
     return c["device"]
+  @property
+  def has_multi(self) -> bool:
+    """Whether a sharded value (a MULTI, or something made for a device tuple) is in this graph: it must be lowered to
+    per-device graphs before scheduling."""
+    if "multi" not in (c := self._c): _fill(self, "multi", _has_multi)
+    return c["multi"]
   @property
   def base(self) -> UOp:
     u = self
@@ -159,7 +163,7 @@ class UOp(metaclass=UOpMetaClass):
   def const_like(self, b) -> UOp:
     """A scalar constant with this node's dtype (and device, at tensor level), broadcast to its shape."""
     if self.op in (Ops.DEFINE_VAR, Ops.BIND) or self.shape is None or self._is_index: return UOp.const(self.dtype, b)
-    c = UOp.const(self.dtype.scalar(), b, self.device if isinstance(self.device, str) else None)
+    c = UOp.const(self.dtype.scalar(), b, self.device)   # a device tuple gives a replicated constant
     return c.reshape((1,) * len(self.shape)).expand(self.shape) if self.shape else c
   @property
   def _is_index(self) -> bool: return self.op not in (Ops.CONST, Ops.BUFFER) and self.op not in GroupOp.Movement and self.shape is None
@@ -273,9 +277,46 @@ def resolve(x, default: bool = True) -> bool:
   lo, hi = x.simplify()._min_max
   return bool(lo) if lo == hi else default
 
+def shard_bounds(size: int, n: int) -> list[tuple[int, int]]:
+  """[start, end) of each of n shards of an axis of `size`, split like numpy.array_split (the first size % n get one more)."""
+  if not isinstance(size, int): raise ValueError(f"can't shard an axis of symbolic size {size}")
+  if size < n: raise ValueError(f"can't shard an axis of size {size} over {n} devices: a shard would be empty")
+  q, r = divmod(size, n)
+  starts = [i * q + min(i, r) for i in range(n + 1)]
+  return list(zip(starts[:-1], starts[1:]))
+
+def _fill(u: UOp, key: str, fn: Callable[[UOp], Any]) -> None:
+  """Cache fn(n) under `key` for u and every source that lacks it, sources first: iterative, so long chains don't recurse."""
+  stack = [u]
+  while stack:
+    n = stack[-1]
+    if n._cache is not None and key in n._cache: stack.pop(); continue
+    if pending := [s for s in n.src if s._cache is None or key not in s._cache]: stack.extend(pending); continue
+    n._c[key] = fn(n)
+    stack.pop()
+
+def _has_multi(u: UOp) -> bool:
+  return u.op is Ops.MULTI or (u.op in (Ops.DEVICE, Ops.COPY) and isinstance(u.arg, tuple)) or any(s._c["multi"] for s in u.src)
+
+def _device(u: UOp) -> str | tuple[str, ...] | None:
+  if u.op is Ops.DEVICE: return u.arg
+  if u.op is Ops.BUFFER: return u.arg.device
+  if u.op is Ops.COPY: return u.arg
+  if u.op is Ops.MULTI: return u.arg[1]
+  if u.op is Ops.MSELECT: return u.src[0].device[u.arg[0]]
+  return next((d for s in u.src if (d := s.device) is not None), None)
+
 # ---- shape inference at tensor level
 def _shape(u: UOp) -> tuple | None:
   op = u.op
+  if op is Ops.MULTI:
+    axis, shp = u.arg[0], u.src[0].shape
+    return shp if axis is None else shp[:axis] + (sum(s.shape[axis] for s in u.src),) + shp[axis + 1:]
+  if op is Ops.MSELECT:
+    (i, axis), shp = u.arg, u.src[0].shape
+    if axis is None: return shp
+    b, e = shard_bounds(shp[axis], len(u.src[0].device))[i]
+    return shp[:axis] + (e - b,) + shp[axis + 1:]
   if op is Ops.BUFFER: return (u.arg.size,)
   if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
   if op is Ops.CONST: return () if u.src else None

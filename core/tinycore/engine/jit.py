@@ -28,7 +28,10 @@ class JitError(RuntimeError):
 _capturing: list = []   # the TinyJit currently capturing, if any (nesting is an error)
 
 def _is_buf_view(u: UOp) -> bool:
+  if u.op is Ops.MULTI: return all(_is_buf_view(s) for s in u.src)   # a sharded input: one buffer per device
   return (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)) and u.base.arg.is_allocated()
+
+def _parts(u: UOp) -> tuple[UOp, ...]: return u.src if u.op is Ops.MULTI else (u,)   # a sharded value: its shards
 
 def _leaf_key(x, where: str):
   """What a non-Tensor argument contributes to the capture key: equal keys mean the capture's constants still hold."""
@@ -78,8 +81,9 @@ def _prepare_inputs(tensors: list) -> list:
   if pending: Tensor.realize(*pending)
   bufs = []
   for t in tensors:
-    if t.uop.base.op is not Ops.BUFFER: raise JitError(f"TinyJit input of shape {t.shape} could not be realized into a buffer")
-    bufs.append(t.uop.base.arg)
+    for u in _parts(t.uop):   # a sharded input gives its shards' buffers, in device order
+      if u.base.op is not Ops.BUFFER: raise JitError(f"TinyJit input of shape {t.shape} could not be realized into a buffer")
+      bufs.append(u.base.arg)
   if len({id(b) for b in bufs}) != len(bufs): raise JitError("TinyJit got the same buffer as two inputs; pass it once (or .clone() one)")
   return bufs
 
@@ -112,10 +116,12 @@ def _var_vals(tensors: list, binds: list) -> dict[UOp, int]:
 class InputInfo(tuple):
   """(view signature, dtype, device) of one input; a plain tuple so building and comparing it per call is cheap."""
   __slots__ = ()
-  def __new__(cls, t): return tuple.__new__(cls, (t.uop.shape if _is_buf_view(t.uop) else _unbind_view(t.uop), t.dtype, t.device))
+  def __new__(cls, t):
+    view = (t.uop.shape, t.uop.arg) if t.uop.op is Ops.MULTI else t.uop.shape if _is_buf_view(t.uop) else _unbind_view(t.uop)   # sharded: its layout too
+    return tuple.__new__(cls, (view, t.dtype, t.device))
   def describe(self) -> str:
     v = self[0]
-    shape = v if isinstance(v, tuple) else v.shape
+    shape = v[0] if isinstance(v, tuple) and v and isinstance(v[0], tuple) else v if isinstance(v, tuple) else v.shape
     return f"shape {shape} {self[1]} on {self[2]}"
 
 @dataclass
@@ -238,8 +244,9 @@ class TinyJit(Generic[R]):
     if isinstance(tmpl, _Out):
       u = self.captured.out_uops[tmpl.i]
       if isinstance(u, tuple):   # an output on an input's buffer: the same view of this call's input
-        t_in = tensors[u[1]]
-        return t_in if u[2] is self.captured.expected_inputs_uops[u[1]] else Tensor(u[2].substitute({u[2].base: t_in.uop.base}))
+        t_in, was = tensors[u[1]], self.captured.expected_inputs_uops[u[1]]
+        if u[2] is was: return t_in
+        return Tensor(u[2].substitute({o.base: n.base for o, n in zip(_parts(was), _parts(t_in.uop))}))   # multi: shard by shard
       # Tensor(u) would resolve Device.DEFAULT (env parsing) per call; the uop already knows everything
       t = Tensor.__new__(Tensor)
       t.uop, t.requires_grad, t.grad = u, None, None
@@ -281,11 +288,13 @@ class TinyJit(Generic[R]):
     if DEBUG >= 1: print(f"JIT captured {len(captured)} kernels with {len(bufs)} inputs")
     # where the capture-time input buffers sit in the kernels: those slots get the new inputs on replay
     pos = {id(b): k for k, b in enumerate(bufs)}
+    owner = [k for k, t in enumerate(tensors) for _ in _parts(t.uop)]
     input_replace = {(j, i): pos[id(b)] for j, ei in enumerate(captured) for i, b in enumerate(ei.bufs) if id(b) in pos}
     # outputs: a buffer view uop, unless the output *is* an input (then replay returns that input)
     out_uops: list = []
     for t in outs:
-      if t.uop.base.op is Ops.BUFFER and id(t.uop.base.arg) in pos: out_uops.append(("in", pos[id(t.uop.base.arg)], t.uop))
+      # multi: a sharded input gave several buffers, so the flat buffer index is mapped back to its tensor
+      if (b := _parts(t.uop)[0].base).op is Ops.BUFFER and id(b.arg) in pos: out_uops.append(("in", owner[pos[id(b.arg)]], t.uop))
       else: out_uops.append(t.uop)
     cnt = iter(range(len(outs)))
     tmpl = _map_ret(ret, lambda t: _Out(next(cnt)))

@@ -7,15 +7,17 @@ REFERENCE = ContextVar("REFERENCE", 0)
 
 def realize_uops(uops: list[UOp]) -> list[UOp]:
   """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer."""
-  if REFERENCE: return _realize_reference(uops)
+  from tinycore.engine.multi import lower_targets
+  uops, regroup = lower_targets(uops)   # multi: sharded graphs become per-device graphs + copies; regroup joins the shards
+  if REFERENCE: return regroup(_realize_reference(uops))
   from tinycore.engine.schedule import create_schedule
   from tinycore.engine.run import run_schedule
   from tinycore.stages import apply_stage
   # the tensor stage: each target's device rewrites the graph it is about to realize
-  uops = [apply_stage(u, u.device, "tensor") for u in uops]   # a multi-device tuple has no single owner: skipped
+  uops = [apply_stage(u, u.device, "tensor") for u in uops]
   sched, outputs = create_schedule(uops, return_outputs=True)
   run_schedule(sched, keep={o.base.arg for o in outputs if o.base.op is Ops.BUFFER})
-  return outputs
+  return regroup(outputs)
 
 def _realize_reference(uops: list[UOp]) -> list[UOp]:
   import numpy as np
