@@ -127,7 +127,7 @@ def main():
     p = subprocess.run(tg_cmd + [os.path.abspath(__file__), "--engine", "tinygrad", "--reps", str(reps)], capture_output=True, text=True)
     if p.returncode == 0: tg = json.loads(p.stdout.strip().splitlines()[-1])
     else: why = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
-  else: why = f"no tinygrad (pip install tinygrad==0.14.0 into a venv, pass --tg-python)"
+  else: why = "no tinygrad (pip install tinygrad==0.14.0 into a venv, pass --tg-python)"
   print(f"{'workload':<12} {'nodes':>7} {'tinycore nodes/s':>17} {'out':>5} {'tinygrad nodes/s':>17} {'out':>5} {'ratio tc/tg':>11}")
   for name, r in tc.items():
     line = f"{name:<12} {r['nodes']:>7} {r['nodes'] / r['s']:>17,.0f} {r['out_nodes']:>5}"

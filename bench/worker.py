@@ -17,7 +17,8 @@ def _time(call, sync, warmup: int, reps: int, budget_s: float) -> list[float]:
   return times
 
 class Tensorish:
-  """tinycore and tinygrad: same API, jitted with TinyJit (the first two calls run and capture; timing starts after)."""
+  """tinycore and tinygrad: same API, jitted with TinyJit (the first two calls run and capture; timing starts after)
+  unless the workload is an eager one."""
   warmup = 3
   def __init__(self, name: str):
     self.name = name
@@ -35,7 +36,7 @@ class Tensorish:
       jf = T.TinyJit(mlp_tensor_step(T, ps))
       return lambda: jf(x, oh), ps
     ins = [T.Tensor(a).realize() for a in arrs]
-    jf = T.TinyJit(lambda *xs: w.tensor(T, *xs))
+    jf = T.TinyJit(lambda *xs: w.tensor(T, *xs)) if w.jit else (lambda *xs: w.tensor(T, *xs).realize())
     return lambda: jf(*ins), None
   def to_np(self, out) -> np.ndarray: return out.numpy()
 

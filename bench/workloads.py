@@ -19,6 +19,7 @@ class Workload:
   torch_fn: Callable | None = None              # (torch, *tensors) -> tensor
   needs: tuple = ()                             # Tensor methods the tensor version needs (skipped, with the reason, without them)
   stateful: bool = False                        # a train step: built by *_step factories below instead
+  jit: bool = True                              # tinycore/tinygrad: time TinyJit replays (False: eager realize per call)
   rtol: float = 1e-3
   extra: dict = field(default_factory=dict)
 
@@ -105,6 +106,10 @@ small = Workload("small_ops", lambda q: "overhead: ((a+1)*2).sum() on 16 floats,
                  tensor=lambda T, a: ((a + 1) * 2).sum(), np_fn=lambda a: ((a + 1) * 2).sum(),
                  torch_fn=lambda torch, a: ((a + 1) * 2).sum())
 
+# ---- the same without TinyJit: eager per-call overhead (graph building, the schedule cache, launch)
+small_eager = Workload("small_ops_eager", lambda q: "overhead: ((a+1)*2).sum() on 16 floats, eager (no TinyJit)",
+                       small.inputs, small.ref, tensor=small.tensor, np_fn=small.np_fn, torch_fn=small.torch_fn, jit=False)
+
 # ---- MLP 784-512-512-10 train step: SGD on softmax cross-entropy, gradients by each framework's autograd
 _MLP = lambda q: (8, (784, 64, 64, 10)) if q else (256, (784, 512, 512, 10))
 def _mlp_params(rng, q):
@@ -162,5 +167,5 @@ mlp = Workload("mlp_train", lambda q: "MLP %s train step (SGD), batch %d" % ("-"
                _mlp_inputs, _np_mlp_loss, flops=lambda q: 6 * _MLP(q)[0] * sum(a * b for a, b in zip(_MLP(q)[1], _MLP(q)[1][1:])),
                needs=("gradient", "log_softmax", "assign"), stateful=True, rtol=1e-3)
 
-WORKLOADS: list[Workload] = [_mm(1024), _mm(2048), ew, softmax, conv2d, mlp, layernorm, attention, gemv, small]
+WORKLOADS: list[Workload] = [_mm(1024), _mm(2048), ew, softmax, conv2d, mlp, layernorm, attention, gemv, small, small_eager]
 BY_NAME = {w.name: w for w in WORKLOADS}

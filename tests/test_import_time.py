@@ -2,7 +2,8 @@
 import os, subprocess, sys
 
 def test_import_is_light():
-  code = "import sys, tinycore; print(sorted(m for m in ('numpy', 'pluggy', 'tinycore.plugins', 'tinycore_cpu.plugin', 'importlib.metadata') if m in sys.modules))"
+  code = ("import sys, tinycore; "
+          "print(sorted(m for m in ('numpy', 'pluggy', 'tinycore.plugins', 'tinycore_cpu.plugin', 'importlib.metadata') if m in sys.modules))")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
   assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 

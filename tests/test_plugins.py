@@ -1,5 +1,5 @@
 """Discovery, isolation of broken plugins, and the environment switches, through real entry points."""
-import os, subprocess, sys, warnings
+import os, subprocess, sys
 import pytest
 from tinycore import plugins
 from tinycore.plugins import PluginWarning, PLUGIN_API

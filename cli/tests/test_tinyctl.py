@@ -17,7 +17,8 @@ def fakes(no_autoload):
 def test_device_list_json(fakes):
   r = runner.invoke(app, ["device", "list", "--json"])
   rows = json.loads(r.stdout)
-  assert {(x["device"], x["iface"], x["renderer"]) for x in rows} == {(d, i, rr) for d in ("FAKE", "GONE") for i in ("HOST", "BUS", "EMU") for rr in ("R1", "R2")}
+  expected = {(d, i, rr) for d in ("FAKE", "GONE") for i in ("HOST", "BUS", "EMU") for rr in ("R1", "R2")}
+  assert {(x["device"], x["iface"], x["renderer"]) for x in rows} == expected
   assert [x["device"] for x in rows][:6] == ["GONE"] * 6   # highest priority first
   gone = next(x for x in rows if x["dev"] == "GONE:R1")
   assert gone["ok"] is False and gone["why"] == "libgone.so not found" and gone["default"] and gone["count"] == 1
@@ -41,7 +42,8 @@ def test_device_list_unknown_is_usage_error(fakes):
 
 def test_device_list_table(fakes):
   r = runner.invoke(app, ["device", "list"])
-  for s in ("DEVICE", "IFACE", "RENDERER", "COUNT", "RESULT", "DEV=", "WHY", "GONE:R1", "BUS+FAKE:R2", "EMU+FAKE:R1", "(emulator)"): assert s in r.stdout
+  for s in ("DEVICE", "IFACE", "RENDERER", "COUNT", "RESULT", "DEV=", "WHY", "GONE:R1", "BUS+FAKE:R2", "EMU+FAKE:R1", "(emulator)"):
+    assert s in r.stdout
 
 @pytest.mark.skipif(not HAVE_PIPELINE, reason="the CPU runtime or the Tensor frontend is not in this tree yet")
 def test_device_list_real_cpu_passes(registry):

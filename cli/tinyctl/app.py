@@ -45,10 +45,12 @@ def device_list(devs: list[str] = typer.Argument(None, metavar="DEV", help="DEV 
     for c in ("DEVICE", "IFACE", "RENDERER", "COUNT", "RESULT", "DEV=", "WHY"): tab.add_column(c, overflow="fold")
     for t in rows:
       res = "[green]PASS[/]" if t.ok else "[red]FAIL[/]"
-      tab.add_row(t.device + (" *" if t.default else ""), t.iface + ("" if t.kind == "real" else f" ({t.kind})"), t.renderer or "-", str(t.count), res, t.dev, escape(t.why))
+      iface = t.iface + ("" if t.kind == "real" else f" ({t.kind})")
+      tab.add_row(t.device + (" *" if t.default else ""), iface, t.renderer or "-", str(t.count), res, t.dev, escape(t.why))
     con = _console()
     con.print(tab)
-    con.print("* = what DEV=<DEVICE> selects" + (f"; {len(unwell)} plugin(s) broken, skipped or with failing hooks, see `tinyctl plugins`" if unwell else ""))
+    broken = f"; {len(unwell)} plugin(s) broken, skipped or with failing hooks, see `tinyctl plugins`" if unwell else ""
+    con.print("* = what DEV=<DEVICE> selects" + broken)
   # exit status: a requested target that fails is an error; with none requested, so is having no working device
   failed = [t for t in rows if not t.ok] if wanted else ([] if any(t.ok for t in rows) else rows)
   if failed: raise typer.Exit(failures.FAILED)
@@ -83,7 +85,8 @@ def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="machine-read
     if not devs: devs = " ".join(f"{d}:{p}" for d, p in provided.get(r.name, {}).items()) + " (undeclared)" if r.name in provided else "-"
     took = f"{r.import_s * 1e3:.0f} ms" if r.import_s is not None else "-"
     st = r.shown_status
-    tab.add_row(r.name, r.dist, r.version, f"{r.api[0]}..{r.api[1]}" if r.api else "?", devs, took, f"[{color.get(st, 'white')}]{st}[/]", escape(_plugin_cause(r)))
+    api = f"{r.api[0]}..{r.api[1]}" if r.api else "?"
+    tab.add_row(r.name, r.dist, r.version, api, devs, took, f"[{color.get(st, 'white')}]{st}[/]", escape(_plugin_cause(r)))
   _console().print(tab)
 
 def _smi_rows() -> list[dict]:

@@ -58,7 +58,6 @@ def test_vector_selects_in_tiled_kernels():
 def test_costly_broadcast_elementwise_is_computed_once():
   """gelu(h) @ w: the gelu is realized once instead of being recomputed for every output column (2 kernels, not 1)."""
   import math
-  from tinycore import GlobalCounters
   rng = np.random.default_rng(4)
   h, w = rng.standard_normal((8, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
   g = lambda t: 0.5 * t * (1 + (t / math.sqrt(2)).erf())
@@ -74,7 +73,8 @@ def test_vector_matrix_streams_whole_rows():
   """v @ W with W row-major: the rows are split into chunks summed in a second kernel (each chunk streams whole rows);
   W.T (rows along the reduce) and a batch of rows stay one kernel. All match numpy."""
   rng = np.random.default_rng(5)
-  v, w, b = rng.standard_normal((1, 2048)).astype(np.float32), rng.standard_normal((2048, 96)).astype(np.float32), rng.standard_normal((4, 2048)).astype(np.float32)
+  v, w = rng.standard_normal((1, 2048)).astype(np.float32), rng.standard_normal((2048, 96)).astype(np.float32)
+  b = rng.standard_normal((4, 2048)).astype(np.float32)
   assert len((Tensor(v) @ Tensor(w)).schedule()) == 2
   assert len((Tensor(v) @ Tensor(w.T.copy()).T).schedule()) == 1
   assert len((Tensor(b) @ Tensor(w)).schedule()) == 1
@@ -127,7 +127,8 @@ def test_short_axes_of_a_classifier_head():
   """A 10-class head: its 10-wide output axis (no vector divides it) is unrolled whole with rows sharing each weight
   row, and the backward product over the 10 classes unrolls that short reduce, 4 rows sharing the weight loads."""
   rng = np.random.default_rng(7)
-  h, w, g = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((96, 10)).astype(np.float32), rng.standard_normal((64, 10)).astype(np.float32)
+  h, w = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((96, 10)).astype(np.float32)
+  g = rng.standard_normal((64, 10)).astype(np.float32)
   for out, ref, want in [(Tensor(h) @ Tensor(w), h @ w, ("UPCAST", 10)), (Tensor(g) @ Tensor(w).T, g @ w.T, ("UPCAST_R", 10))]:
     si = out.schedule()[-1]
     dev = Device[si.bufs[0].device]

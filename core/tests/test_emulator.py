@@ -143,9 +143,11 @@ def _wmma_prog(tc: TCLayout):
   ia, ib, ic = _g(4, dtypes.int32), _g(5, dtypes.int32), _g(6, dtypes.int32)
   def frag(buf, tab, n, dt):
     return UOp(Ops.VECTORIZE, dt.vec(n), tuple(_ld(buf, _ld(tab, lane * n + e, dtypes.int32).cast(dtypes.index), dt) for e in range(n)))
-  a, b, c = frag(_g(1, tc.dtype_in), ia, ea, tc.dtype_in), frag(_g(2, tc.dtype_in), ib, eb, tc.dtype_in), frag(_g(3, tc.dtype_out), ic, ec, tc.dtype_out)
+  a, b = frag(_g(1, tc.dtype_in), ia, ea, tc.dtype_in), frag(_g(2, tc.dtype_in), ib, eb, tc.dtype_in)
+  c = frag(_g(3, tc.dtype_out), ic, ec, tc.dtype_out)
   d = UOp(Ops.WMMA, tc.dtype_out.vec(ec), (a, b, c), (tc.name,))
-  return [_st(_g(0, tc.dtype_out), _ld(ic, lane * ec + e, dtypes.int32).cast(dtypes.index), UOp(Ops.GEP, tc.dtype_out, (d,), (e,))) for e in range(ec)]
+  return [_st(_g(0, tc.dtype_out), _ld(ic, lane * ec + e, dtypes.int32).cast(dtypes.index),
+              UOp(Ops.GEP, tc.dtype_out, (d,), (e,))) for e in range(ec)]
 
 @pytest.mark.parametrize("tc", [mma_m16n8k16(), TCLayout("toy2x2", (2, 2, 2), dtypes.float32, dtypes.float32, 4,
   layout(4, 1, lambda l, e: (l // 2, l % 2)), layout(4, 1, lambda l, e: (l % 2, l // 2)), layout(4, 1, lambda l, e: (l // 2, l % 2)))])

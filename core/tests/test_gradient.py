@@ -1,5 +1,4 @@
 """Autograd: each gradient rule against torch (when installed) or finite differences, then composites and the API."""
-import math
 import numpy as np
 import pytest
 pytestmark = pytest.mark.needs_device
@@ -107,8 +106,10 @@ def test_prod_with_zeros():
 
 @needs_torch
 @pytest.mark.parametrize("name,f,tf", [
-  ("reshape", lambda x: x.reshape(4, 3) * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)), lambda x: x.reshape(4, 3) * torch.arange(12.).reshape(4, 3)),
-  ("permute", lambda x: x.permute(1, 0) * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)), lambda x: x.permute(1, 0) * torch.arange(12.).reshape(4, 3)),
+  ("reshape", lambda x: x.reshape(4, 3) * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)),
+   lambda x: x.reshape(4, 3) * torch.arange(12.).reshape(4, 3)),
+  ("permute", lambda x: x.permute(1, 0) * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)),
+   lambda x: x.permute(1, 0) * torch.arange(12.).reshape(4, 3)),
   ("expand", lambda x: x.reshape(3, 1, 4).expand(3, 2, 4) * Tensor(np.arange(24, dtype=np.float32).reshape(3, 2, 4)),
    lambda x: x.reshape(3, 1, 4).expand(3, 2, 4) * torch.arange(24.).reshape(3, 2, 4)),
   ("pad", lambda x: x.pad(((1, 0), (0, 2))) * Tensor(np.arange(24, dtype=np.float32).reshape(4, 6)),
@@ -204,7 +205,7 @@ def test_gradient_keeps_device_and_dtype():
 
 def test_realized_leaf():
   x = Tensor(np.array([0.5, 1.5], np.float32), requires_grad=True).realize()
-  y = (x * 2).realize()  # an intermediate realized before backward keeps its graph for autograd
+  _y = (x * 2).realize()  # an intermediate realized before backward keeps its graph for autograd
   g, = (x.sin() * 3).sum().gradient(x)
   np.testing.assert_allclose(g.numpy(), 3 * np.cos([0.5, 1.5]), rtol=1e-5)
 
@@ -213,7 +214,8 @@ def test_realized_leaf():
   ("max_pool2d", lambda x: x.max_pool2d(2), lambda x: torch.nn.functional.max_pool2d(x, 2)),
   ("avg_pool2d", lambda x: x.avg_pool2d(2), lambda x: torch.nn.functional.avg_pool2d(x, 2)),
   ("cumsum", lambda x: x.cumsum(-1) * Tensor(np.arange(4, dtype=np.float32)), lambda x: x.cumsum(-1) * torch.arange(4.)),
-  ("gather", lambda x: x.gather(-1, Tensor(np.array([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))), lambda x: x.gather(-1, torch.tensor([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))),
+  ("gather", lambda x: x.gather(-1, Tensor(np.array([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))),
+   lambda x: x.gather(-1, torch.tensor([[[[0, 3], [1, 1], [2, 0], [3, 2]]]]))),
 ])
 def test_composite_ops(name, f, tf):
   if not hasattr(Tensor, name): pytest.skip(f"Tensor.{name} not available yet")

@@ -15,7 +15,8 @@ PROMPT = "hello world, the tree is lit"
 def ref_forward(kv, w, toks):
   a = kv["general.architecture"]
   g = lambda k: kv[f"{a}.{k}"]
-  dim, L, H, KV, eps, theta = g("embedding_length"), g("block_count"), g("attention.head_count"), g("attention.head_count_kv"), g("attention.layer_norm_rms_epsilon"), g("rope.freq_base")
+  dim, L, H, KV = g("embedding_length"), g("block_count"), g("attention.head_count"), g("attention.head_count_kv")
+  eps, theta = g("attention.layer_norm_rms_epsilon"), g("rope.freq_base")
   hd, T = dim // H, len(toks)
   W = {k: v.numpy().astype(np.float64) for k, v in w.items()}
   norm = lambda x, n: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * W[n]
@@ -48,7 +49,7 @@ CONFIGS = {"f32_gqa": dict(), "f16_tied": dict(qtype="F16", tied=True, n_kv_head
 @pytest.fixture(scope="module", params=list(CONFIGS))
 def model(request, tmp_path_factory):
   p = str(tmp_path_factory.mktemp("llm") / f"{request.param}.gguf")
-  kv = tiny_llama(p, seed=len(request.param), **CONFIGS[request.param])
+  tiny_llama(p, seed=len(request.param), **CONFIGS[request.param])
   return request.param, p, LLM(p, max_context=32, chunk=8)
 
 def test_forward_matches_numpy(model):

@@ -16,27 +16,32 @@ COMMON = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_att
 WINDOW = 8
 ARCHS = {
   "llama": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=10000.0)),
-  "llama3.1": ("LlamaConfig", "LlamaForCausalLM", dict(rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                                                                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
+  "llama3.1": ("LlamaConfig", "LlamaForCausalLM", dict(rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                                        "original_max_position_embeddings": 16})),
   "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),                                    # q/k/v biases
   "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=24)),                     # q/k norms, head_dim != hidden/heads
   "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=WINDOW, head_dim=16)),
   "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=16, hidden_act="gelu_pytorch_tanh")),   # embedding scale, 1+w norms, gelu
   "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(sliding_window=WINDOW, head_dim=16, query_pre_attn_scalar=24, attn_logit_softcapping=50.0,
-                                                       final_logit_softcapping=30.0, layer_types=["sliding_attention", "full_attention", "sliding_attention"])),
+                                                       final_logit_softcapping=30.0,
+                                                       layer_types=["sliding_attention", "full_attention", "sliding_attention"])),
   "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(sliding_window=WINDOW, head_dim=16, query_pre_attn_scalar=16,
                                                            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
                                                            rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                                                                            "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 4.0}})),
+                                                                            "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0,
+                                                                                               "factor": 4.0}})),
   "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(sliding_window=WINDOW)),              # fused qkv and gate_up
 }
-CHATML = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 def write_tokenizer(d: str) -> None:
   from tokenizers import Regex, models, pre_tokenizers, trainers
   from tinycore.llm.pretokenize import QWEN2
   tok = tokenizers.Tokenizer(models.BPE())
-  tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+  tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2), behavior="isolated"),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
   text = ["the tree is lit and the world is wide, hello world!", "def f(x):\n    return x + 1\n", "1234 5678"] * 20
   tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
                                                     initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
@@ -133,7 +138,8 @@ def test_runner_takes_a_checkpoint_directory(tmp_path, capsys):
   want = hf_greedy(model, tok.encode("hello world"), 6)
   assert out.out.rstrip("\n") == tok.decode(want)   # the printed reply is transformers' greedy reply
 
-GGUF_ARCH = {"llama": "llama", "llama3.1": "llama", "mistral": "llama", "gemma": "gemma", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3": "gemma3", "phi3": "phi3"}
+GGUF_ARCH = {"llama": "llama", "llama3.1": "llama", "mistral": "llama", "gemma": "gemma", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
+             "gemma3": "gemma3", "phi3": "phi3"}
 
 def to_gguf(model, arch: str, d: str, path: str) -> None:
   """The model as llama.cpp's converter writes it (F32): GGUF names, gemma norms as 1 + w, llama's q/k rows permuted

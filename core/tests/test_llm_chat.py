@@ -10,8 +10,8 @@ tokenizers = pytest.importorskip("tokenizers")
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
           "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 SMOLLM = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI "
-          "assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+          "assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+          "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 LLAMA31 = ("{{- bos_token }}\n{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]['content']|trim %}\n"
            "    {%- set messages = messages[1:] %}\n{%- else %}\n    {%- set system_message = \"\" %}\n{%- endif %}\n"
            "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n{{- \"Today Date: \" + strftime_now(\"%d %b %Y\") + \"\\n\\n\" }}\n"
@@ -21,15 +21,16 @@ LLAMA31 = ("{{- bos_token }}\n{%- if messages[0]['role'] == 'system' %}\n    {%-
 GEMMA = ("{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
          "{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must "
          "alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}"
-         "{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
-         "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}")
+         "{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
+         "{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}")
 LLAMA2 = ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}"
           "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
-          "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+          "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+          "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
           "{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
           "message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}"
-          "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}"
-          "{% endif %}{% endfor %}")
+          "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+          "{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
 PHI3 = ("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}"
         "{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
         "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}"
@@ -62,7 +63,8 @@ def test_same_prompt_as_transformers(hf_tok, name, conv, gen):
   assert apply_chat_template(tmpl, msgs, "<s>", "</s>", add_generation_prompt=gen) == want
 
 def test_loop_controls_and_tojson_do_what_hf_does(hf_tok):
-  msgs = [{"role": "user", "content": "a<b>&'c' é"}, {"role": "skip", "content": "x"}, {"role": "stop", "content": ""}, {"role": "user", "content": "never"}]
+  msgs = [{"role": "user", "content": "a<b>&'c' é"}, {"role": "skip", "content": "x"}, {"role": "stop", "content": ""},
+          {"role": "user", "content": "never"}]
   out = apply_chat_template(JSONLOOP, msgs)
   assert "never" not in out and '"x"' not in out and "a<b>&'c' é" in out   # no HTML escaping, no ASCII escaping
   assert out == hf_tok.apply_chat_template(msgs, chat_template=JSONLOOP, tokenize=False, add_generation_prompt=True)
@@ -70,7 +72,8 @@ def test_loop_controls_and_tojson_do_what_hf_does(hf_tok):
 def test_no_template_uses_the_format_the_vocabulary_marks():
   msgs = SYSTEM + TURNS[:1]
   assert apply_chat_template(None, msgs, markers="<|im_start|> <|im_end|>") == apply_chat_template(CHATML, msgs)
-  assert apply_chat_template("", msgs, markers="<|im_start|>", add_generation_prompt=False) == apply_chat_template(CHATML, msgs, add_generation_prompt=False)
+  assert (apply_chat_template("", msgs, markers="<|im_start|>", add_generation_prompt=False)
+          == apply_chat_template(CHATML, msgs, add_generation_prompt=False))
 
 def test_missing_jinja2_is_an_error_not_a_fallback(monkeypatch):
   import builtins

@@ -15,10 +15,11 @@ TRICKY = [
   "Hello world", "  leading spaces", "trailing   ", "\r\n", "line1\r\nline2\r\n\r\nline3", "\n\n\n    indented", " ___", "a ___ b __init__",
   "tabs\t\there\t", "\t\n\t", " \n \n", "a  b   c    d     e", "def f(x):\n    return x**2  # comment\n", "if (a<=b && c!=d) { x += 1; }\r\n",
   "1234567890", "3.14159 and 1,000,000", "x=12345678901234567890", "v1.2.3-rc4", "naïve café résumé", "Привет, мир!", "日本語のテキスト",
-  "中文字符测试，标点。", "한국어 텍스트", "emoji 😀🎉👍🏽 👨‍👩‍👧", "CamelCaseWord HTTPServer iPhone XMLHttpRequest", "it's don't we'll I'M YOU'RE they'D",
-  "¼ ½ ² ³ Ⅻ ٣", "\u00a0nbsp\u3000ideographic\u2003em", "\x1c\x1f control\x0b\x0c", "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n",
-  "arrows → ← and math ∑∫ ≤", "ﬁ ligature", "combining e\u0301 and a\u0308", "URL https://example.com/path?q=1&r=2#frag", "'quoted' \"double\" `tick`",
-  "$100 + 20% = ^~|<>", "…。，、।۔،", "snake_case_name = other_name_2", "   \n", "Ωmega ΣΑΣ straße", "ÀÉÎÕÜ àéîõü", "wordwithnospace" * 3,
+  "中文字符测试，标点。", "한국어 텍스트", "emoji 😀🎉👍🏽 👨‍👩‍👧", "CamelCaseWord HTTPServer iPhone XMLHttpRequest",
+  "it's don't we'll I'M YOU'RE they'D", "¼ ½ ² ³ Ⅻ ٣", "\u00a0nbsp\u3000ideographic\u2003em", "\x1c\x1f control\x0b\x0c",
+  "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n", "arrows → ← and math ∑∫ ≤", "ﬁ ligature", "combining e\u0301 and a\u0308",
+  "URL https://example.com/path?q=1&r=2#frag", "'quoted' \"double\" `tick`", "$100 + 20% = ^~|<>", "…。，、।۔،", "snake_case_name = other_name_2",
+  "   \n", "Ωmega ΣΑΣ straße", "ÀÉÎÕÜ àéîõü", "wordwithnospace" * 3,
 ]
 
 def corpus(n: int = 300, seed: int = 0) -> list[str]:
@@ -59,7 +60,8 @@ def byte_level_bpe(pre: str, vocab_size: int = 700) -> tuple[tokenizers.Tokenize
                                [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
   tok = tokenizers.Tokenizer(models.BPE())
   tok.pre_tokenizer = pt
-  tok.train_from_iterator(TRAIN, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+  tok.train_from_iterator(TRAIN, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
+                                                     initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
   spec = json.loads(tok.to_str())
   spec["model"]["ignore_merges"] = ignore_merges
   tok = tokenizers.Tokenizer.from_str(json.dumps(spec))
@@ -96,7 +98,8 @@ def test_sentencepiece_matches_hf(style):
   pieces, scores, types = spm_bpe_vocab(500, prefix)
   kv = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": pieces, "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types,
         "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.add_space_prefix": prefix}
-  ours, hf, texts = Tokenizer(kv), hf_spm(pieces, scores, types, prefix), [s.replace("<|im_start|>", "<s>").replace("<|im_end|>", "</s>") for s in corpus()]
+  ours, hf, texts = (Tokenizer(kv), hf_spm(pieces, scores, types, prefix),
+                     [s.replace("<|im_start|>", "<s>").replace("<|im_end|>", "</s>") for s in corpus()])
   bad = disagreements(ours, hf, texts)
   assert not bad, f"{style}: {len(bad)}/{len(texts)} texts differ, first: {bad[0]!r}"
   assert any(t == 6 for i in ours.encode("emoji 😀 日本", add_bos=False) for t in [types[i]])   # the corpus does reach byte fallback

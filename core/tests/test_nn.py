@@ -87,7 +87,8 @@ def test_layernorm():
 
 def test_layernorm2d():
   ln, tln = nn.LayerNorm2d(3), torch.nn.LayerNorm(3)
-  _compare(ln, tln, rng.standard_normal((2, 3, 2, 2)).astype(np.float32), ["weight", "bias"], tfwd=lambda x: tln(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2))
+  _compare(ln, tln, rng.standard_normal((2, 3, 2, 2)).astype(np.float32), ["weight", "bias"],
+           tfwd=lambda x: tln(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2))
 
 def test_rmsnorm():
   n, tn = nn.RMSNorm(4), torch.nn.RMSNorm(4, eps=1e-6)

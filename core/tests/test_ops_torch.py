@@ -15,7 +15,9 @@ R = np.random.default_rng(0)
 X = R.standard_normal((2, 3, 7, 6)).astype(np.float32)
 TX = torch.tensor(X)
 
-@pytest.mark.parametrize("ws,kw", [((4, 3, 3, 2), {}), ((4, 3, 3, 2), {"stride": 2, "padding": 1, "dilation": (2, 1)}), ((6, 1, 3, 3), {"groups": 3, "padding": (1, 2)}),
+@pytest.mark.parametrize("ws,kw",
+                         [((4, 3, 3, 2), {}), ((4, 3, 3, 2), {"stride": 2, "padding": 1, "dilation": (2, 1)}),
+                          ((6, 1, 3, 3), {"groups": 3, "padding": (1, 2)}),
                                    ((4, 3, 3, 2), {"stride": 3}), ((4, 3, 3, 3), {"padding": "same"})], ids=str)
 def test_conv2d(ws, kw):
   w, b = R.standard_normal(ws).astype(np.float32), R.standard_normal(ws[0]).astype(np.float32)
@@ -25,7 +27,9 @@ def test_conv1d():
   x, w = R.standard_normal((2, 3, 10)).astype(np.float32), R.standard_normal((5, 3, 3)).astype(np.float32)
   close(Tensor(x).conv1d(Tensor(w), padding=1, stride=2), F.conv1d(torch.tensor(x), torch.tensor(w), padding=1, stride=2))
 
-@pytest.mark.parametrize("ws,kw", [((3, 4, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}), ((3, 2, 2, 3), {"groups": 3, "dilation": 2}), ((3, 1, 1, 1), {})], ids=str)
+@pytest.mark.parametrize("ws,kw",
+                         [((3, 4, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}), ((3, 2, 2, 3), {"groups": 3, "dilation": 2}),
+                          ((3, 1, 1, 1), {})], ids=str)
 def test_conv_transpose2d(ws, kw):
   w = R.standard_normal(ws).astype(np.float32)
   close(Tensor(X).conv_transpose2d(Tensor(w), **kw), F.conv_transpose2d(TX, torch.tensor(w), **kw))
@@ -49,12 +53,15 @@ def test_interpolate(mode, ac):
 def test_losses():
   logits, y = R.standard_normal((4, 5)).astype(np.float32), np.array([1, 0, 4, 2])
   L, TL, Y, TY = Tensor(logits), torch.tensor(logits), Tensor(y.astype(np.int32)), torch.tensor(y)
-  close(L.cross_entropy(Y), F.cross_entropy(TL, TY)); close(L.cross_entropy(Y, label_smoothing=0.1, reduction="sum"), F.cross_entropy(TL, TY, label_smoothing=0.1, reduction="sum"))
+  close(L.cross_entropy(Y), F.cross_entropy(TL, TY))
+  close(L.cross_entropy(Y, label_smoothing=0.1, reduction="sum"), F.cross_entropy(TL, TY, label_smoothing=0.1, reduction="sum"))
   l3, y3 = R.standard_normal((2, 5, 3)).astype(np.float32), R.integers(0, 5, (2, 3))
-  close(Tensor(l3).cross_entropy(Tensor(y3.astype(np.int32)), reduction="none"), F.cross_entropy(torch.tensor(l3), torch.tensor(y3), reduction="none"))
+  close(Tensor(l3).cross_entropy(Tensor(y3.astype(np.int32)), reduction="none"),
+        F.cross_entropy(torch.tensor(l3), torch.tensor(y3), reduction="none"))
   probs = F.softmax(torch.tensor(R.standard_normal((4, 5)).astype(np.float32)), 1)
   close(L.cross_entropy(Tensor(probs.numpy())), F.cross_entropy(TL, probs))
-  close(L.sparse_categorical_crossentropy(Tensor(np.array([1, -1, 4, 2], np.int32))), F.cross_entropy(TL, torch.tensor([1, -1, 4, 2]), ignore_index=-1))
+  close(L.sparse_categorical_crossentropy(Tensor(np.array([1, -1, 4, 2], np.int32))),
+        F.cross_entropy(TL, torch.tensor([1, -1, 4, 2]), ignore_index=-1))
   close(L.sparse_categorical_crossentropy(Y, label_smoothing=0.2), F.cross_entropy(TL, TY, label_smoothing=0.2))
   lp = F.log_softmax(TL, 1)
   w = R.random(5).astype(np.float32)
@@ -63,7 +70,8 @@ def test_losses():
   p, t, z = R.random(10).astype(np.float32), (R.random(10) > 0.5).astype(np.float32), R.standard_normal(10).astype(np.float32) * 3
   close(Tensor(p).binary_crossentropy(Tensor(t)), F.binary_cross_entropy(torch.tensor(p), torch.tensor(t)))
   close(Tensor(z).binary_crossentropy_logits(Tensor(t)), F.binary_cross_entropy_with_logits(torch.tensor(z), torch.tensor(t)))
-  close(Tensor(z).binary_crossentropy_logits(Tensor(t), pos_weight=Tensor([2.0])), F.binary_cross_entropy_with_logits(torch.tensor(z), torch.tensor(t), pos_weight=torch.tensor([2.0])))
+  close(Tensor(z).binary_crossentropy_logits(Tensor(t), pos_weight=Tensor([2.0])),
+        F.binary_cross_entropy_with_logits(torch.tensor(z), torch.tensor(t), pos_weight=torch.tensor([2.0])))
 
 def test_sdpa():
   q, k, v = [R.standard_normal((2, 3, 5, 8)).astype(np.float32) for _ in range(3)]
@@ -79,7 +87,8 @@ def test_activations():
   a = R.standard_normal((3, 17)).astype(np.float32) * 3
   A, TA = Tensor(a), torch.tensor(a)
   for f, tf in [(Tensor.relu6, F.relu6), (Tensor.leaky_relu, F.leaky_relu), (Tensor.elu, F.elu), (lambda t: t.celu(0.5), lambda t: F.celu(t, 0.5)),
-                (Tensor.selu, F.selu), (Tensor.gelu, lambda t: F.gelu(t, approximate="tanh")), (Tensor.silu, F.silu), (Tensor.hardsigmoid, F.hardsigmoid),
+                (Tensor.selu, F.selu), (Tensor.gelu, lambda t: F.gelu(t, approximate="tanh")), (Tensor.silu, F.silu),
+                (Tensor.hardsigmoid, F.hardsigmoid),
                 (Tensor.hardswish, F.hardswish), (Tensor.hardtanh, F.hardtanh), (Tensor.softplus, F.softplus), (Tensor.mish, F.mish),
                 (Tensor.logsigmoid, F.logsigmoid), (Tensor.softsign, F.softsign), (Tensor.erf, torch.erf), (Tensor.atan, torch.atan)]:
     close(f(A), tf(TA), atol=1e-5)

@@ -84,7 +84,8 @@ def test_tile_x_axis_strided(toy):
   p = prog(T(a, toy) @ T(b, toy), toy)
   sp = next(u for u in p.uops if u.op is Ops.SPECIAL and u.arg[0] == "gidx0")
   assert sp.src[0].arg == 8
-  cols = sorted(int(u.src[0].src[1].src[1].arg) for u in p.uops if u.op is Ops.STORE and u.src[0].src[1].op is Ops.ADD and u.src[0].src[1].src[1].op is Ops.CONST)
+  cols = sorted(int(u.src[0].src[1].src[1].arg) for u in p.uops
+                if u.op is Ops.STORE and u.src[0].src[1].op is Ops.ADD and u.src[0].src[1].src[1].op is Ops.CONST)
   assert len([u for u in p.uops if u.op is Ops.STORE]) == 32 and {8, 16, 24} <= set(cols)   # copies 8 columns apart
 
 def test_conv_and_reduce_shapes(toy):

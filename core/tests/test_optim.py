@@ -7,7 +7,8 @@ from tinycore.nn import optim
 
 torch = pytest.importorskip("torch")
 rng = np.random.default_rng(0)
-W0, X, Y = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+W0, X = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+Y = rng.standard_normal((5, 4)).astype(np.float32)
 
 def _run_ours(make, steps=3):
   w = Tensor(W0.copy(), requires_grad=True)

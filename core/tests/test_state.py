@@ -35,7 +35,8 @@ _DTYPES = [(dtypes.float32, np.float32), (dtypes.float16, np.float16), (dtypes.i
            (dtypes.bool, np.bool_), (dtypes.int8, np.int8), (dtypes.float64, np.float64)]
 
 def test_safetensors_roundtrip_all_dtypes(tmp_path):
-  ts = {f"t{i}": Tensor((rng.uniform(-3, 3, (2, 3)) if np.dtype(nd).kind == "f" else rng.integers(0, 2 if nd == np.bool_ else 100, (2, 3))).astype(nd))
+  ts = {f"t{i}": Tensor((rng.uniform(-3, 3, (2, 3)) if np.dtype(nd).kind == "f"
+                         else rng.integers(0, 2 if nd == np.bool_ else 100, (2, 3))).astype(nd))
         for i, (_, nd) in enumerate(_DTYPES)}
   ts["bf"] = Tensor(np.array([1.5, -2.0, 3.25], np.float32)).cast(dtypes.bfloat16)
   ts["f8"] = Tensor(np.array([0.5, -1.0, 2.0], np.float32)).cast(dtypes.fp8e4m3)

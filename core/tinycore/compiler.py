@@ -31,7 +31,8 @@ class Compiler:
   def compile(self, src: str) -> bytes: raise NotImplementedError(f"{type(self).__name__} must implement compile")
   def disassemble(self, lib: bytes) -> str: return f"<{len(lib)} bytes>"
 
-  def _identity(self, src: str) -> bytes: return hashlib.sha256(f"{type(self).__module__}.{type(self).__qualname__}\0{self.cachekey}\0{src}".encode()).digest()
+  def _identity(self, src: str) -> bytes:
+    return hashlib.sha256(f"{type(self).__module__}.{type(self).__qualname__}\0{self.cachekey}\0{src}".encode()).digest()
 
   def cache_path(self, src: str) -> str | None:
     if self.cachekey is None or not int(CCACHE.value): return None

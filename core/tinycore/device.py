@@ -54,15 +54,21 @@ class LRUAllocator(Allocator):
 
 class Buffer:
   """`size` elements of `dtype` on `device`. A view (`base` given) shares its base's memory at byte `offset`."""
-  def __init__(self, device: str, size: int, dtype: DType, opaque=None, options=None, base: Buffer | None = None, offset: int = 0):
+  _buf: Any   # the allocator's handle, once allocated
+  def __init__(self, device: str, size: int, dtype: DType, opaque=None, options=None, base: Buffer | None = None, offset: int = 0,
+               compiled: Compiled | None = None):
     self.device, self.size, self.dtype, self.options, self.offset = device, size, dtype, options, offset
+    # the opened device, looked up once when the buffer is allocated (or handed in by whoever already holds it): it
+    # also pins the allocator, so a Context(DEV=...) change later can't send the free to another device's allocator
+    self.compiled: Compiled | None = compiled
     self._base: Buffer | None = None if base is None else base.base
     # checks that guard memory: real exceptions, not asserts (python -O drops those)
     if size < 0 or offset < 0: raise ValueError(f"a buffer of {size} elements at byte offset {offset}: both must be >= 0")
     if base is not None:
       # raises, not asserts: these guard raw memory copies and must hold under `python -O` too
       if base.device != device: raise ValueError(f"view on {device} of a buffer on {base.device}")
-      if not (0 <= offset and offset + self.nbytes <= self._base.nbytes): raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
+      if not (0 <= offset and offset + self.nbytes <= self._base.nbytes):
+        raise ValueError(f"view of {self.nbytes} bytes at {offset} exceeds its base of {self._base.nbytes}")
     if opaque is not None: self.allocate(opaque)
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
@@ -72,9 +78,10 @@ class Buffer:
   def ensure_allocated(self) -> Buffer: return self if self.is_allocated() else self.allocate()
   def allocate(self, opaque=None) -> Buffer:
     if self.is_allocated(): raise RuntimeError(f"{self} is already allocated")
-    self.allocator = Device[self.device].allocator
+    if self._base is not None: self.compiled = self._base.ensure_allocated().compiled   # a view lives in its base's memory
+    elif self.compiled is None: self.compiled = Device[self.device]
+    self.allocator = self.compiled.allocator
     if self._base is not None:
-      self._base.ensure_allocated()
       self._buf = self.allocator._offset(self._base._buf, self.nbytes, self.offset)
     elif opaque is not None: self._buf, self._owned = opaque, False   # someone else's memory: never freed here
     else:
@@ -99,15 +106,17 @@ class Buffer:
   def copyout(self, mv: memoryview) -> memoryview:
     mv = memoryview(mv).cast("B")
     if mv.nbytes != self.nbytes: raise ValueError(f"copyout of a buffer of {self.nbytes} bytes into {mv.nbytes}")
-    Device[self.device].synchronize()
-    self.ensure_allocated().allocator._copyout(mv, self._buf)
+    self.ensure_allocated().compiled.synchronize()
+    self.allocator._copyout(mv, self._buf)
     return mv
   def as_buffer(self) -> memoryview:
-    """A host view: zero-copy when the allocator has one (CPU), otherwise a copy."""
+    """A host view: zero-copy when the allocator has one (CPU), otherwise a copy. A view's is that slice of its base's
+    (an allocator knows the sizes of the blocks it handed out, not of views into them: several can start at one address)."""
     self.ensure_allocated()
     try:
-      Device[self.device].synchronize()
-      return self.allocator._as_buffer(self._buf)
+      self.compiled.synchronize()
+      if self._base is None: return self.allocator._as_buffer(self._buf)
+      return memoryview(self._base.allocator._as_buffer(self._base._buf)).cast("B")[self.offset:self.offset + self.nbytes]
     except NotImplementedError: return self.copyout(memoryview(bytearray(self.nbytes)))
   def numpy(self) -> np.ndarray:
     import numpy as np
@@ -123,8 +132,8 @@ class Buffer:
 class Compiled:
   """An opened device. `runtime(name, lib) -> Program`, where a Program is called as
   `prg(*bufs, global_size=(1,1,1), local_size=(1,1,1), vals=(), wait=False) -> float|None` (seconds when wait)."""
-  def __init__(self, device: str, allocator: Allocator, renderer, runtime, graph=None):
-    self.device, self.allocator, self.renderer, self.runtime, self.graph = device, allocator, renderer, runtime, graph
+  def __init__(self, device: str, allocator: Allocator, renderer, runtime):
+    self.device, self.allocator, self.renderer, self.runtime = device, allocator, renderer, runtime
     self.spec: DevSpec | None = None     # filled in by the registry: the resolved DEV target
     self.plugin = None                   # the PluginRecord of the plugin that opened it
   @property
@@ -144,7 +153,7 @@ def _targets(dev: str) -> tuple[DevSpec, ...]: return parse_dev(dev)
 class _Device:
   """`Device["CPU"]`, `Device["NV:1"]`, `Device["EMU+NV"]` open (once) and return a `Compiled`; `Device.DEFAULT` is the default."""
   def __init__(self):
-    self._opened: dict[tuple[str, str], Compiled] = {}
+    self._opened: dict[tuple[str, int], Compiled] = {}
     # resolved once per (name, DEV value, plugin registry): a lookup is a dict hit, not a DEV parse and plugin hook calls
     self._resolved: dict[tuple, Compiled] = {}
     self._defaults: dict[tuple, str] = {}
@@ -203,7 +212,8 @@ class _Device:
     if spec.renderer is None: ren = next((r for r in rens if r.default), rens[0] if rens else None)
     elif (ren := by_name.get(spec.renderer)) is None: raise self._unknown("renderer", spec.renderer, [r.name for r in rens], info.name)
     self._default_iface[info.name.upper()] = (next((i for i in ifaces if i.default), None) or ifaces[0]).name.upper()
-    return spec.replace(device=info.name.upper(), iface=iface.name.upper() if iface is not None else "NULL", renderer=ren.name.upper() if ren else spec.renderer)
+    return spec.replace(device=info.name.upper(), iface=iface.name.upper() if iface is not None else "NULL",
+                        renderer=ren.name.upper() if ren else spec.renderer)
 
   def dev_string(self, spec: DevSpec) -> str:
     """The DEV= a user types for a resolved spec: the default interface is left out."""
@@ -252,7 +262,9 @@ class _Device:
                               + emulator_hint(spec.device, spec.iface))
       err.cause = e
       raise err from None   # the reason is the message; the plugin's stack adds nothing for the user
-    except Exception as e: raise RuntimeError(f"{dname} (DEV={self.dev_string(spec)}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: {type(e).__name__}: {e}") from e
+    except Exception as e:
+      raise RuntimeError(f"{dname} (DEV={self.dev_string(spec)}): plugin {rec.name} ({rec.dist} {rec.version}) failed to open it: "
+                         f"{type(e).__name__}: {e}") from e
     dev.spec, dev.plugin = spec, rec
     self._opened[key] = dev
     return dev
@@ -275,6 +287,12 @@ class _Device:
     if (d := self._defaults.get(key := (DEV.value, self._plugins().pm))) is not None: return d
     self._defaults[key] = d = self._default()
     return d
+  @DEFAULT.setter
+  def DEFAULT(self, name: str) -> None:
+    new, ts = parse_target(name), _targets(DEV.value)
+    if ts and (ts[0] == new or (ts[0].device == new.device and str(new) == new.device)): return   # keep DEV's renderer
+    DEV.value = ";".join([str(new)] + [str(t) for t in ts if t.device != new.device])
+
   def _default(self) -> str:
     check_legacy_env()
     if (ts := _targets(DEV.value)):
@@ -284,16 +302,12 @@ class _Device:
       return name
     if self._auto is None: self._auto = self._select_default()
     return self._auto
-  @DEFAULT.setter
-  def DEFAULT(self, name: str) -> None:
-    new, ts = parse_target(name), _targets(DEV.value)
-    if ts and (ts[0] == new or (ts[0].device == new.device and str(new) == new.device)): return   # keep DEV's renderer
-    DEV.value = ";".join([str(new)] + [str(t) for t in ts if t.device != new.device])
-
   def reset(self) -> None:
     """Forget opened devices and the chosen default (tests, or after installing a plugin)."""
     self._opened.clear()
     self._resolved.clear(); self._defaults.clear(); self._aliases.clear()
     self._auto = None
+    from tinycore.engine import schedule_cache
+    schedule_cache.clear()   # its entries hold opened devices for the buffers they create
 
 Device = _Device()

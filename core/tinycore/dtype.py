@@ -1,8 +1,9 @@
 """dtypes: scalar, vector and pointer types, and the promotion lattice."""
 from __future__ import annotations
-import math, struct, functools
+import builtins, math, struct, functools
 from dataclasses import dataclass
 from typing import Literal, Union
+from tinycore import helpers as _h
 from tinycore.helpers import ContextVar
 
 AddrSpace = Literal["global", "local", "reg"]
@@ -80,7 +81,8 @@ class dtypes:
   float32 = DType(13, 4, "float", "f")
   float64 = DType(14, 8, "double", "d")
   # aliases users know
-  half, float, double, char, uchar, short, ushort, int, uint, long, ulong = float16, float32, float64, int8, uint8, int16, uint16, int32, uint32, int64, uint64
+  half, float, double, char, uchar, short, ushort = float16, float32, float64, int8, uint8, int16, uint16
+  int, uint, long, ulong = int32, uint32, int64, uint64
   default_float: DType = float32
   default_int: DType = int32
   # the index type of generated kernels: an unbounded integer while codegen reasons about it (constants never wrap, value
@@ -88,13 +90,13 @@ class dtypes:
   index = DType(100, 4, "index", "i")
 
   @staticmethod
-  def is_float(x: DType) -> bool: return x.scalar() in _FLOATS
+  def is_float(x: DType) -> builtins.bool: return x.scalar() in _FLOATS
   @staticmethod
-  def is_int(x: DType) -> bool: return x.scalar() in _INTS
+  def is_int(x: DType) -> builtins.bool: return x.scalar() in _INTS
   @staticmethod
-  def is_unsigned(x: DType) -> bool: return x.scalar() in _UINTS
+  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in _UINTS
   @staticmethod
-  def is_bool(x: DType) -> bool: return x.scalar() == dtypes.bool
+  def is_bool(x: DType) -> builtins.bool: return x.scalar() == dtypes.bool
   @staticmethod
   def from_py(x) -> DType:
     if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
@@ -131,7 +133,7 @@ class dtypes:
     if dtypes.is_int(dtype): return 2 ** (dtype.itemsize * 8) - 1 + dtypes.min(dtype)
     return math.inf if dtypes.is_float(dtype) else True
   @staticmethod
-  def finfo(dtype: DType) -> tuple[int, int]:
+  def finfo(dtype: DType) -> tuple[builtins.int, builtins.int]:
     """(exponent bits, mantissa bits) of a float type."""
     if not dtypes.is_float(dtype): raise TypeError(f"{dtype} is not a float")
     return {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52),
@@ -143,7 +145,8 @@ class dtypes:
 _FLOATS = frozenset((dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64))
 _UINTS = frozenset((dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64))
 _INTS = frozenset((dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.index)) | _UINTS
-_BY_NAME = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("_") and k not in ("default_float", "default_int", "index")}
+_BY_NAME = {k: v for k, v in vars(dtypes).items()
+            if isinstance(v, DType) and not k.startswith("_") and k not in ("default_float", "default_int", "index")}
 _FROM_NP = {"bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "int16": dtypes.int16, "uint16": dtypes.uint16, "int32": dtypes.int32,
             "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64, "float16": dtypes.float16, "float32": dtypes.float32,
             "float64": dtypes.float64}
@@ -186,16 +189,18 @@ def _apply_default_float(kw: dict):
              "float64": dtypes.float64, "double": dtypes.float64, "float16": dtypes.float16}
     if name not in known:   # a typo must not silently leave float32 in place
       from tinycore.helpers import EnvError
-      raise EnvError(f"environment variable DEFAULT_FLOAT={DEFAULT_FLOAT.value!r}: expected one of {', '.join(k.upper() for k in known)}, or unset it")
+      raise EnvError(f"environment variable DEFAULT_FLOAT={DEFAULT_FLOAT.value!r}: expected one of "
+                     f"{', '.join(k.upper() for k in known)}, or unset it")
     dtypes.default_float = known[name]
-from tinycore import helpers as _h
 _h._context_hooks.append(_apply_default_float)
 if DEFAULT_FLOAT.value: _apply_default_float({"DEFAULT_FLOAT": 1})
 
 # truncation of python values to a dtype, used by constant folding
 def truncate(dtype: DType, x):
   if dtypes.is_float(dtype):
-    if dtype.scalar() == dtypes.float32: return struct.unpack("f", struct.pack("f", x))[0] if math.isfinite(x) and abs(x) < 3.4028235e38 else (x if not math.isfinite(x) else math.copysign(math.inf, x))
+    if dtype.scalar() == dtypes.float32:
+      if not math.isfinite(x): return x
+      return struct.unpack("f", struct.pack("f", x))[0] if abs(x) < 3.4028235e38 else math.copysign(math.inf, x)
     if dtype.scalar() == dtypes.float16:
       try: return struct.unpack("e", struct.pack("e", x))[0]
       except OverflowError: return math.copysign(math.inf, x)

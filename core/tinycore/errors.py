@@ -16,6 +16,7 @@ class TinycoreError(Exception):
 
 class DeviceUnavailable(TinycoreError, RuntimeError):
   """Raised by a plugin's factory when this machine lacks what the device needs (driver, library, OS)."""
+  cause: BaseException | None = None   # the plugin's own exception, for `tinyctl plugins`
 
 class UnknownDeviceError(TinycoreError, ValueError):
   """A device, renderer or interface name that no installed plugin provides."""

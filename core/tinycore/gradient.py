@@ -115,8 +115,8 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     if u in targets and not any(path[s] for s in u.src): continue  # a leaf target: nothing beneath needs a grad
     lgrads = pm_gradient.rewrite(u, ctx=g)
     if lgrads is None: raise RuntimeError(f"no gradient rule for {u.op.name} ({u.dtype}, shape {u.shape})")
-    if len(lgrads) != len(u.src): raise RuntimeError(f"gradient rule for {u.op.name} gave {len(lgrads)} grads for {len(u.src)} sources")
-    for s, sg in zip(u.src, lgrads):
+    if len(lgrads) != len(u.src): raise RuntimeError(f"gradient rule for {u.op.name} gave {len(lgrads)} grads for {len(u.src)} sources")  # type: ignore[arg-type]
+    for s, sg in zip(u.src, lgrads):  # type: ignore[call-overload]
       if sg is None or not path[s]: continue
       if sg.shape != s.shape: raise RuntimeError(f"gradient rule for {u.op.name} gave shape {sg.shape} for a source of shape {s.shape}")
       grads[s] = sg if s not in grads else grads[s] + sg

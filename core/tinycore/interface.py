@@ -1,21 +1,17 @@
 """Interface: the transport a device is reached through (CUDA driver, userspace PCI, KFD, USB, the emulator)."""
 from __future__ import annotations
-from typing import Any
 
 class Interface:
   """Plugins subclass this and return instances (or classes) from `tinycore_interfaces(device)`.
 
   `kind` is 'real', 'emulator' or 'compile-only'; only 'real' interfaces are used for default device selection.
-  `default` marks the interface a bare `DEV=NV` uses. Keep the constructor cheap: opening happens in `open`."""
+  `default` marks the interface a bare `DEV=NV` uses. Keep the constructor cheap: the device factory opens the device."""
   name: str = "HOST"
   kind: str = "real"
   default: bool = False
   def count(self) -> int:
     """How many devices this interface can reach right now (0 when the driver/library is missing)."""
     return 1
-  def open(self, index: int) -> Any:
-    """A handle the device factory uses for physical device `index`."""
-    raise NotImplementedError(f"interface {self.name} cannot open devices")
   def probe(self) -> list[dict]:
     """Physical devices this interface sees, without opening them: [{'index': 0, 'name': ..., ...}]."""
     return [{"index": i} for i in range(self.count())]

@@ -141,7 +141,8 @@ def _entry_points() -> list:
   for d in distributions():
     try: out += [ep for ep in d.entry_points if ep.group in (GROUP, DEVICES_GROUP)]
     except Exception as e:
-      warnings.warn(f"tinycore: skipped a distribution with unreadable entry points at {getattr(d, '_path', '?')}: {type(e).__name__}: {e}", PluginWarning)
+      warnings.warn(f"tinycore: skipped a distribution with unreadable entry points at {getattr(d, '_path', '?')}: {type(e).__name__}: {e}",
+                    PluginWarning)
   return out
 
 def _dist_of(ep) -> tuple[str, str]:
@@ -243,7 +244,8 @@ class _Registry:
       self.pm.register(plugin, name=r.name)
     _, err = run_isolated(checks)
     if isinstance(err, PluginIncompatible): return self._fail(r, "skipped", str(err), err)
-    if err is not None: return self._fail(r, "broken", f"invalid plugin: {type(err).__name__ + ': ' if not isinstance(err, Exception) else ''}{err}", err)
+    if err is not None:
+      return self._fail(r, "broken", f"invalid plugin: {type(err).__name__ + ': ' if not isinstance(err, Exception) else ''}{err}", err)
     r.status, r.plugin = "loaded", plugin
     self._forget_answers()
     return r
@@ -270,7 +272,8 @@ class _Registry:
     name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
     if name in self.records and self.records[name].status == "loaded": raise ValueError(f"plugin {name!r} is already registered")
     mod = sys.modules.get(getattr(plugin, "__module__", "") or "")
-    r = PluginRecord(name, value=getattr(plugin, "__name__", repr(plugin)), version=str(getattr(plugin, "__version__", getattr(mod, "__version__", ""))))
+    version = str(getattr(plugin, "__version__", getattr(mod, "__version__", "")))
+    r = PluginRecord(name, value=getattr(plugin, "__name__", repr(plugin)), version=version)
     self.records[name] = r
     return self._register(r, plugin)
 
@@ -283,7 +286,7 @@ class _Registry:
     """Call `hook` on each loaded plugin separately, so one failing plugin cannot hide the others' answers.
     A plugin that raises (anything but the user's Ctrl-C) is reported with a warning and recorded on its record;
     results that are None are dropped."""
-    out = []
+    out: list = []
     impls = getattr(self.pm.hook, hook).get_hookimpls()
     if not impls: return out
     with SigintWatch() as watch:
@@ -383,7 +386,8 @@ class _Registry:
     return out or [HostInterface()]
 
 registry = _Registry()
-discover, load, load_all, register, unregister, call = registry.discover, registry.load, registry.load_all, registry.register, registry.unregister, registry.call
+discover, load, load_all = registry.discover, registry.load, registry.load_all
+register, unregister, call = registry.register, registry.unregister, registry.call
 def plugin_status(import_plugins: bool = True) -> list[PluginRecord]:
   """One record per plugin; with import_plugins every enabled plugin is imported and its hooks called first, so its
   status (hook failures included) is final."""

@@ -15,7 +15,8 @@ class UPat:
     self.op = None if op is None else (frozenset([op]) if isinstance(op, Ops) else frozenset(op))
     self.dtype = None if dtype is None else (frozenset([dtype]) if isinstance(dtype, DType) else frozenset(dtype))
     if self.op is not None and (bad := [o for o in self.op if not isinstance(o, Ops)]): raise TypeError(f"UPat op must be Ops, got {bad[0]!r}")
-    if self.dtype is not None and (bad := [d for d in self.dtype if not isinstance(d, DType)]): raise TypeError(f"UPat dtype must be a DType, got {bad[0]!r}")
+    if self.dtype is not None and (bad := [d for d in self.dtype if not isinstance(d, DType)]):  # type: ignore[misc]
+      raise TypeError(f"UPat dtype must be a DType, got {bad[0]!r}")  # type: ignore[index]
     if name is not None and not isinstance(name, str): raise TypeError(f"UPat name must be a str, got {name!r}")
     if src is not None and not isinstance(src, (tuple, list, UPat)):
       raise TypeError(f"UPat src must be a tuple, a list (permutations) or a UPat, not {type(src).__name__}")
@@ -75,7 +76,7 @@ def _compile(p: UPat) -> Callable:
       return [] if s is None else [s]
     return match
   if orders is None:  # one UPat for every source
-    sub = src._match
+    sub = src._match  # type: ignore[union-attr]
     def match_all(u, store):
       if (s := head(u, store)) is None: return []
       stores = [s]
@@ -107,18 +108,21 @@ def _compile(p: UPat) -> Callable:
 
 class RewriteError(RuntimeError): pass
 
+# (pattern, fn, fn takes ctx, where fn is defined, the capture name a bare-op rule passes, pass it positionally)
+_Rule = tuple["UPat", Callable, bool, str, "str | None", bool]
+
 class PatternMatcher:
   """An ordered list of (UPat, fn) rules, dispatched by op. `fn(**captures)` (plus `ctx` if it takes one) returns a
   replacement UOp or None."""
   def __init__(self, patterns: list[tuple[UPat, Callable]]):
     self.patterns = list(patterns)
-    self.pdict: dict[Ops, list[tuple[UPat, Callable, bool, str]]] = {}
-    self.wildcard: list[tuple[UPat, Callable, bool, str]] = []
+    self.pdict: dict[Ops, list[_Rule]] = {}
+    self.wildcard: list[_Rule] = []
     for p, fn in self.patterns:
       if not isinstance(p, UPat): raise TypeError(f"a PatternMatcher rule needs a UPat, got {type(p).__name__}: {p!r}")
       if not callable(fn): raise TypeError(f"the rule for {p!r} is not callable")
       try: params = inspect.signature(fn).parameters
-      except (TypeError, ValueError): params = {}
+      except (TypeError, ValueError): params = inspect.Signature().parameters
       # rules whose pattern checks nothing but the op skip matching; one-argument rules are called positionally
       direct = p.name if p.src is None and p.dtype is None and p.arg is None and p.op is not None and p.name is not None else None
       positional = direct is not None and list(params) == [direct]
@@ -150,7 +154,8 @@ def _rule_failed(e: Exception, where: str, p: UPat, u: UOp):
   and gains a note naming the rule and the node."""
   if isinstance(e, RewriteError): raise e
   if isinstance(e, TypeError): raise RewriteError(f"rule {where} for {p!r} failed on {u.op.name}: {e}") from e
-  e.add_note(f"while applying rule {where} for {p!r} on {u.op.name} {u.dtype}")
+  # BaseException.add_note is Python 3.11+; on 3.10 the exception goes on without the note
+  if hasattr(e, "add_note"): e.add_note(f"while applying rule {where} for {p!r} on {u.op.name} {u.dtype}")
   raise e
 
 tracked_rewrites: list[tuple[str, UOp, UOp]] = []

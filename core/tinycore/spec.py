@@ -15,7 +15,8 @@ class SpecError(ValueError):
     except Exception: expr = "<unprintable>"
     if len(expr) > 200: expr = expr[:200] + "..."
     self.uop, self.rule, self.stage = u, rule, stage
-    super().__init__(f"{stage} spec: {rule}\n  at {u.op.name} dtype={u.dtype} arg={u.arg!r} src=({', '.join(s.op.name for s in u.src)})\n  expr: {expr}")
+    super().__init__(f"{stage} spec: {rule}\n  at {u.op.name} dtype={u.dtype} arg={u.arg!r} src=({', '.join(s.op.name for s in u.src)})\n"
+                     f"  expr: {expr}")
 
 def _isint(d: DType) -> bool: return dtypes.is_int(d) and not isinstance(d, PtrDType)
 def _isbool(d: DType) -> bool: return d.scalar() == dtypes.bool and not isinstance(d, PtrDType)
@@ -58,7 +59,8 @@ def _alu(u: UOp, stage: str) -> str | None:
     if x.dtype != u.dtype: return f"{op.name} source dtype {x.dtype} != output dtype {u.dtype}"
   if op in (Ops.IDIV, Ops.MOD) and not _isint(u.dtype): return f"{op.name} is integer only, got {u.dtype}"
   if op in (Ops.AND, Ops.OR, Ops.XOR) and not (_isint(u.dtype) or _isbool(u.dtype)): return f"{op.name} needs int or bool, got {u.dtype}"
-  if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV) and not dtypes.is_float(u.dtype): return f"{op.name} is float only, got {u.dtype}"
+  if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV) and not dtypes.is_float(u.dtype):
+    return f"{op.name} is float only, got {u.dtype}"
   return None
 
 def _cast(u: UOp, stage: str) -> str | None:
@@ -94,7 +96,8 @@ def _define_ptr(u: UOp, stage: str) -> str | None:
 def _index(u: UOp, stage: str) -> str | None:
   if len(u.src) not in (2, 3): return f"INDEX takes (buffer, index[, valid]), got {len(u.src)} sources"
   b = u.src[0]
-  if b.op not in _PTR_DEFS or not isinstance(b.dtype, PtrDType): return f"INDEX's buffer must be a DEFINE_GLOBAL/LOCAL/REG pointer, got {b.op.name} {b.dtype}"
+  if b.op not in _PTR_DEFS or not isinstance(b.dtype, PtrDType):
+    return f"INDEX's buffer must be a DEFINE_GLOBAL/LOCAL/REG pointer, got {b.op.name} {b.dtype}"
   if not _isint(u.src[1].dtype): return f"INDEX's index must be an int, got {u.src[1].dtype}"
   if len(u.src) == 3 and not _isbool(u.src[2].dtype): return f"INDEX's valid must be bool, got {u.src[2].dtype}"
   return None
@@ -203,15 +206,15 @@ def verify(sink: UOp | Iterable[UOp], stage: str = "kernel") -> bool:
   """Check every node of `sink` (a UOp, or the list of a linearized program) against the rules of `stage`."""
   if stage not in STAGES: raise ValueError(f"unknown spec stage {stage!r}, expected one of {STAGES}")
   if stage == "program":
-    _verify_program(list(sink))
+    _verify_program(list(sink))  # type: ignore[arg-type]
     return True
   table = {**_COMMON, **(_KERNEL if stage == "kernel" else _TENSOR)}
-  for u in sink.toposort():
+  for u in sink.toposort():  # type: ignore[union-attr]
     if stage == "kernel" and u.op in _TENSOR_ONLY: raise SpecError(u, f"{u.op.name} is a tensor-level op and can't appear in a kernel", stage)
     if stage == "tensor" and u.op in _KERNEL_ONLY: raise SpecError(u, f"{u.op.name} is a kernel-level op and can't appear in a tensor graph", stage)
     if (fn := table.get(u.op)) is not None and (why := fn(u, stage)) is not None: raise SpecError(u, why, stage)
     if stage == "tensor" and u.op in GroupOp.Elementwise and (why := _elementwise_shapes(u, stage)) is not None: raise SpecError(u, why, stage)
-  if stage == "kernel": _check_dangling(sink)
+  if stage == "kernel": _check_dangling(sink)  # type: ignore[arg-type]
   return True
 
 def _check_dangling(sink: UOp):
@@ -240,7 +243,8 @@ def _verify_program(uops: list[UOp]):
   for u in uops:
     for s in u.src:
       # an END refers back to its RANGE; a DEFINE_REG names the REDUCE it replaces (never emitted itself)
-      if s not in seen and s.op is not Ops.CONST and not (u.op is Ops.DEFINE_REG and s.op is Ops.REDUCE): raise SpecError(u, f"uses a {s.op.name} before it is defined", "program")
+      if s not in seen and s.op is not Ops.CONST and not (u.op is Ops.DEFINE_REG and s.op is Ops.REDUCE):
+        raise SpecError(u, f"uses a {s.op.name} before it is defined", "program")
     if u.op is Ops.RANGE: loops.append(u)
     if u.op is Ops.END:
       if not loops or u.src[0] is not loops[-1]: raise SpecError(u, "END doesn't close the innermost open RANGE", "program")

@@ -8,7 +8,8 @@ from tinycore.dtype import dtypes, DType, PtrDType, truncate
 from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite
 
 # ---- small builders (index math is built a lot: skip the generic const_like/shape machinery)
-_INT_SCALARS = frozenset((dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.index, dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64))
+_INT_SCALARS = frozenset((dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.index,
+                          dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64))
 _BOOL = frozenset((dtypes.bool,))
 def _isint(d: DType) -> bool: return d in _INT_SCALARS  # scalar ints only: vectors and pointers hash differently
 def _c(dtype: DType, v) -> UOp: return UOp(Ops.CONST, dtype, (), dtypes.as_const(v, dtype))
@@ -73,11 +74,13 @@ symbolic_simple = PatternMatcher([
   (UPat(Ops.CAST, name="x", src=(UPat(Ops.CONST, name="c"),)), fold_cast),
   (UPat(Ops.CAST, name="x"), lambda x: x.src[0] if x.src[0].dtype == x.dtype else None),
   (UPat(Ops.CAST, name="x", src=(UPat(Ops.CAST, name="y"),)),
-   lambda x, y: (y.src[0] if y.src[0].dtype == x.dtype else UOp(Ops.CAST, x.dtype, y.src)) if _isint(x.dtype) and _lossless_cast(y.src[0], y.dtype) else None),
+   lambda x, y: (y.src[0] if y.src[0].dtype == x.dtype else UOp(Ops.CAST, x.dtype, y.src))
+     if _isint(x.dtype) and _lossless_cast(y.src[0], y.dtype) else None),
   # additive and multiplicative identities
   (UPat(Ops.ADD, src=[_x, _ints]), lambda x, c1: x if _is0(c1) else None),
   (UPat(Ops.SUB, src=(_x, _ints)), lambda x, c1: x if _is0(c1) else None),
-  (UPat(Ops.MUL, src=[_x, _ints]), lambda x, c1: x if _is1(c1) else _c(x.dtype, 0) if _is0(c1) and (_isint(x.dtype) or x.dtype == dtypes.bool) else None),
+  (UPat(Ops.MUL, src=[_x, _ints]),
+   lambda x, c1: x if _is1(c1) else _c(x.dtype, 0) if _is0(c1) and (_isint(x.dtype) or x.dtype == dtypes.bool) else None),
   (UPat(Ops.FDIV, src=(_x, _ints)), lambda x, c1: x if _is1(c1) else None),
   (UPat(Ops.SUB, src=(_x, _x)), lambda x: _c(x.dtype, 0) if _isint(x.dtype) else None),
   (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(_x,)),)), lambda x: x),
@@ -135,7 +138,7 @@ def sym_add(x: UOp) -> UOp | None:
   if b.op is Ops.ADD: return _add(_add(a, b.src[0]), b.src[1])
   if a.op is Ops.ADD and a.src[1].op is Ops.CONST: return _add(_add(a.src[0], b), a.src[1])
   bb, cb = (b.src[0], b.src[1].arg) if b.op is Ops.MUL and b.src[1].op is Ops.CONST else (b, 1)
-  cur, skipped = a, []
+  cur, skipped = a, list[UOp]()
   for _ in range(_CHAIN_LOOKBACK):
     head, t = cur.src if cur.op is Ops.ADD else (None, cur)
     if (m := _combine(t, bb, cb)) is not None:

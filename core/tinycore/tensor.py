@@ -1,6 +1,6 @@
 """Tensor: the user-facing, lazily evaluated array. Every op builds UOps; realize() hands the graph to the engine."""
 from __future__ import annotations
-import math, functools, weakref
+import builtins, math, functools, weakref
 from typing import Any, Callable, Union
 from tinycore.dtype import DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, truncate
 from tinycore.uop import UOp, Ops, GroupOp
@@ -109,7 +109,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
     if multi_dev is not None or (u.base.op is Ops.BUFFER and isinstance(u.base.arg.device, tuple)): u = _multi.on_tensor(u, multi_dev)   # multi: replicate
     self.uop: UOp = u
-    self.requires_grad: bool | None = requires_grad
+    self.requires_grad: bool | None = requires_grad   # type: ignore[misc]   # a property, set on the class below
     self.grad: Tensor | None = None
 
   # ---- properties
@@ -306,6 +306,11 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   # ---- elementwise
   def _broadcasted(self, y, reverse=False, match_dtype=True) -> tuple[Tensor, Tensor]:
     x: Tensor = self
+    # a python scalar beside a tensor of its dtype on one device: the broadcast const straight from the uop (the general
+    # path below builds and validates three Tensors for it, ~10 us per op of eager overhead)
+    if y.__class__ in (int, float, bool) and isinstance(x.device, str) and all_int(x.shape) and _scalar_dtype_beside(y, x.dtype) == x.dtype:
+      c = Tensor(x.uop.const_like(y))
+      return (c, x) if reverse else (x, c)
     if not isinstance(y, Tensor):
       if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):
         y = Tensor(y.cast(dtypes.int32) if y.dtype != dtypes.int32 else y, device=x.device)
@@ -387,8 +392,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   def __le__(self, x): a, b = self._broadcasted(x); return (a > b).logical_not() if not dtypes.is_float(a.dtype) else (a < b) | a.eq(b)
   def ne(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPNE, b)
   def eq(self, x) -> Tensor: a, b = self._broadcasted(x); return a._apply(Ops.CMPEQ, b)
-  def __ne__(self, x): return self.ne(x)   # type: ignore[override]
-  def __eq__(self, x): return self.eq(x)   # type: ignore[override]
+  def __ne__(self, x): return self.ne(x)
+  def __eq__(self, x): return self.eq(x)
   def logical_not(self) -> Tensor:
     return self.cast(dtypes.bool)._apply(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._expand_to(self.shape))
   def _bitop(self, op, x, reverse=False) -> Tensor:
@@ -504,7 +509,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
       # integer tensor exponents: exact while the result fits float64's 53-bit mantissa, then cast (torch wraps; so does the cast)
       return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round().cast(a.dtype)
     return a._float_pow(b)
-  def _int_pow(self, n: int) -> Tensor:
+  def _int_pow(self, n: builtins.int) -> Tensor:
     """self ** n for an int n >= 0 by repeated squaring: exact for ints (wrapping like torch), ~2*log2(n) multiplies."""
     out, sq = None, self
     while True:
@@ -534,7 +539,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     return out.cast(dt)
 
   # ---- reductions
-  def _axes(self, axis) -> tuple[int, ...]:
+  def _axes(self, axis) -> tuple[builtins.int, ...]:
     if axis is None: return tuple(range(self.ndim))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     return tuple(sorted({self._resolve_dim(a) for a in axes}))
@@ -590,8 +595,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
     # a target the output doesn't depend on gets zeros (tinygrad 0.14): x**0 or an empty slice still has a gradient
     return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
-  def requires_grad_(self, requires_grad: bool = True):
-    self.requires_grad = requires_grad
+  def requires_grad_(self, requires_grad: builtins.bool = True):
+    self.requires_grad = requires_grad   # type: ignore[misc]   # a property, set on the class below
     if requires_grad: _requires_grad_leaves.add(self)
     return self
   def backward(self, gradient: Tensor | None = None) -> Tensor:
@@ -633,7 +638,7 @@ def _set_requires_grad(self, v: bool | None) -> None:
   # set in the constructor or later (`x.requires_grad = True`): either way backward() must find the tensor
   self._requires_grad = v
   if v: _requires_grad_leaves.add(self)
-Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)  # type: ignore[assignment]
+Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)
 register_tensor_type(Tensor)
 
 def _grad_targets(t: Tensor) -> list[Tensor]:

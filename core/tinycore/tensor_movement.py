@@ -395,7 +395,8 @@ class MovementMixin(TensorBase):
     """einops-style axis rearrangement: 'b c (h p) w -> b (c p) h w', p=2. Names, groups in (), '...' and '1'."""
     def err(msg): return ValueError(f"rearrange {formula!r}: {msg}")
     def parse(side: str) -> list:   # a bare axis is a list, a (group) a tuple: '...' and '(...)' differ on the right
-      out, group = [], None
+      out: list[list[str] | tuple[str, ...]] = []
+      group: list[str] | None = None
       for tok in side.replace("(", " ( ").replace(")", " ) ").split():
         if tok == "(":
           if group is not None: raise err("nested parentheses")
@@ -429,7 +430,7 @@ class MovementMixin(TensorBase):
         known[unknown[0]] = self.shape[d] // rest
       if prod(known[n] for n in g) != self.shape[d]: raise err(f"({' '.join(g)}) is {prod(known[n] for n in g)}, but the dim is {self.shape[d]}")
       dims += g; d += 1
-    out_groups = []
+    out_groups: list[list[str]] = []
     for g in rhs: out_groups += [[e] for e in ell] if g == ["..."] else [[e for n in g for e in (ell if n == "..." else [n])]]
     x = self.reshape(tuple(known[n] for n in dims)).permute(tuple(dims.index(n) for g in out_groups for n in g))
     return x.reshape(tuple(prod(known[n] for n in g) for g in out_groups))

@@ -1,17 +1,17 @@
 """The UOp graph: one immutable, hash-consed node type for every stage from Tensor to linearized kernel."""
 from __future__ import annotations
 import enum, math, weakref, functools
-from typing import Any, Callable
+from typing import Any, Callable, cast
 from tinycore.dtype import DType, dtypes, PtrDType, truncate
 from tinycore.helpers import prod
 
 class Ops(enum.IntEnum):
   # graph roots and metadata
-  SINK = enum.auto(); NOOP = enum.auto(); DEVICE = enum.auto(); CUSTOM = enum.auto(); PROGRAM = enum.auto(); SOURCE = enum.auto()
+  SINK = enum.auto(); NOOP = enum.auto(); DEVICE = enum.auto(); CUSTOM = enum.auto()
   # data
   BUFFER = enum.auto(); BUFFER_VIEW = enum.auto(); CONST = enum.auto(); DEFINE_VAR = enum.auto(); BIND = enum.auto()
   # tensor level
-  COPY = enum.auto(); CONTIGUOUS = enum.auto(); ASSIGN = enum.auto(); REDUCE_AXIS = enum.auto(); DETACH = enum.auto(); KERNEL = enum.auto()
+  COPY = enum.auto(); CONTIGUOUS = enum.auto(); ASSIGN = enum.auto(); REDUCE_AXIS = enum.auto(); DETACH = enum.auto()
   # movement
   RESHAPE = enum.auto(); PERMUTE = enum.auto(); EXPAND = enum.auto(); PAD = enum.auto(); SHRINK = enum.auto(); FLIP = enum.auto()
   # unary
@@ -26,7 +26,7 @@ class Ops(enum.IntEnum):
   # kernel level
   DEFINE_GLOBAL = enum.auto(); DEFINE_LOCAL = enum.auto(); DEFINE_REG = enum.auto(); INDEX = enum.auto(); LOAD = enum.auto(); STORE = enum.auto()
   RANGE = enum.auto(); END = enum.auto(); REDUCE = enum.auto(); SPECIAL = enum.auto(); BARRIER = enum.auto(); IF = enum.auto(); ENDIF = enum.auto()
-  WMMA = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto(); UNROLL = enum.auto(); CONTRACT = enum.auto()
+  WMMA = enum.auto(); VECTORIZE = enum.auto(); GEP = enum.auto()
   # multi-device (tensor level): MULTI joins one shard per device, arg (axis, devices): the shards concatenated on `axis`,
   # or each a full copy when axis is None; MSELECT takes device i's part of a sharded value, arg (i, axis)
   MULTI = enum.auto(); MSELECT = enum.auto()
@@ -64,8 +64,9 @@ def exec_alu(op: Ops, dtype: DType, operands: tuple) -> Any:
   except (OverflowError, ZeroDivisionError, ValueError): ret = math.nan if dtypes.is_float(dtype) else 0
   return truncate(dtype, ret) if not isinstance(ret, complex) else math.nan
 
-class _Ref(weakref.ref):
+class _Ref(weakref.ref["UOp"]):
   __slots__ = ("key",)
+  key: tuple
 _uop_cache: dict[tuple, _Ref] = {}
 def _evict(ref: _Ref):
   if _uop_cache.get(ref.key) is ref: del _uop_cache[ref.key]
@@ -78,7 +79,7 @@ class UOpMetaClass(type):
     try: ref = _uop_cache.get(key)
     except TypeError: raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
     if ref is not None and (ret := ref()) is not None: return ret
-    ret = object.__new__(cls)
+    ret = cast(UOp, object.__new__(cls))   # type: ignore[arg-type]   # cls is UOp: this is its metaclass
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, None
     (r := _Ref(ret, _evict)).key = key
     _uop_cache[key] = r
@@ -87,6 +88,7 @@ class UOpMetaClass(type):
 class UOp(metaclass=UOpMetaClass):
   """An immutable node. Building the same (op, dtype, src, arg) twice returns the same object, so `is` is graph equality."""
   __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "_cache")
+  _cache: dict | None
   def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None):
     self.op, self.dtype, self.src, self.arg, self._cache = op, dtype, src, arg, None
   @property
@@ -156,7 +158,7 @@ class UOp(metaclass=UOpMetaClass):
 
   # ---- builders
   @staticmethod
-  def const(dtype: DType, b, device: str | None = None) -> UOp:
+  def const(dtype: DType, b, device: str | tuple[str, ...] | None = None) -> UOp:
     if isinstance(b, UOp): return b.cast(dtype) if b.dtype != dtype else b
     v = dtypes.as_const(b, dtype)
     return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, arg=device),) if device is not None else (), v)
@@ -230,7 +232,8 @@ class UOp(metaclass=UOpMetaClass):
     return self.arg[0]
   def bind(self, val: int) -> UOp:
     if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a Variable can be bound, not {self.op}")
-    if not self.arg[1] <= val <= self.arg[2]: raise ValueError(f"{val} is out of the bounds [{self.arg[1]}, {self.arg[2]}] of Variable {self.arg[0]!r}")
+    if not self.arg[1] <= val <= self.arg[2]:
+      raise ValueError(f"{val} is out of the bounds [{self.arg[1]}, {self.arg[2]}] of Variable {self.arg[0]!r}")
     return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, val)))
   def unbind(self) -> tuple[UOp, int]:
     if self.op is not Ops.BIND: raise TypeError(f"{self.op} is not bound")
@@ -246,7 +249,8 @@ class UOp(metaclass=UOpMetaClass):
     if (r := self._c.get("mm")) is None:
       # fill sources first in topological order so deep expressions don't recurse
       if any(x._cache is None or "mm" not in x._cache for x in self.src):
-        for x in self.toposort(): x._c.setdefault("mm", None) or x._c.__setitem__("mm", _min_max(x))
+        for x in self.toposort():
+          if x._c.get("mm") is None: x._c["mm"] = _min_max(x)
       self._c["mm"] = r = _min_max(self)
     return r
   def simplify(self) -> UOp:
@@ -266,6 +270,7 @@ class UOp(metaclass=UOpMetaClass):
 Variable = UOp.variable
 
 def sint_to_uop(x) -> UOp: return x if isinstance(x, UOp) else UOp.const(dtypes.index, x)
+def index_const(x: int) -> UOp: return UOp.const(dtypes.index, x)
 def ssimplify(x): return x.ssimplify() if isinstance(x, UOp) else x
 def smax(*xs):
   if all(isinstance(x, int) for x in xs): return max(xs)
@@ -318,7 +323,7 @@ def _shape(u: UOp) -> tuple | None:
     b, e = shard_bounds(shp[axis], len(u.src[0].device))[i]
     return shp[:axis] + (e - b,) + shp[axis + 1:]
   if op is Ops.BUFFER: return (u.arg.size,)
-  if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
+  if op is Ops.DEFINE_GLOBAL: return (cast(PtrDType, u.dtype).size,)
   if op is Ops.CONST: return () if u.src else None
   if op is Ops.BIND: return ()   # a bound Variable used as a tensor value is a scalar
   if op is Ops.DEFINE_VAR: return None
@@ -362,6 +367,7 @@ def _min_max_exact(u: UOp) -> tuple:
     if len(s) >= 2: (b0, b1) = s[1]._min_max
     if op is Ops.ADD: return (a0 + b0, a1 + b1)
     if op is Ops.SUB: return (a0 - b1, a1 - b0)
+    vals: tuple
     if op is Ops.MUL: vals = (a0 * b0, a0 * b1, a1 * b0, a1 * b1); return (min(vals), max(vals))
     if op is Ops.MAX: return (max(a0, b0), max(a1, b1))
     if op is Ops.IDIV and b0 == b1 and b0 != 0:
@@ -383,7 +389,8 @@ def _min_max_exact(u: UOp) -> tuple:
       (c0, c1), (d0, d1) = s[1]._min_max, s[2]._min_max
       if a0 == a1: return (c0, c1) if a0 else (d0, d1)
       return (min(c0, d0), max(c1, d1))
-  return (dtypes.min(u.dtype), dtypes.max(u.dtype)) if u.dtype.count == 1 and not isinstance(u.dtype, PtrDType) and u.dtype != dtypes.void else (-math.inf, math.inf)
+  if u.dtype.count == 1 and not isinstance(u.dtype, PtrDType) and u.dtype != dtypes.void: return (dtypes.min(u.dtype), dtypes.max(u.dtype))
+  return (-math.inf, math.inf)
 
 # ---- printing
 _infix = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=",

@@ -56,7 +56,8 @@ if CHILD:
 
   SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=os.getenv("TINYCORE_FUZZ_RANDOM") != "1",
                       suppress_health_check=list(HealthCheck))
-  EDGE_INTS = [0, 1, 2, 3, 7, 8, 31, 32, 255, 256, 1 << 15, (1 << 16) - 1, 1 << 31, (1 << 32) - 1, 1 << 32, 1 << 40, 1 << 62, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
+  EDGE_INTS = [0, 1, 2, 3, 7, 8, 31, 32, 255, 256, 1 << 15, (1 << 16) - 1, 1 << 31, (1 << 32) - 1, 1 << 32, 1 << 40, 1 << 62, (1 << 63) - 1, 1 << 63,
+               (1 << 64) - 1]
 
   def mutation(header_len: int):
     # aimed at the header, anywhere, or the last 64 bytes (tensor data: the load must then return the changed values)

@@ -140,7 +140,8 @@ def _gguf_header(kv: list[tuple[str, int, bytes]], n_tensors: int = 0, tensors: 
 
 def _u32(x): return struct.pack("<I", x)
 def _tensor_info(name: str, dims: list[int], ttype: int, off: int) -> bytes:
-  return struct.pack("<Q", len(name)) + name.encode() + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ttype, off)
+  return (struct.pack("<Q", len(name)) + name.encode() + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+          + struct.pack("<IQ", ttype, off))
 
 @pytest.mark.parametrize("align", [0, 3, 1 << 40])
 def test_gguf_bad_alignment(align):
@@ -182,11 +183,13 @@ def test_gguf_tensor_fields():
   pad = b"\0" * 256
   with pytest.raises(UnsupportedFileError, match="ggml type 99") as e: gguf_load(_gguf_header([], 1, _tensor_info("t", [4], 99, 0)) + pad)
   assert isinstance(e.value, NotImplementedError) and isinstance(e.value, ValueError)
-  with pytest.raises(CorruptFileError, match="rows of 48"): gguf_load(_gguf_header([], 1, _tensor_info("q", [48, 2], 8, 0)) + pad)   # Q8_0 rows of 1.5 blocks
+  with pytest.raises(CorruptFileError, match="rows of 48"):
+    gguf_load(_gguf_header([], 1, _tensor_info("q", [48, 2], 8, 0)) + pad)   # Q8_0 rows of 1.5 blocks
   with pytest.raises(CorruptFileError, match="runs past the end"): gguf_load(_gguf_header([], 1, _tensor_info("t", [1 << 40, 1 << 40], 0, 0)) + pad)
   with pytest.raises(CorruptFileError, match="runs past the end"): gguf_load(_gguf_header([], 1, _tensor_info("t", [4], 0, (1 << 64) - 8)) + pad)
   with pytest.raises(CorruptFileError, match="dimensions"): gguf_load(_gguf_header([], 1, _tensor_info("t", [1] * 9, 0, 0)) + pad)
-  with pytest.raises(CorruptFileError, match="not UTF-8"): gguf_load(_gguf_header([], 1, _tensor_info("t", [4], 0, 0).replace(b"t", b"\xff", 1)) + pad)
+  with pytest.raises(CorruptFileError, match="not UTF-8"):
+    gguf_load(_gguf_header([], 1, _tensor_info("t", [4], 0, 0).replace(b"t", b"\xff", 1)) + pad)
 
 def test_gguf_valid_file_still_loads(tmp_path):
   want = H.valid_gguf(str(tmp_path / "m.gguf"))
@@ -228,7 +231,8 @@ def test_llm_metadata_checked_at_load(tmp_path, change, match):
 
 def test_llm_bos_out_of_vocab_through_the_runner(tmp_path):
   from tinycore.llm.generate import LLM
-  with pytest.raises(CorruptFileError, match="bos_token_id"): LLM(_tiny_model(tmp_path, tokenizer__ggml__bos_token_id=1 << 20), max_context=16, chunk=4)
+  with pytest.raises(CorruptFileError, match="bos_token_id"):
+    LLM(_tiny_model(tmp_path, tokenizer__ggml__bos_token_id=1 << 20), max_context=16, chunk=4)
 
 # ---- torch checkpoints
 def _pth(size, stride, offset=0, numel=6, dtype="FloatStorage") -> bytes:
@@ -260,14 +264,16 @@ def test_torch_load_refuses_code(tmp_path):
   s = H.Storage("0", "FloatStorage", 6)
   for obj in (OrderedDict(x=H.Reduce(H.Global("torch", "Tensor"), ((1, 2),))),
               OrderedDict(x=H.Reduce(H.Global("torch._utils", "_rebuild_tensor_v2"), ("notastorage", 0, (1,), (1,), False, OrderedDict()))),
-              OrderedDict(x=H.Reduce(H.Global("torch._utils", "_rebuild_tensor_v2"), (s, 0, (6,), (1,), False, OrderedDict()), state=(None, {"uop": 1}))),
+              OrderedDict(x=H.Reduce(H.Global("torch._utils", "_rebuild_tensor_v2"), (s, 0, (6,), (1,), False, OrderedDict()),
+                                     state=(None, {"uop": 1}))),
               OrderedDict(x=H.Global("torch", "FloatStorage"))):
     with pytest.raises(CorruptFileError): torch_load(H.crafted_pth(obj, {"0": bytes(24)}))
 
 def test_torch_load_zip_bomb_and_missing_storage(tmp_path):
   import io, zipfile
   data, _ = H.valid_pth()
-  with pytest.raises(CorruptFileError, match="missing"): torch_load(H.crafted_pth(OrderedDict(t=H.tensor_v2(H.Storage("9", "FloatStorage", 1), 0, (1,), (1,))), {}))
+  with pytest.raises(CorruptFileError, match="missing"):
+    torch_load(H.crafted_pth(OrderedDict(t=H.tensor_v2(H.Storage("9", "FloatStorage", 1), 0, (1,), (1,))), {}))
   # a deflated member claiming 2^40 bytes from a few compressed ones
   buf = io.BytesIO()
   with zipfile.ZipFile(io.BytesIO(data)) as zin, zipfile.ZipFile(buf, "w") as zout:

@@ -274,7 +274,8 @@ def test_fifty_concurrent_clients_no_resets(llm):
 @pytest.mark.parametrize("args,opt", [(["--chunk", "-3"], "--chunk"), (["--chunk", "0"], "--chunk"), (["--max-context", "1"], "--max-context"),
                                       (["--temperature", "nan"], "--temperature"), (["--temperature", "-1"], "--temperature"),
                                       (["--max-tokens", "x"], "--max-tokens"), (["--port", "70000"], "--port"), (["--seed", "-2"], "--seed"),
-                                      (["--top-k", "-1"], "--top-k"), (["--top-p", "0"], "--top-p"), (["--request-timeout", "inf"], "--request-timeout")])
+                                      (["--top-k", "-1"], "--top-k"), (["--top-p", "0"], "--top-p"),
+                                      (["--request-timeout", "inf"], "--request-timeout")])
 def test_cli_rejects_bad_arguments(tmp_path, capsys, args, opt):
   from tinycore.llm.__main__ import main
   p = str(tmp_path / "m.gguf"); tiny_llama(p)
@@ -295,7 +296,8 @@ def test_llm_rejects_bad_chunk_and_arguments(llm, tmp_path):
   for chunk in (-3, 0, 2.5):
     with pytest.raises(ValueError, match="chunk"): LLM(p, max_context=32, chunk=chunk)
   toks = llm.tok.encode("hello")
-  for kw, word in ((dict(temperature=float("nan")), "temperature"), (dict(top_k=-1), "top_k"), (dict(seed=-1), "seed"), (dict(max_tokens=-1), "max_tokens")):
+  for kw, word in ((dict(temperature=float("nan")), "temperature"), (dict(top_k=-1), "top_k"), (dict(seed=-1), "seed"),
+                   (dict(max_tokens=-1), "max_tokens")):
     with pytest.raises(ValueError, match=word): list(llm.generate(toks, **{"max_tokens": 2, **kw}))
   with pytest.raises(ValueError, match="vocabulary"): list(llm.generate([10**6], 2))
   with pytest.raises(ValueError, match="empty"): list(llm.generate([], 2))

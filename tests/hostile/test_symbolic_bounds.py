@@ -43,7 +43,8 @@ def _exprs(names):
                    st.one_of(st.integers(-9, 9), st.sampled_from(_BIG)).map(lambda c: ("const", c)))
   def extend(children):
     bin_ = st.tuples(st.sampled_from(["+", "-", "*", "max"]), children, children)
-    div = st.tuples(st.sampled_from(["//", "%"]), children, st.one_of(st.integers(-7, 9).filter(lambda c: c != 0), st.sampled_from([2 ** 31, 3 ** 21])))
+    div = st.tuples(st.sampled_from(["//", "%"]), children,
+                    st.one_of(st.integers(-7, 9).filter(lambda c: c != 0), st.sampled_from([2 ** 31, 3 ** 21])))
     where = st.tuples(st.just("where"), children, children, children, children)
     return st.one_of(bin_, div, where)
   return st.recursive(leaf, extend, max_leaves=7)

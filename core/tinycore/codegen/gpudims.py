@@ -5,11 +5,10 @@ At most three dims are launched (x is the innermost output dim, so neighbouring 
 leading dims beyond three are merged into one with div/mod. Each SPECIAL carries (name, bound, local size):
 index = group_id * local + local_id, and threads past the bound do nothing."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 
-def _c(x): return UOp.const(dtypes.index, x)
 
 def to_gpu_dims(k: UOp, local_max: int = 256, local_sizes: tuple[int, ...] | None = None) -> UOp:
   # local_sizes: per launch dim (x, y, z) workgroup size, chosen by codegen/opt_gpu.py; None: local_max threads on x only
@@ -20,7 +19,7 @@ def to_gpu_dims(k: UOp, local_max: int = 256, local_sizes: tuple[int, ...] | Non
   if len(glob) > 3:
     # merge the leading dims into one launch dim
     lead, glob, bounds = glob[:len(glob) - 2], glob[len(glob) - 2:], bounds[len(glob) - 2:]
-    merged_bound = prod([g.src[0] for g in lead], _c(1)).simplify()
+    merged_bound = prod([g.src[0] for g in lead], index_const(1)).simplify()
     merged = UOp(Ops.RANGE, dtypes.index, (merged_bound,), ("g", -1))
     rem = merged
     for g in reversed(lead):
@@ -44,5 +43,5 @@ def launch_dims(uops: list[UOp], var_vals: dict | None = None) -> tuple[tuple, t
     dim, local = int(u.arg[0][-1]), u.arg[1]
     b = u.src[0]
     n = b.arg if b.op is Ops.CONST else b
-    gs[dim], ls[dim] = (-(-n // local) if isinstance(n, int) else n), local
+    gs[dim], ls[dim] = (-(-n // local) if isinstance(n, int) else n), local  # type: ignore[assignment]
   return tuple(gs), tuple(ls)

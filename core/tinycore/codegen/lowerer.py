@@ -4,11 +4,10 @@ A kernel AST is `SINK(value)` over DEFINE_GLOBAL placeholders with movement, ALU
 element gets one index per dimension (RANGEs); movement ops are pushed through as integer arithmetic on those indices
 and a validity condition (for PAD), so a reshape-permute-pad chain costs index math, never a copy."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops, GroupOp, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 
-def _c(x: int) -> UOp: return UOp.const(dtypes.index, x)
 
 def _strides(shape) -> list:
   st, acc = [], 1
@@ -16,7 +15,7 @@ def _strides(shape) -> list:
   return list(reversed(st))
 
 def linear_index(idx: tuple[UOp, ...], shape) -> UOp:
-  ret = _c(0)
+  ret = index_const(0)
   for i, st in zip(idx, _strides(shape)):
     if st != 0: ret = ret + (i * st if not (isinstance(st, int) and st == 1) else i)
   return ret
@@ -24,9 +23,10 @@ def linear_index(idx: tuple[UOp, ...], shape) -> UOp:
 def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, ...]:
   """Indices into `old` from indices into `new` (same element count). Non-1 dims are matched in groups of equal
   product, so div/mod only appears where dimensions really split or merge."""
-  out = [_c(0)] * len(old)
+  out = [index_const(0)] * len(old)
   if len([s for s in old if not (isinstance(s, int) and s == 1)]) <= 1:   # a flat source (every buffer): just the linear index
-    return tuple(linear_index(idx, new) if not (isinstance(s, int) and s == 1) else _c(0) for s in old) if any(not (isinstance(s, int) and s == 1) for s in old) else tuple(out)
+    if not any(not (isinstance(s, int) and s == 1) for s in old): return tuple(out)
+    return tuple(linear_index(idx, new) if not (isinstance(s, int) and s == 1) else index_const(0) for s in old)
   if not all(isinstance(s, int) for s in old + new): raise NotImplementedError(f"reshape of symbolic shape {old} -> {new}")
   ni, oj = [k for k, s in enumerate(new) if s != 1], [k for k, s in enumerate(old) if s != 1]
   a = b = 0
@@ -66,18 +66,22 @@ class Lowerer:
       # a Variable used as a value is a scalar (its kernel-level node has no shape)
       return self.emit(s, _reshape_index(idx, s.shape if s.shape is not None else (), u.shape), valid)
     if op is Ops.PERMUTE:
-      nidx = [None] * len(idx)
+      nidx: list = [None] * len(idx)
       for out_i, src_i in enumerate(u.arg): nidx[src_i] = idx[out_i]
       return self.emit(s, tuple(nidx), valid)
-    if op is Ops.EXPAND: return self.emit(s, tuple(_c(0) if (isinstance(ss, int) and ss == 1) and ns is not ss else i for i, ss, ns in zip(idx, s.shape, u.shape)), valid)
+    if op is Ops.EXPAND:
+      # a broadcast dim (size 1 in the source) reads index 0
+      bidx = tuple(index_const(0) if (isinstance(ss, int) and ss == 1) and ns is not ss else i for i, ss, ns in zip(idx, s.shape, u.shape))
+      return self.emit(s, bidx, valid)
     if op is Ops.SHRINK: return self.emit(s, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid)
     if op is Ops.FLIP: return self.emit(s, tuple((ss - 1) - i if f else i for i, ss, f in zip(idx, s.shape, u.arg)), valid)
     if op is Ops.PAD:
-      conds, nidx = [], []
+      conds: list[UOp] = []
+      nidx = []
       for i, (b, e), ss in zip(idx, u.arg, s.shape):
         if isinstance(b, int) and isinstance(e, int) and b == 0 and e == 0: nidx.append(i); continue
         ni = i - b if b != 0 else i
-        if b > 0: conds.append(_c(b - 1).lt(i))
+        if b > 0: conds.append(index_const(b - 1).lt(i))
         if e > 0: conds.append(ni.lt(ss))
         nidx.append(ni)
       cond = conds[0]
@@ -90,7 +94,7 @@ class Lowerer:
       nidx = list(idx)
       rngs = []
       for a in axes:
-        r = UOp(Ops.RANGE, dtypes.index, (_c(s.shape[a]),), ("r", self.n_reduce, a))
+        r = UOp(Ops.RANGE, dtypes.index, (index_const(s.shape[a]),), ("r", self.n_reduce, a))
         rngs.append(r); nidx[a] = r
       self.n_reduce += 1
       val = self.emit(s, tuple(nidx), valid)
@@ -104,7 +108,8 @@ def lower_kernel(ast: UOp) -> UOp:
   """SINK(value) with DEFINE_GLOBAL(0) as the output -> SINK(STORE(INDEX(out, i), value)) over global RANGEs."""
   root = ast.src[0]
   shape = root.shape
-  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("g", i)) if not (isinstance(s, int) and s == 1) else _c(0) for i, s in enumerate(shape))
+  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (index_const(s),), ("g", i)) if not (isinstance(s, int) and s == 1) else index_const(0)
+               for i, s in enumerate(shape))
   lw = Lowerer()
   val = lw.emit(root, rngs, None)
   if len(ast.src) > 1:

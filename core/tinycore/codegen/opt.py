@@ -4,12 +4,11 @@
 Copies of a REDUCE share their loop (the linearizer groups them), so e.g. a matmul becomes a register tile of
 accumulators that the C compiler turns into vector FMAs."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops, GroupOp, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import getenv
 from tinycore.renderer import Renderer
 
-def _c(x): return UOp.const(dtypes.index, x)
 def _bound(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
 
 def _terms(idx: UOp) -> list[UOp]:
@@ -38,19 +37,20 @@ def _simplify(k: UOp) -> UOp:
   return graph_rewrite(k, symbolic)
 
 def upcast_global(k: UOp, r: UOp, amt: int) -> UOp:
-  nr = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // amt),), r.arg)
+  nr = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // amt),), r.arg)
   stores = [st.substitute({r: nr * amt + u}) for st in k.src for u in range(amt)]
   return _simplify(k.replace(src=tuple(stores)))
 
 def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
-  nr = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // amt),), r.arg + ("u",))
+  nr = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // amt),), r.arg + ("u",))
   repl = {}
   for red in k.toposort():
     if red.op is not Ops.REDUCE or r not in red.src[1:]: continue
     rngs = tuple(nr if x is r else x for x in red.src[1:])
     parts = [UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({r: nr * amt + u}), *rngs), red.arg) for u in range(amt)]
     # combine pairwise: a balanced tree keeps the final combine short
-    while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    while len(parts) > 1:
+      parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     repl[red] = parts[0]
   return _simplify(k.substitute(repl)) if repl else k
 
@@ -75,6 +75,9 @@ def merge_reduce_loops(k: UOp) -> UOp:
 class CantVectorize(Exception): pass
 _VEC_ALU = {Ops.ADD, Ops.MUL, Ops.SUB, Ops.NEG, Ops.EXP2, Ops.RECIP, Ops.FDIV}
 _VEC_SELECT = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MAX}
+# bit ops on byte lanes: unpacking quantized weight blocks (nibbles, 2-bit fields, high bits) from their raw bytes
+_VEC_BYTE_OPS = {Ops.AND, Ops.OR, Ops.XOR, Ops.SHR, Ops.SHL, Ops.ADD, Ops.SUB}
+_BYTES = (dtypes.int8, dtypes.uint8)
 
 def _lanes(r: UOp, rn: UOp, n: int):
   """A rewriter turning values that vary along range `r` into n-wide vectors (lanes r = rn*n + 0..n-1). Loads must be
@@ -92,8 +95,12 @@ def _lanes(r: UOp, rn: UOp, n: int):
         # every lane reads one element (a quantized block's scale: (r*16 + lane) // 32): one scalar load that the vector
         # math broadcasts
         first = _simplify(u.src[1].substitute({r: rn * n}))
-        if any(_simplify(u.src[1].substitute({r: rn * n + i})) is not first for i in range(1, n)): raise CantVectorize
-        res = UOp(Ops.INDEX, u.dtype, (u.src[0], first))
+        lanes = [_simplify(u.src[1].substitute({r: rn * n + i})) for i in range(1, n)]
+        if all(x is first for x in lanes): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first))
+        # or consecutive elements once the lanes' index math folds (a quantized block's bytes: (r//32)*34 + r%32 + 2
+        # is rn//2*34 + rn%2*16 + lane + 2 for r = rn*16 + lane)
+        elif all(x is _simplify(first + i) for i, x in enumerate(lanes, 1)): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first), ("vec", n))
+        else: raise CantVectorize
     elif u.op is Ops.LOAD:
       idx = f(u.src[0])
       if idx.arg is None: res = UOp(Ops.LOAD, u.dtype, (idx,))   # the same element in every lane
@@ -102,7 +109,19 @@ def _lanes(r: UOp, rn: UOp, n: int):
       else: res = UOp(Ops.LOAD, u.dtype.vec(n), (idx,))
     elif u.op is Ops.CAST and u.dtype == dtypes.float32 and u.src[0].dtype in (dtypes.float16, dtypes.int8, dtypes.uint8):
       x = f(u.src[0])
+      # 8-bit lanes widen through int32 lanes: GCC turns a direct char16 -> float16 conversion into 16 scalar converts
+      if x.dtype.count > 1 and x.dtype.scalar() in _BYTES: x = UOp(Ops.CAST, dtypes.int32.vec(x.dtype.count), (x,))
       res = UOp(Ops.CAST, u.dtype.vec(x.dtype.count) if x.dtype.count > 1 else u.dtype, (x,))
+    elif u.op in _VEC_BYTE_OPS and u.dtype in _BYTES:
+      srcs = tuple(f(x) for x in u.src)
+      # a lane-uniform shift amount or mask is fine (vector op scalar); a lane-uniform value shifted by per-lane amounts isn't
+      if u.op in (Ops.SHL, Ops.SHR) and srcs[0].dtype.count == 1 and srcs[1].dtype.count > 1: raise CantVectorize
+      res = UOp(u.op, u.dtype.vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
+    elif u.dtype == dtypes.index and u.op in GroupOp.ALU:
+      # index math off the loads (which nibble of a byte, from the element number): fine when it is the same in every lane
+      first = _simplify(u.substitute({r: rn * n}))
+      if any(_simplify(u.substitute({r: rn * n + i})) is not first for i in range(1, n)): raise CantVectorize
+      res = first
     elif u.op is Ops.STORE:
       ind, val = f(u.src[0]), f(u.src[1])
       if ind.arg is None or val.dtype.count != n: raise CantVectorize
@@ -113,10 +132,16 @@ def _lanes(r: UOp, rn: UOp, n: int):
     elif u.op in _VEC_SELECT and all(x.dtype in (dtypes.float32, dtypes.bool) for x in u.src):
       # comparisons give lane masks, WHERE/MAX select with them (relu, its gradient, clamps)
       srcs = tuple(f(x) for x in u.src)
-      res = UOp(u.op, (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
+      vec_dt = (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n)
+      res = UOp(u.op, vec_dt, srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
     elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32 and r not in u.src[1:]:
       if (x := f(u.src[0])).dtype.count != n: raise CantVectorize   # lane-uniform: nothing to gain
       res = UOp(Ops.REDUCE, u.dtype.vec(n), (x, *u.src[1:]), u.arg)
+    elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST):
+      # math on lane-uniform values only (a block's float16 scale built from its two bytes) stays scalar
+      srcs = tuple(f(x) for x in u.src)
+      if any(x.dtype.count > 1 for x in srcs): raise CantVectorize
+      res = u.replace(src=srcs)
     else: raise CantVectorize
     memo[u] = res
     return res
@@ -125,12 +150,12 @@ def _lanes(r: UOp, rn: UOp, n: int):
 def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
   """Turn output range `r` into n-wide vector lanes: loads/stores along it become vector loads/stores and the math on
   them vector math (renderers with vector types)."""
-  f = _lanes(r, UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg), n)
+  f = _lanes(r, UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // n),), r.arg), n)
   return _simplify(k.replace(src=tuple(f(st) for st in k.src)))
 
 def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
   """Reduce along `r` in n vector lanes (a vector accumulator), then combine the lanes once after the loop."""
-  rn = UOp(Ops.RANGE, dtypes.index, (_c(_bound(r) // n),), r.arg)
+  rn = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // n),), r.arg)
   reds = [u for u in k.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
   # several reductions over the same loop (SwiGLU's gate and up products of one input) share their loads
   if not reds or any(red.arg not in (Ops.ADD, Ops.MAX) or red.dtype != dtypes.float32 for red in reds): raise CantVectorize
@@ -140,7 +165,8 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
     if val.dtype.count != n: raise CantVectorize
     vred = UOp(Ops.REDUCE, val.dtype, (val, *[rn if x is r else x for x in red.src[1:]]), red.arg)
     parts = [vred.gep(i) for i in range(n)]
-    while len(parts) > 1: parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    while len(parts) > 1:
+      parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     repl[red] = parts[0]
   return _simplify(k.substitute(repl))
 
@@ -172,18 +198,19 @@ def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
     if r2.arg[0] != "g" or r2 is r: raise InvalidOpt(f"opt {opt!r}: SWAP needs two different output axes")
     return r, r2
   if not isinstance(arg, int) or isinstance(arg, bool) or arg < 2: raise InvalidOpt(f"opt {opt!r}: the amount must be an integer >= 2")
-  if (b := _bound(r)) is None or b % arg: raise InvalidOpt(f"opt {opt!r}: amount {arg} doesn't divide axis {axis!r} of size {b if b is not None else 'symbolic'}")
+  if (b := _bound(r)) is None or b % arg:
+    raise InvalidOpt(f"opt {opt!r}: amount {arg} doesn't divide axis {axis!r} of size {b if b is not None else 'symbolic'}")
   return r, arg
 
 def apply_opt(k: UOp, opt: Opt) -> UOp:
   r, arg = check_opt(k, opt)
   kind = opt[0]
-  if kind == "VEC": return vectorize_global(k, r, arg)
-  if kind == "UPCAST": return upcast_global(k, r, arg)
-  if kind == "UPCAST_R": return upcast_reduce(k, r, arg)
-  if kind == "VEC_R": return vectorize_reduce(k, r, arg)
+  if kind == "VEC": return vectorize_global(k, r, arg)  # type: ignore[arg-type]
+  if kind == "UPCAST": return upcast_global(k, r, arg)  # type: ignore[arg-type]
+  if kind == "UPCAST_R": return upcast_reduce(k, r, arg)  # type: ignore[arg-type]
+  if kind == "VEC_R": return vectorize_reduce(k, r, arg)  # type: ignore[arg-type]
   # SWAP, loop order: the outermost global loop is the one split across threads; swapping changes what stays in cache
-  return k.substitute({r: UOp(Ops.RANGE, r.dtype, r.src, arg.arg), arg: UOp(Ops.RANGE, arg.dtype, arg.src, r.arg)})
+  return k.substitute({r: UOp(Ops.RANGE, r.dtype, r.src, arg.arg), arg: UOp(Ops.RANGE, arg.dtype, arg.src, r.arg)})  # type: ignore[dict-item, union-attr]
 
 def apply_opts(k: UOp, opts: tuple[Opt, ...]) -> UOp:
   k = merge_reduce_loops(k)
@@ -208,7 +235,7 @@ def _sharing_axes(k: UOp) -> list[UOp]:
   """Output axes to unroll by 4 so each load of an operand that doesn't vary along them feeds 4 accumulators, the one
   sharing the biggest operand first (a batch of token rows x @ W.T: each W load serves 4 tokens)."""
   glob = [g for g in reversed(_globals(k)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k, g)]
-  return sorted(glob, key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k) if g not in ind.toposort()), default=0))
+  return sorted(glob, key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k) if g not in ind.toposort()), default=0))  # type: ignore[attr-defined]
 
 def _eligible(k: UOp, renderer: Renderer) -> bool:
   topo = k.toposort()
@@ -268,15 +295,15 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     # The panel is chosen by the output axes the vector loads depend on: the vector axis itself, or, for an operand
     # packed in panels ([N/16][K][16], split by codegen/split.py), the outer panel axis.
     glob = _globals(k3)
-    wide = [ind for ind in _loads(k3) if ind.arg is not None]
-    panel = [h for h in glob if h.arg != sec[0].arg and any(h in ind.toposort() for ind in wide)]
-    big = max((ind.src[0].dtype.size * ind.src[0].dtype.base.itemsize for ind in wide), default=0)
+    wide = [ind for ind in _loads(k3) if ind.arg is not None]  # type: ignore[assignment]
+    panel = [h for h in glob if h.arg != sec[0].arg and any(h in ind.toposort() for ind in wide)]  # type: ignore[union-attr]
+    big = max((ind.src[0].dtype.size * ind.src[0].dtype.base.itemsize for ind in wide), default=0)  # type: ignore[union-attr]
     # (packed panels, where the tile took the whole vector axis, always: one 16-column panel stays in L2 while the
     # other operand streams past it)
     packed = b == amt and panel and panel[0].arg != g.arg
     if glob and len(panel) == 1 and glob[0].arg != panel[0].arg and (big > (8 << 20) or packed):
       swap = ("SWAP", glob[0].arg, panel[0].arg)
-      k3, opts = apply_opt(k3, swap), opts + (swap,)
+      k3, opts = apply_opt(k3, swap), opts + (swap,)  # type: ignore[assignment]
     return opts, k3
   reds = [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]
   for r in reversed(reds):
@@ -285,7 +312,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       n = 16 if b % 16 == 0 else 8 if b % 8 == 0 else None
       if n:
         try:
-          opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)
+          opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)  # type: ignore[assignment]
           # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
           # each vector load feeds several accumulators
           if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
@@ -303,7 +330,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     if b and b <= 16 and len(reds) == 1:
       # a short reduce (the 10-wide gradient of a classifier head) unrolled whole, and 4 rows of an output axis that
       # share the other operand's loads
-      opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)
+      opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)  # type: ignore[assignment]
       if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
       return opts, k2
   # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole

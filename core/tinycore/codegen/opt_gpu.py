@@ -11,11 +11,11 @@
 The tile is the renderer's `register_tile` (default 4x8); `GPU_TILE=TM,TN` overrides it (`GPU_TILE=1,1` turns it off);
 `NOGPUOPT=1` skips all of it; `TC=0` skips tensor cores."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import ContextVar, prod
 from tinycore.renderer import Renderer
-from tinycore.codegen.opt import _bound, _globals, _loads, upcast_global, _simplify, _c
+from tinycore.codegen.opt import _bound, _globals, _loads, upcast_global, _simplify
 
 GPU_TILE, NOGPUOPT = ContextVar("GPU_TILE", ""), ContextVar("NOGPUOPT", 0)   # GPU_TILE "": the renderer's register_tile
 
@@ -23,7 +23,7 @@ def upcast_strided(k: UOp, r: UOp, amt: int) -> UOp:
   """Like opt.upcast_global, but copy u covers r = u*(bound/amt) + r': neighbouring threads stay on neighbouring
   elements, so each copy's accesses along r coalesce across a warp (GPUs without vector loads want this)."""
   step = _bound(r) // amt
-  nr = UOp(Ops.RANGE, dtypes.index, (_c(step),), r.arg)
+  nr = UOp(Ops.RANGE, dtypes.index, (index_const(step),), r.arg)
   stores = [st.substitute({r: nr + u * step}) for st in k.src for u in range(amt)]
   return _simplify(k.replace(src=tuple(stores)))
 

@@ -8,10 +8,10 @@ elements into scalar accumulators (one REDUCE each, all sharing the k loop). Whi
 TensorCore's `frags`; the emulator's layout tables are what the tests check them against.
 Launch: dim 0 = lane + threads * (column tile), dim 1 = row tile, any other output axes stay grid dims (gpudims)."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import ContextVar
-from tinycore.codegen.opt import _bound, _globals, _simplify, _c
+from tinycore.codegen.opt import _bound, _globals, _simplify
 
 TC = ContextVar("TC", 1)
 
@@ -56,10 +56,10 @@ def tensor_core(k: UOp, renderer, wm: int = 2, wn: int = 2) -> UOp | None:
   ea, eb, ec = tc.elements_per_thread
   M, N, K = _bound(m), _bound(n), _bound(r)
   wm, wn = _tiles(M // M0, wm), _tiles(N // N0, wn)
-  t0 = UOp(Ops.RANGE, dtypes.index, (_c(T * (N // (N0 * wn))),), ("g", 1001))   # lane + T * warp column
-  t1 = UOp(Ops.RANGE, dtypes.index, (_c(M // (M0 * wm)),), ("g", 1000))         # warp row
+  t0 = UOp(Ops.RANGE, dtypes.index, (index_const(T * (N // (N0 * wn))),), ("g", 1001))   # lane + T * warp column
+  t1 = UOp(Ops.RANGE, dtypes.index, (index_const(M // (M0 * wm)),), ("g", 1000))         # warp row
   lane, wc = t0 % T, t0 // T
-  kk = UOp(Ops.RANGE, dtypes.index, (_c(K // K0),), r.arg)
+  kk = UOp(Ops.RANGE, dtypes.index, (index_const(K // K0),), r.arg)
   def row0(i): return t1 * (M0 * wm) + M0 * i
   def col0(j): return wc * (N0 * wn) + N0 * j
   def vec(dt, xs): return UOp(Ops.VECTORIZE, dt.vec(len(xs)), tuple(xs))

@@ -77,7 +77,7 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   if base.vars: return O.heuristic_opts(k0, renderer)   # symbolic sizes: no timing
   # scratch buffers of the kernel's sizes; values don't matter for timing
   glob = sorted({u.arg: u for u in base.uops if u.op is Ops.DEFINE_GLOBAL}.items())
-  bufs = [Buffer(dev.device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in glob]
+  bufs = [Buffer(dev.device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in glob]  # type: ignore[attr-defined]
   timed: dict[tuple, float] = {}
   def time_opts(opts: tuple) -> float:
     if opts in timed: return timed[opts]
@@ -97,11 +97,11 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
     return t
   st = time.perf_counter()
   ast_name = base.name
-  beam = [()]
+  beam: list[tuple] = [()]
   time_opts(())
   time_opts(O.heuristic_opts(k0, renderer))
   while True:
-    nxt = []
+    nxt: list[tuple] = []
     for opts in beam:
       try: k = O.apply_opts(k0, opts)
       except Exception: continue
@@ -115,7 +115,9 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
         nxt = nxt[:i]; break
       time_opts(opts)
       # progress on long searches (stderr, one updating line)
-      if time.perf_counter() - st > 2 and not BEAM_DEBUG: sys.stderr.write(f"\rbeam {ast_name}: {len(timed)} variants timed, best {min(timed.values())*1e6:.0f} us "); sys.stderr.flush()
+      if time.perf_counter() - st > 2 and not BEAM_DEBUG:
+        sys.stderr.write(f"\rbeam {ast_name}: {len(timed)} variants timed, best {min(timed.values())*1e6:.0f} us ")
+        sys.stderr.flush()
     if not nxt: break
     beam = sorted(set(nxt), key=lambda o: timed[o])[:width]
   best = min(timed, key=timed.get)

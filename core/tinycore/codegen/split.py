@@ -9,7 +9,7 @@ from tinycore.dtype import dtypes
 
 def _divisors(k: UOp, g: UOp) -> set[int]:
   """Constants c with both g // c and g % c in the kernel."""
-  div, mod = set(), set()
+  div, mod = set[int](), set[int]()
   for u in k.toposort():
     if u.op in (Ops.IDIV, Ops.MOD) and u.src[0] is g and u.src[1].op is Ops.CONST: (div if u.op is Ops.IDIV else mod).add(u.src[1].arg)
   return div & mod

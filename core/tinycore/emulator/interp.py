@@ -6,6 +6,7 @@ load/store gates). Lanes run in lockstep, so a barrier can't deadlock or reorder
 records which thread last wrote/read each address in the current barrier epoch, and a cross-thread access with no
 barrier between is reported as a missing barrier (a data race on real hardware)."""
 from __future__ import annotations
+from typing import Callable
 import numpy as np
 from tinycore.uop import Ops, GroupOp
 from tinycore.dtype import dtypes, PtrDType
@@ -62,16 +63,17 @@ class Interpreter:
     gi = (g % gs[0], g // gs[0] % gs[1], g // (gs[0] * gs[1])); li = (l % ls[0], l // ls[0] % ls[1], l // (ls[0] * ls[1]))
     gid = tuple(g * n + l for g, n, l in zip(gi, ls, li))
     return f"thread group {gi} local {li}, global {gid}"
-  def _fail(self, cls, lanes: np.ndarray, msg: str):
+  def _fail(self, cls, lanes: np.ndarray, msg: Callable[[int], str]):
     lane = int(np.flatnonzero(lanes)[0])
     raise cls(f"{self.name}: {msg(lane)} ({self._thread(lane)})")
 
   def run(self, bufs: tuple, gs: tuple, ls: tuple, vals: tuple):
     gs, ls = tuple(int(x) for x in gs) + (1,) * (3 - len(gs)), tuple(int(x) for x in ls) + (1,) * (3 - len(ls))
     self.gs, self.ls, self.L = gs, ls, prod(ls)
-    if self.L > self.model.max_workgroup: raise EmulatorError(f"{self.name}: workgroup of {self.L} threads, {self.model.name} allows {self.model.max_workgroup}")
+    if self.L > self.model.max_workgroup:
+      raise EmulatorError(f"{self.name}: workgroup of {self.L} threads, {self.model.name} allows {self.model.max_workgroup}")
     if len(bufs) != len(self.buf_slot): raise EmulatorError(f"{self.name}: called with {len(bufs)} buffers, takes {len(self.buf_slot)}")
-    self.mem, self.nbytes = {}, {}
+    self.mem, self.nbytes = dict[int, np.ndarray](), dict[int, int]()
     for n in self.nodes:
       if n.op is Ops.DEFINE_GLOBAL and n.arg not in self.mem:
         b = memoryview(bufs[self.buf_slot[n.arg]]).cast("B")
@@ -104,8 +106,8 @@ class Interpreter:
     try: self._exec(nodes, pos, v, loops, N)
     except (TypeError, ValueError, IndexError) as e:   # a malformed program: say which op, not just numpy's complaint
       u = nodes[self.pc]
-      raise EmulatorError(f"{self.name}: op {self.pc} {u.op.name} {u.dtype}: {type(e).__name__}: {e}"
-                          + ("" if all(v[pos[id(s)]] is not None for s in u.src if id(s) in pos) else " (a source was used before it was computed)")) from e
+      early = "" if all(v[pos[id(s)]] is not None for s in u.src if id(s) in pos) else " (a source was used before it was computed)"
+      raise EmulatorError(f"{self.name}: op {self.pc} {u.op.name} {u.dtype}: {type(e).__name__}: {e}{early}") from e
 
   def _exec(self, nodes, pos, v, loops, N):
     pc = 0
@@ -181,7 +183,8 @@ class Interpreter:
     if self.ifs:
       m = self.ifs[-1] | ~self.active   # retired threads count as arrived
       per = m.reshape(-1, self.L)
-      if (bad := per.any(1) & ~per.all(1)).any(): self._fail(EmulatorError, np.repeat(bad, self.L) & ~m, lambda l: "barrier in divergent control flow: this thread never reaches it")
+      if (bad := per.any(1) & ~per.all(1)).any():
+        self._fail(EmulatorError, np.repeat(bad, self.L) & ~m, lambda l: "barrier in divergent control flow: this thread never reaches it")
     self.epoch += 1
 
   # ***** memory
@@ -195,7 +198,10 @@ class Interpreter:
     m = self._mask(gate)
     dt = buf.dtype.base
     if buf.op is Ops.DEFINE_GLOBAL: region, size, label, nbytes = None, self.mem[buf.arg].size, f"buffer {buf.arg}", self.nbytes[buf.arg]
-    elif buf.op is Ops.DEFINE_LOCAL: region = self.locals[self.pos[id(buf)]]; size, label = region.size, f"local {self.pos[id(buf)]}"; nbytes = size * dt.itemsize
+    elif buf.op is Ops.DEFINE_LOCAL:
+      region = self.locals[self.pos[id(buf)]]
+      size, label = region.size, f"local {self.pos[id(buf)]}"
+      nbytes = size * dt.itemsize
     else: raise EmulatorError(f"{self.name}: can't address {buf.op.name}")
     mm = np.broadcast_to(m[:, None], idx.shape) if n > 1 else m
     # only lanes that really access (active, inside IF, gate true) are checked: a gated-off lane's index may be anything
@@ -216,7 +222,8 @@ class Interpreter:
       raw = data[safe] if data.size else np.zeros(safe.shape, data.dtype)
     else:
       a, t = safe[mm], np.broadcast_to(self.lane[:, None] if n > 1 else self.lane, safe.shape)[mm]
-      if (bad := ~region.init[a]).any(): self._fail(UninitializedRead, self._lanes_of(mm, bad), lambda l: f"read of uninitialized {label} at index {int(a[bad][0]) % region.size}")
+      if (bad := ~region.init[a]).any():
+        self._fail(UninitializedRead, self._lanes_of(mm, bad), lambda l: f"read of uninitialized {label} at index {int(a[bad][0]) % region.size}")
       self._check_race(region, a, t, write=False, label=label)
       raw = region.data[safe]
     return np.where(mm, from_mem(raw, dt), 0).astype(reg_np(u.dtype))
@@ -248,7 +255,8 @@ class Interpreter:
       if (bad := (r.r_ep[a] == ep) & ((r.r_min[a] != t) | (r.r_max[a] != t))).any():
         rd = np.where(r.r_min[a] != t, r.r_min[a], r.r_max[a])
         i = int(np.flatnonzero(bad)[0])
-        self._fail(MissingBarrier, self.lane == t[i], lambda l: f"missing barrier: write to {label} index {int(a[i]) % r.size} read by {self._thread(int(rd[i]))} with no barrier between")
+        self._fail(MissingBarrier, self.lane == t[i], lambda l: f"missing barrier: write to {label} index {int(a[i]) % r.size} read by "
+                                                                f"{self._thread(int(rd[i]))} with no barrier between")
       o = np.argsort(a, kind="stable")
       if (dup := (a[o][1:] == a[o][:-1]) & (t[o][1:] != t[o][:-1])).any():
         i = o[1:][dup][0]
@@ -266,7 +274,8 @@ class Interpreter:
     T, (M, Nn, K) = tc.threads, tc.dims
     if self.L % T: raise EmulatorError(f"{self.name}: WMMA {name} needs workgroups of a multiple of {T} threads, got {self.L}")
     m = self._mask().reshape(-1, T)
-    if (bad := m.any(1) & ~m.all(1)).any(): self._fail(EmulatorError, np.repeat(bad, T) & ~m.reshape(-1), lambda l: f"WMMA {name} with inactive lanes in the warp")
+    if (bad := m.any(1) & ~m.all(1)).any():
+      self._fail(EmulatorError, np.repeat(bad, T) & ~m.reshape(-1), lambda l: f"WMMA {name} with inactive lanes in the warp")
     W = self.N // T
     ops = [np.broadcast_to(self.v[self.pos[id(s)]], (self.N, s.dtype.count)).reshape(W, T, -1).astype(np.float32) for s in u.src[:3]]
     lay = [np.array(x) for x in (tc.a, tc.b, tc.c)]

@@ -14,11 +14,12 @@ in a Tensor or a bound Variable. Tensor inputs must keep their shape, dtype and 
 Random draws (Tensor.rand, randn, dropout) take their key from buffers that each replay refills from the RNG counter,
 so a replayed step draws what the same step would draw without the JIT."""
 from __future__ import annotations
-import functools
+import functools, weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 from tinycore.uop import UOp, Ops
-from tinycore.helpers import JIT, DEBUG, all_int
+from tinycore.helpers import JIT, DEBUG, GlobalCounters, all_int
+from tinycore.engine.jit_memory import share_intermediates
 
 R = TypeVar("R")
 
@@ -41,7 +42,7 @@ def _leaf_key(x, where: str):
   if isinstance(x, slice): return (slice, _leaf_key(x.start, where), _leaf_key(x.stop, where), _leaf_key(x.step, where))
   if isinstance(x, (set, frozenset)): return (type(x), frozenset(_leaf_key(v, where) for v in x))
   if type(x).__module__ == "numpy":
-    if hasattr(x, "shape") and getattr(x, "ndim", 0): raise JitError(f"TinyJit argument {where} is a numpy array: its values would be "
+    if hasattr(x, "shape") and getattr(x, "ndim", 0): raise JitError(f"TinyJit argument {where} is a numpy array: its values would be "  # type: ignore[arg-type]
                                                                     "frozen into the capture; pass Tensor(array) instead")
     return (type(x), _leaf_key(x.item(), where))       # a numpy scalar: by value
   try: hash(x)
@@ -52,7 +53,8 @@ def _walk_args(args, kwargs) -> tuple[list, list, tuple, list]:
   """Tensors, bound Variables, the key of everything else, and the objects that key names by identity.
   Containers (lists, tuples, dicts, at any depth) are walked; their shape belongs to the key."""
   from tinycore.tensor import Tensor
-  tensors, binds, key, refs = [], [], [], []
+  tensors, binds, refs = [], [], []
+  key: list[tuple] = []
   def walk(x, where: str):
     if isinstance(x, Tensor): tensors.append(x)
     elif isinstance(x, UOp) and x.op is Ops.BIND: binds.append(x)
@@ -130,10 +132,9 @@ class CapturedJit(Generic[R]):
   ret_template: Any                                   # the return value with Tensors replaced by _Out(i)
   jit_cache: list                                     # ExecItems, in run order
   input_replace: dict[tuple[int, int], int]           # (item index, buffer slot) -> input index
-  out_uops: list                                      # per output: a BUFFER view uop, or ("in", input index, uop)
+  out_uops: list                                      # per output: a BUFFER view uop, or ("in", input index, view over placeholders or None, placeholders)
   expected_inputs: tuple[InputInfo, ...]
   expected_vars: frozenset
-  expected_inputs_uops: tuple = ()                    # the capture-time input uops (to spot an output that is an input)
   rng_keys: list = field(default_factory=list)        # key buffers of the random draws, in draw order (refilled per replay)
 
   def __len__(self): return len(self.jit_cache)
@@ -147,8 +148,28 @@ class CapturedJit(Generic[R]):
       from tinycore.tensor_random import refill_keys
       refill_keys(self.rng_keys)
     for (j, i), k in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_bufs[k]
-    for ei in self.jit_cache: ei.run(var_vals)
+    if var_vals or DEBUG.value >= 2 or not self._launch_fast():
+      for ei in self.jit_cache: ei.run(var_vals)
     self.free_inputs()
+
+  def _launch_fast(self) -> bool:
+    """Launch every kernel straight from its program with the device handles gathered first (no ExecItem, no dict of
+    Variables, no counters per item); False, with nothing launched, where that isn't possible (a copy, a Variable, a
+    buffer not allocated yet: the first replay after capture allocates through ExecItem.run)."""
+    if (plan := self.__dict__.get("_fast")) is None:
+      from tinycore.engine.run import CompiledRunner
+      ok = all(type(ei.runner) is CompiledRunner and not ei.runner.p.vars and ei.runner._static_size for ei in self.jit_cache)
+      plan = self.__dict__["_fast"] = [(ei.runner.prg, ei.bufs, ei.runner.p) for ei in self.jit_cache] if ok else []
+      self.__dict__["_fast_work"] = (sum(p.ops for _, _, p in plan), sum(p.mem for _, _, p in plan))
+    if not plan: return False
+    try: handles = [[b._buf for b in bufs] for _, bufs, _ in plan]
+    except AttributeError: return False
+    for (prg, _, p), h in zip(plan, handles): prg(*h, global_size=p.global_size, local_size=p.local_size, vals=(), wait=False, work=p.ops + p.mem)
+    ops, mem = self.__dict__["_fast_work"]
+    GlobalCounters.kernel_count += len(plan)
+    GlobalCounters.global_ops += ops
+    GlobalCounters.global_mem += mem
+    return True
 
 
 @dataclass(frozen=True)
@@ -172,9 +193,10 @@ def _out_tensors(ret) -> list:
 
 class _Entry:
   """The capture state for one set of non-Tensor argument values: calls seen, the capture, and what its key names by identity."""
-  __slots__ = ("cnt", "captured", "refs")
+  __slots__ = ("cnt", "captured", "refs", "seen")
   def __init__(self, cnt: int = 0, captured: CapturedJit | None = None, refs: list | None = None):
     self.cnt, self.captured, self.refs = cnt, captured, refs or []
+    self.seen: list | None = None   # per input: a weak reference to the uop that last passed the fast replay's checks
 
 class TinyJit(Generic[R]):
   """`@TinyJit` on a function of Tensors: call 1 runs it, call 2 captures its kernels, calls 3+ replay them.
@@ -223,7 +245,8 @@ class TinyJit(Generic[R]):
 
   def __call__(self, *args, **kwargs) -> R:
     if _capturing: raise JitError("a TinyJit function was called while another one is capturing; nested TinyJit is not supported")
-    if not JIT: return self._run_plain(args, kwargs)
+    if not JIT.value: return self._run_plain(args, kwargs)
+    if not kwargs and (fast := self._replay_plain_buffers(args)) is not None: return fast
     tensors, binds, key, refs = _walk_args(args, kwargs)
     self._entry = e = self._entry_for(key, refs)
     if e.cnt == 0:
@@ -239,14 +262,37 @@ class TinyJit(Generic[R]):
     e.captured(bufs, var_vals)
     return self._rebuild(e.captured.ret_template, tensors)
 
+  def _replay_plain_buffers(self, args: tuple) -> Any:
+    """The common replay, cheaply: every argument a Tensor that is a realized buffer of the captured shape, dtype and
+    device (checked per call; a Tensor whose uop is the one last seen there was checked then). The result, or None
+    to take the general path (which also raises the errors)."""
+    if (e := self._entries.get(())) is None or (c := e.captured) is None or c.expected_vars or len(args) != len(c.expected_inputs): return None
+    if e.seen is None: e.seen = [None] * len(args)
+    bufs = []
+    for k, t in enumerate(args):
+      if (u := getattr(t, "uop", None)).__class__ is not UOp: return None   # not a Tensor: the general path says what it is
+      b = u if u.op is Ops.BUFFER else u.src[0] if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER else None
+      if b is None or not hasattr(b.arg, "_buf"): return None
+      # weakly: the JIT must not keep a caller's input alive
+      if (r := e.seen[k]) is None or r() is not u:
+        if (u.shape, t.dtype, t.device) != c.expected_inputs[k]: return None
+        e.seen[k] = weakref.ref(u)
+      bufs.append(b.arg)
+    if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs): return None
+    self._entry = e
+    e.cnt += 1
+    c(bufs, {})
+    return self._rebuild(c.ret_template, args)
+
   def _rebuild(self, tmpl, tensors):
     from tinycore.tensor import Tensor
     if isinstance(tmpl, _Out):
       u = self.captured.out_uops[tmpl.i]
       if isinstance(u, tuple):   # an output on an input's buffer: the same view of this call's input
-        t_in, was = tensors[u[1]], self.captured.expected_inputs_uops[u[1]]
-        if u[2] is was: return t_in
-        return Tensor(u[2].substitute({o.base: n.base for o, n in zip(_parts(was), _parts(t_in.uop))}))   # multi: shard by shard
+        t_in = tensors[u[1]]
+        if u[2] is None: return t_in
+        # the view was captured over placeholders, one per buffer of that input (a sharded input has one per shard)
+        return Tensor(u[2].substitute({ph: p.base for ph, p in zip(u[3], _parts(t_in.uop))}))
       # Tensor(u) would resolve Device.DEFAULT (env parsing) per call; the uop already knows everything
       t = Tensor.__new__(Tensor)
       t.uop, t.requires_grad, t.grad = u, None, None
@@ -294,11 +340,18 @@ class TinyJit(Generic[R]):
     out_uops: list = []
     for t in outs:
       # multi: a sharded input gave several buffers, so the flat buffer index is mapped back to its tensor
-      if (b := _parts(t.uop)[0].base).op is Ops.BUFFER and id(b.arg) in pos: out_uops.append(("in", owner[pos[id(b.arg)]], t.uop))
+      if (b := _parts(t.uop)[0].base).op is Ops.BUFFER and id(b.arg) in pos:
+        k = owner[pos[id(b.arg)]]
+        if t.uop is tensors[k].uop: out_uops.append(("in", k, None, ()))
+        else:   # the view over placeholders, not over the capture-time input: a capture must not keep its inputs alive
+          phs = tuple(UOp(Ops.NOOP, p.base.dtype, (), ("jit input", k, i)) for i, p in enumerate(_parts(tensors[k].uop)))
+          out_uops.append(("in", k, t.uop.substitute({p.base: ph for p, ph in zip(_parts(tensors[k].uop), phs)}), phs))
       else: out_uops.append(t.uop)
     cnt = iter(range(len(outs)))
     tmpl = _map_ret(ret, lambda t: _Out(next(cnt)))
-    e.captured = CapturedJit(tmpl, captured, input_replace, out_uops, infos, frozenset(var_vals), tuple(t.uop for t in tensors), rng_keys)
+    e.captured = CapturedJit(tmpl, captured, input_replace, out_uops, infos, frozenset(var_vals), rng_keys)
     e.captured.free_inputs()
+    # the capture's intermediates share memory best-fit, as the eager plan frees and reuses them (engine/jit_memory.py)
+    share_intermediates(captured)
     e.cnt = 2
     return ret

@@ -19,7 +19,8 @@ def _fp8_table(dtype: DType) -> np.ndarray:
   val = sign * val
   if dtype == dtypes.fp8e4m3: val[(codes & 0x7F) == 0x7F] = np.nan          # e4m3fn: no inf, S.1111.111 is nan
   else:
-    val[((codes >> 2) & 0x1F) == 0x1F] = np.where((codes[((codes >> 2) & 0x1F) == 0x1F] & 3) == 0, sign[((codes >> 2) & 0x1F) == 0x1F] * np.inf, np.nan)
+    top = ((codes >> 2) & 0x1F) == 0x1F   # the all-ones exponent: inf (mantissa 0) or nan
+    val[top] = np.where((codes[top] & 3) == 0, sign[top] * np.inf, np.nan)
   return val.astype(np.float32)
 
 def float_to_bits(x: np.ndarray, dtype: DType) -> np.ndarray:

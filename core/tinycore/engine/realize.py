@@ -2,22 +2,19 @@
 from __future__ import annotations
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import ContextVar
+from tinycore.stages import apply_stage
+from tinycore.engine.schedule_cache import schedule_and_run
+from tinycore.engine.multi import lower_targets
 
 REFERENCE = ContextVar("REFERENCE", 0)
 
 def realize_uops(uops: list[UOp]) -> list[UOp]:
   """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer."""
-  from tinycore.engine.multi import lower_targets
   uops, regroup = lower_targets(uops)   # multi: sharded graphs become per-device graphs + copies; regroup joins the shards
-  if REFERENCE: return regroup(_realize_reference(uops))
-  from tinycore.engine.schedule import create_schedule
-  from tinycore.engine.run import run_schedule
-  from tinycore.stages import apply_stage
+  if REFERENCE.value: return regroup(_realize_reference(uops))
   # the tensor stage: each target's device rewrites the graph it is about to realize
-  uops = [apply_stage(u, u.device, "tensor") for u in uops]
-  sched, outputs = create_schedule(uops, return_outputs=True)
-  run_schedule(sched, keep={o.base.arg for o in outputs if o.base.op is Ops.BUFFER})
-  return regroup(outputs)
+  uops = [apply_stage(u, u.device, "tensor") for u in uops]  # type: ignore[arg-type]   # a multi-device tuple has no single owner: skipped
+  return regroup(schedule_and_run(uops))   # a graph whose structure was seen before reuses its schedule
 
 def _realize_reference(uops: list[UOp]) -> list[UOp]:
   import numpy as np
@@ -30,8 +27,8 @@ def _realize_reference(uops: list[UOp]) -> list[UOp]:
   for u, v in zip(uops, vals):
     if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER and u.src[0].arg.is_allocated()): out.append(u); continue
     target = u.src[0].base if u.op is Ops.ASSIGN else None
-    buf = target.arg if target is not None else Buffer(u.device, max(v.size, 1), u.dtype)
+    buf = target.arg if target is not None else Buffer(u.device, max(v.size, 1), u.dtype)  # type: ignore[arg-type]
     arr = float_to_bits(v, u.dtype) if u.dtype.fmt is None else np.ascontiguousarray(v, dtype=u.dtype.np)
-    if v.size: buf.ensure_allocated().copyin(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
+    if v.size: buf.ensure_allocated().copyin(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
     out.append(u.src[0] if target is not None else UOp(Ops.BUFFER, u.dtype, (), buf).reshape(u.shape))
   return out

@@ -80,7 +80,7 @@ def evaluate(root: UOp, cache: dict | None = None) -> np.ndarray:
     elif op is Ops.REDUCE_AXIS:
       rop, axes = u.arg
       fn = {Ops.ADD: np.sum, Ops.MUL: np.prod, Ops.MAX: np.max}[rop]
-      v = fn(s[0], axis=axes, keepdims=True)
+      v = fn(s[0], axis=axes, keepdims=True)  # type: ignore[operator]
       if s[0].dtype == bool and rop is not Ops.MAX: v = v.astype(bool)
       v = v.astype(s[0].dtype)
     elif op is Ops.CAST: v = _cast(s[0], u.dtype)

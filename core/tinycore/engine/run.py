@@ -1,6 +1,7 @@
 """Running a schedule: compile (cached) each kernel, allocate buffers just in time, free intermediates after last use."""
 from __future__ import annotations
 import time
+from typing import Callable
 from dataclasses import dataclass
 from tinycore.uop import UOp
 from tinycore.device import Device, Buffer
@@ -14,15 +15,16 @@ def sym_infer(x, var_vals: dict) -> int:
 @dataclass
 class CompiledRunner:
   p: ProgramSpec
-  prg: object
+  prg: Callable[..., float | None]
   device: str
   ast: UOp | None = None   # what it was compiled from (the conformance kit's --compile-also recompiles it elsewhere)
   accesses: list | None = None   # its accesses that depend on a Variable (engine/bounds.py), found on the first call
   proven: dict | None = None     # buffer sizes -> True if in bounds for every Variable value, else the set of values checked
+  def __post_init__(self): self._static_size = all(isinstance(g, int) for g in self.p.global_size)   # no sym_infer per call
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait=False) -> float | None:
-    vals = tuple(var_vals[v] for v in self.p.vars)
+    vals = tuple([var_vals[v] for v in self.p.vars]) if self.p.vars else ()
     if vals: self._check_bounds(bufs, vals)
-    gs = tuple(sym_infer(g, var_vals) for g in self.p.global_size)
+    gs = self.p.global_size if self._static_size else tuple(sym_infer(g, var_vals) for g in self.p.global_size)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=self.p.local_size, vals=vals, wait=wait,
                     work=self.p.ops + self.p.mem)
 
@@ -48,14 +50,23 @@ class CopyRunner:
     dst.copyin(src.as_buffer())
     return time.perf_counter() - st if wait else None
 
-_runners: dict[tuple, CompiledRunner] = {}
+class _RunnerCache(dict):
+  """Compiled runners by (device, spec, ast). The eager schedule cache holds runners too: forgetting the runners (tests,
+  a BEAM rerun) forgets the schedules that hold them, so the next realize compiles again."""
+  def clear(self) -> None:
+    super().clear()
+    from tinycore.engine import schedule_cache
+    schedule_cache.clear()
+
+_runners: dict[tuple, CompiledRunner] = _RunnerCache()
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
   """Compile `ast` for `device` once per process (and once per machine through the compiler's disk cache)."""
+  from tinycore.helpers import BEAM, NOOPT
   dev = Device[device]
-  key = (device, str(dev.spec), ast)
+  # BEAM and NOOPT choose the kernel's optimizations: a runner made under other values is another kernel
+  key = (device, str(dev.spec), ast, BEAM.value, NOOPT.value)
   if (r := _runners.get(key)) is not None: return r
   from tinycore.codegen import get_program
-  from tinycore.helpers import BEAM
   opts = None
   if BEAM >= 1:
     from tinycore.codegen.search import beam_search
@@ -68,21 +79,22 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
 
 @dataclass
 class ExecItem:
-  runner: object
+  runner: Callable[..., float | None]
   bufs: list[Buffer]
   var_vals: dict
   def run(self, var_vals: dict | None = None, wait=False) -> float | None:
-    for b in self.bufs: b.ensure_allocated()
-    et = self.runner(self.bufs, {**self.var_vals, **(var_vals or {})}, wait=wait or DEBUG >= 2)
+    for b in self.bufs:
+      if not hasattr(b, "_buf"): b.allocate()
+    et = self.runner(self.bufs, {**self.var_vals, **var_vals} if var_vals else self.var_vals, wait=wait or DEBUG >= 2)
     GlobalCounters.kernel_count += 1
-    if isinstance(self.runner, CompiledRunner):
-      GlobalCounters.global_ops += self.runner.p.ops
-      GlobalCounters.global_mem += self.runner.p.mem
+    if (p := getattr(self.runner, "p", None)) is not None:
+      GlobalCounters.global_ops += p.ops
+      GlobalCounters.global_mem += p.mem
     if et is not None: GlobalCounters.time_sum_s += et
     if DEBUG >= 2:
-      name = self.runner.p.name if isinstance(self.runner, CompiledRunner) else f"copy {self.bufs[1].device} -> {self.bufs[0].device}"
-      ops = self.runner.p.ops if isinstance(self.runner, CompiledRunner) else 0
-      mem = self.runner.p.mem if isinstance(self.runner, CompiledRunner) else self.bufs[0].nbytes
+      name = p.name if p is not None else f"copy {self.bufs[1].device} -> {self.bufs[0].device}"
+      ops = p.ops if p is not None else 0
+      mem = p.mem if p is not None else self.bufs[0].nbytes
       t = et or 1e-9
       print(f"*** {self.bufs[0].device:8s} {GlobalCounters.kernel_count:4d} {colored(name, 'cyan'):40s} "
             f"{t*1e6:9.2f} us  {ops/t*1e-9:8.2f} GFLOP/s  {mem/t*1e-9:7.2f} GB/s")
@@ -111,12 +123,17 @@ def _frees_after(schedule: list, keep: set) -> dict[int, list[Buffer]]:
 def run_schedule(schedule: list, var_vals: dict | None = None, keep: set | None = None) -> None:
   """Run `schedule` in order. Buffers are allocated as items run (ExecItem.run); with `keep` (the buffers the caller
   reads afterwards), intermediates are freed after their last use (_frees_after), so a long chain peaks at a few."""
-  st = time.perf_counter()
   plan = _frees_after(schedule, {b.base for b in keep}) if keep is not None else {}
-  for i, si in enumerate(schedule):
-    ei = lower_item(si)
+  run_items([lower_item(si) for si in schedule], plan, var_vals)
+
+def run_items(items: list[ExecItem], frees: dict[int, list[Buffer]], var_vals: dict | None = None) -> None:
+  """Run lowered items in order, freeing frees[i] after item i; TinyJit's capture hooks see each item first."""
+  st = time.perf_counter()
+  for i, ei in enumerate(items):
     for h in capture_hooks: h(ei)
     ei.run(var_vals)
-    for b in plan.get(i, ()): b.deallocate()
-  if DEBUG >= 1 and schedule:
-    print(f"realized {len(schedule)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms" + (f", peak memory {GlobalCounters.mem_peak/1e6:.2f} MB" if DEBUG >= 2 else ""))
+    if frees and (done := frees.get(i)):
+      for b in done: b.deallocate()
+  if DEBUG.value >= 1 and items:
+    peak = f", peak memory {GlobalCounters.mem_peak/1e6:.2f} MB" if DEBUG >= 2 else ""
+    print(f"realized {len(items)} kernels in {(time.perf_counter()-st)*1e3:.2f} ms{peak}")

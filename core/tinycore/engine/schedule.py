@@ -6,14 +6,13 @@ it was asked for, it is contiguous()/a copy/an assign, or it is a reduction whos
 from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops, GroupOp, index_const
 from tinycore.dtype import dtypes
 from tinycore.device import Buffer
 from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
-PREPAD = ContextVar("PREPAD", 1)
-from tinycore import plugins_hooks
 from tinycore.engine.blocked_sum import blocked_float_sum
+PREPAD = ContextVar("PREPAD", 1)
 
 @dataclass
 class ScheduleItem:
@@ -46,9 +45,28 @@ def _alu_cost(u: UOp, realize: set, limit: int = EXPAND_COST) -> int:
     if n.op is Ops.EXPAND and _really_expands(n): continue
     seen.add(n)
     # math on broadcast values only (softmax's 1/sum, taken after the expand) is hoisted out of the inner loops too
-    if n.op in GroupOp.ALU and not all(_broadcast(x) for x in n.src): cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP) else 1
+    if n.op in GroupOp.ALU and not all(_broadcast(x) for x in n.src):
+      cost += 4 if n.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP) else 1
     stack.extend(n.src)
   return cost
+
+def _input_bytes(u: UOp, realize: set) -> int:
+  """Bytes of the buffers (and realized nodes) the kernel-local graph of `u` reads."""
+  seen, stack, total = set(), [u], 0
+  while stack:
+    n = stack.pop()
+    if n in seen: continue
+    seen.add(n)
+    if n.op is Ops.BUFFER: total += getattr(n.arg, "nbytes", 0); continue
+    if n is not u and (n in realize or n.op is Ops.REDUCE_AXIS):
+      total += prod(n.shape) * n.dtype.itemsize if all_int(n.shape) else 0; continue
+    stack.extend(n.src)
+  return total
+
+def _decompresses(u: UOp, realize: set) -> bool:
+  """`u` writes at least twice the bytes it reads (quantized weights decoded to float): realizing it would multiply the
+  memory it holds and the traffic of every reader, so it is recomputed where it is read instead."""
+  return all_int(u.shape) and 2 * _input_bytes(u, realize) <= prod(u.shape) * u.dtype.itemsize
 
 def _broadcast(u: UOp) -> bool:
   while u.op is Ops.RESHAPE: u = u.src[0]
@@ -86,7 +104,8 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
           b = n.src[0]
           while b.op in GroupOp.Movement: b = b.src[0]
           fan = prod(n.shape) // max(prod(n.src[0].shape), 1) if all_int(n.shape) and all_int(n.src[0].shape) else 16
-          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST: new.add(b); continue
+          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST and not _decompresses(b, realize):
+            new.add(b); continue
         e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
         r = in_reduce or n.op is Ops.REDUCE_AXIS
         src = n.src[1:] if n.op is Ops.ASSIGN else n.src
@@ -97,7 +116,7 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
 def _streams_across(r: UOp) -> bool:
   """`r` reads a buffer as big as its whole input once (a matrix-vector product: no reuse between outputs) with unit
   stride along an output axis, not the reduced one (vector @ matrix, the matrix row-major)."""
-  from tinycore.codegen.lowerer import Lowerer, _c
+  from tinycore.codegen.lowerer import Lowerer
   from tinycore.codegen.opt import _terms
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
@@ -106,7 +125,7 @@ def _streams_across(r: UOp) -> bool:
   if not any(b.arg.size >= prod(src.shape) for b in bufs): return False
   # lower the input's index math alone (buffers as numbered placeholders) to read each load's strides
   gl = {b: UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.arg.size), (), i) for i, b in enumerate(bufs)}
-  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (_c(s),), ("r" if i in axes else "g", i)) for i, s in enumerate(src.shape))
+  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (index_const(s),), ("r" if i in axes else "g", i)) for i, s in enumerate(src.shape))
   try: val = graph_rewrite(Lowerer().emit(src.substitute(gl), rngs, None), symbolic)
   except NotImplementedError: return False
   big = {gl[b] for b in bufs if b.arg.size >= prod(src.shape)}
@@ -174,12 +193,12 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       value = u.src[1]
       # reading the target through a different view while writing it would race: compute into a fresh buffer first
       if _reads_shifted(value, target.base, buf_of):
-        tmp = _kernel_item(value, Buffer(value.device, value.size, value.dtype), buf_of, items)
+        tmp = _kernel_item(value, Buffer(value.device, value.size, value.dtype), buf_of, items)  # type: ignore[arg-type]
         value = tmp
       _kernel_item(value, out_buf, buf_of, items, out_node=u, store_view=None if _is_view_of_buffer(target) else target)
       buf_of[u] = target
       continue
-    out = Buffer(u.device, _max_size(u), u.dtype) if u.op is not Ops.ASSIGN else None
+    out = Buffer(u.device, _max_size(u), u.dtype) if u.op is not Ops.ASSIGN else None  # type: ignore[arg-type]
     if u.op is Ops.COPY:
       src = buf_of.get(u.src[0], u.src[0])
       sb = src.base.arg
@@ -187,7 +206,6 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       buf_of[u] = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
       continue
     _kernel_item(u, out, buf_of, items, out_node=u)
-  plugins_hooks.notify_schedule(items)
   if DEBUG >= 3:
     for i, it in enumerate(items): print(f"schedule {i}: {it}")
   if not return_outputs: return items

@@ -11,6 +11,8 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
   rng = np.random.default_rng(0)
   prompt = rng.integers(0, llm.cfg.vocab, n_prompt).tolist()
   n_decode = min(n_decode, llm.max_context - n_prompt - 1)
+  # the first token of this process: prefill including compiling (or loading from the cache) and capturing its kernels
+  t0 = time.perf_counter(); next(llm.generate(prompt, 1)); first = time.perf_counter() - t0
   if warmup: list(llm.generate(prompt, 4))   # compile and capture both jits before timing
   llm.prefill(prompt)   # the jits capture on their 2nd call: make sure that happened outside the timing
   st: dict = {}
@@ -20,8 +22,8 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
     t = time.perf_counter(); llm.decode(tok, pos); times.append(time.perf_counter() - t); pos += 1
   dec = times[2:] if len(times) > 4 else times   # the first decode calls run plain / capture
   cache = sum(c.nbytes() if hasattr(c, "nbytes") else c.numel() * 4 for kv in llm.model.cache for c in kv)
-  st.update(prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)), weights_mib=llm.weight_bytes / 2**20,
-            kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
+  st.update(first_token_s=first, prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)),
+            weights_mib=llm.weight_bytes / 2**20, kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
   return st
 
 def _ranged(kind, lo=None, hi=None, finite=False):
@@ -35,9 +37,16 @@ def _ranged(kind, lo=None, hi=None, finite=False):
     return v
   return parse
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+  """Each option's default in its help, where it has one worth showing (not the None/False of an unset flag)."""
+  def _get_help_string(self, action: argparse.Action) -> str:
+    text = action.help or ""
+    shown = not any(action.default is v for v in (None, False, argparse.SUPPRESS))   # `is`: 0 and 0.0 are real defaults
+    if shown and "%(default)" not in text: text += " (default: %(default)s)"
+    return text
+
 def main(argv=None):
-  class Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter): pass
-  ap = argparse.ArgumentParser(prog="python -m tinycore.llm", formatter_class=Help,
+  ap = argparse.ArgumentParser(prog="python -m tinycore.llm", formatter_class=_Help,
     description="Run a llama-family language model (llama 2/3, mistral, qwen2/3, gemma 1/2/3, phi-3): chat, complete raw text, "
                 "benchmark, or serve an OpenAI-compatible API.",
     epilog="examples:\n"
@@ -52,11 +61,14 @@ def main(argv=None):
   ap.add_argument("--prompt", default="Hello", help="the user message (the model's chat template is applied), or raw text with --raw")
   ap.add_argument("--raw", action="store_true", help="tokenize --prompt as is, without the chat template")
   ap.add_argument("--max-tokens", type=_ranged(int, 0), default=64, help="tokens to generate at most (the number of decode steps with --benchmark)")
-  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0, help="sampling temperature; 0 picks the most likely token (greedy)")
+  ap.add_argument("--temperature", type=_ranged(float, 0, finite=True), default=0.0,
+                  help="sampling temperature; 0 picks the most likely token (greedy)")
   ap.add_argument("--top-k", type=_ranged(int, 0), default=0, help="sample among the k most likely tokens only; 0: no limit")
-  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0, help="nucleus sampling: the most likely tokens whose probabilities add up to p")
+  ap.add_argument("--top-p", type=_ranged(float, 1e-9, 1.0), default=1.0,
+                  help="nucleus sampling: the most likely tokens whose probabilities add up to p")
   ap.add_argument("--seed", type=_ranged(int, 0, 2**63 - 1), default=None, help="random seed for sampling (repeatable output); none: a fresh one")
-  ap.add_argument("--max-context", type=_ranged(int, 2), default=512, help="tokens of context (prompt + reply), the KV cache's size; at most the model's own")
+  ap.add_argument("--max-context", type=_ranged(int, 2), default=512,
+                  help="tokens of context (prompt + reply), the KV cache's size; at most the model's own")
   ap.add_argument("--debug", action="store_true", help="on an error, show the full traceback (so does DEBUG=1)")
   ap.add_argument("--chunk", type=_ranged(int, 1), default=32, help="prefill chunk size (tokens per jitted prefill call)")
   ap.add_argument("--benchmark", action="store_true", help="print prefill and decode tokens/s and memory use on a random prompt")
@@ -66,7 +78,8 @@ def main(argv=None):
   ap.add_argument("--port", type=_ranged(int, 0, 65535), default=8000, help="TCP port to serve on (0: any free port)")
   ap.add_argument("--max-body", type=_ranged(int, 1024), default=1 << 20, help="largest request body in bytes (413 beyond)")
   ap.add_argument("--max-waiting", type=_ranged(int, 0), default=64, help="requests that may wait for the model (503 beyond)")
-  ap.add_argument("--request-timeout", type=_ranged(float, 0.1, 3600, finite=True), default=10.0, help="seconds for a request's headers and body to arrive")
+  ap.add_argument("--request-timeout", type=_ranged(float, 0.1, 3600, finite=True), default=10.0,
+                  help="seconds for a request's headers and body to arrive")
   a = ap.parse_args(argv)
   if not (os.path.isfile(a.model) or os.path.isdir(a.model)): ap.error(f"no such model file or checkpoint directory: {a.model}")
   from tinycore.llm.generate import LLM
@@ -84,14 +97,19 @@ def main(argv=None):
   if a.benchmark:
     n_prompt = min(max(a.chunk, 32), llm.max_context // 2)
     st = benchmark(llm, n_prompt, a.max_tokens, a.warmup)
-    print(f"prefill: {st['prefill_tok_s']:.1f} tok/s ({n_prompt} tokens)\ndecode:  {st['decode_tok_s']:.1f} tok/s ({st['decode_ms']:.2f} ms/token)\n"
-          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, peak RSS {st['rss_mib']:.0f} MiB")
+    print(f"first token: {st['first_token_s']:.2f} s after loading ({n_prompt}-token prompt, compiling or loading its kernels)\n"
+          f"prefill: {st['prefill_tok_s']:.1f} tok/s ({n_prompt} tokens, steady state)\n"
+          f"decode:  {st['decode_tok_s']:.1f} tok/s ({st['decode_ms']:.2f} ms/token, steady state: after warmup, jitted)\n"
+          f"memory:  weights {st['weights_mib']:.2f} MiB, kv cache {st['kv_cache_mib']:.2f} MiB, device buffers {st['mem_used_mib']:.2f} MiB, "
+          f"peak RSS {st['rss_mib']:.0f} MiB")
     return 0
   if a.serve:
     import logging
     from tinycore.llm.serve import make_server
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try: srv = make_server(llm, a.host, a.port, os.path.basename(a.model), max_body=a.max_body, max_waiting=a.max_waiting, request_timeout=a.request_timeout)
+    try:
+      srv = make_server(llm, a.host, a.port, os.path.basename(a.model), max_body=a.max_body, max_waiting=a.max_waiting,
+                        request_timeout=a.request_timeout)
     except OSError as e:
       print(f"error: can't serve on {a.host}:{a.port}: {e.strerror or e}", file=sys.stderr)
       return 1
@@ -113,7 +131,9 @@ def main(argv=None):
     if t in llm.tok.stop: break
     print(text.add(t), end="", flush=True)
   print(text.flush())
-  if st.get("decode_s"): print(f"prefill {st['prefill_tokens']} tokens in {st['prefill_s']:.2f}s, decode {st['decode_tokens'] / st['decode_s']:.1f} tok/s", file=sys.stderr)
+  if st.get("decode_s"):
+    print(f"prefill {st['prefill_tokens']} tokens in {st['prefill_s']:.2f}s, decode {st['decode_tokens'] / st['decode_s']:.1f} tok/s",
+          file=sys.stderr)
   return 0
 
 def run(argv=None) -> int:

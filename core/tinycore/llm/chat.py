@@ -96,7 +96,9 @@ def apply_chat_template(tmpl: str | None, msgs: list[dict], bos: str = "", eos: 
     raise ChatTemplateError("rendering the model's chat template needs jinja2: pip install 'tinycore[llm]' (or jinja2)") from None
   try:
     return _render(_sandbox().from_string(tmpl), messages=msgs, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos)
-  except SecurityError as e: raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) did something unsafe: {e}; refusing to render it") from None
-  except jinja2.TemplateSyntaxError as e: raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) is not valid jinja: {e} (line {e.lineno})") from None
+  except SecurityError as e:
+    raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) did something unsafe: {e}; refusing to render it") from None
+  except jinja2.TemplateSyntaxError as e:
+    raise ChatTemplateError(f"the model's chat template (tokenizer.chat_template) is not valid jinja: {e} (line {e.lineno})") from None
   except (jinja2.TemplateError, TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError) as e:
     raise MessagesRejected(f"the model's chat template (tokenizer.chat_template) can't render these messages: {type(e).__name__}: {e}") from None

@@ -69,7 +69,8 @@ class LLM:
     """ValueError naming the first argument out of range (NaN temperature made every probability NaN deep in numpy)."""
     isint = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool)
     if not (isint(max_tokens) and max_tokens >= 0): raise ValueError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0): raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
+      raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if not (isint(top_k) and top_k >= 0): raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
     if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1): raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
     if seed is not None and not (isint(seed) and 0 <= seed < 2**63): raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")

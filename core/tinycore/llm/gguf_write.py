@@ -1,26 +1,16 @@
-"""A small GGUF (v3) writer: metadata key/values and F32/F16/Q8_0/Q4_0 tensors. Used by tests and examples to build
-tiny llama models (no model can be downloaded here). Quantizers follow ggml's reference ones (quantize_row_*_ref)."""
+"""A small GGUF (v3) writer: metadata key/values and F32/F16 tensors or any block format of llm/quant_encode.py. Used by tests and examples to build
+tiny llama models (no model can be downloaded here)."""
 from __future__ import annotations
+
 import struct
 from typing import Any
+
 import numpy as np
+
 from tinycore.fileio import atomic_write
+from tinycore.llm.quant_encode import quantize
 
-TYPE_ID = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 8}
-
-def quant_q8_0(x: np.ndarray) -> bytes:
-  b = x.astype(np.float32).reshape(-1, 32)
-  d = np.abs(b).max(1, keepdims=True) / 127
-  q = np.round(b / np.where(d == 0, 1, d)).astype(np.int8)
-  return (np.concatenate([d.astype(np.float16).view(np.uint8), q.view(np.uint8)], 1)).tobytes()
-
-def quant_q4_0(x: np.ndarray) -> bytes:
-  b = x.astype(np.float32).reshape(-1, 32)
-  mx = np.take_along_axis(b, np.abs(b).argmax(1)[:, None], 1)  # signed value of largest magnitude
-  d = mx / -8
-  q = np.clip(np.floor(b / np.where(d == 0, 1, d) + 8.5), 0, 15).astype(np.uint8)
-  packed = q[:, :16] | (q[:, 16:] << 4)   # element j in the low nibble of byte j, element j+16 in the high one
-  return np.concatenate([d.astype(np.float16).view(np.uint8), packed], 1).tobytes()
+TYPE_ID = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8, "Q2_K": 10, "Q3_K": 11, "Q4_K": 12, "Q5_K": 13, "Q6_K": 14}
 
 def _s(x: str) -> bytes: return struct.pack("<Q", len(b := x.encode())) + b
 
@@ -37,11 +27,11 @@ def _val(v: Any) -> tuple[int, bytes]:
   raise TypeError(f"can't write a {type(v).__name__} as GGUF metadata")
 
 def gguf_write(path: str, kv: dict[str, Any], tensors: dict[str, tuple[np.ndarray, str]], align: int = 32) -> None:
-  """kv: metadata; tensors: name -> (array in torch order, one of F32/F16/Q8_0/Q4_0)."""
+  """kv: metadata; tensors: name -> (array in torch order, F32/F16 or a block format such as Q4_K)."""
   infos, blobs, off = [], [], 0
   for name, (a, t) in tensors.items():
-    raw = {"F32": lambda: a.astype(np.float32).tobytes(), "F16": lambda: a.astype(np.float16).tobytes(),
-           "Q8_0": lambda: quant_q8_0(a), "Q4_0": lambda: quant_q4_0(a)}[t]()
+    if t not in TYPE_ID: raise ValueError(f"tensor {name!r}: can't write type {t!r}; types: {', '.join(TYPE_ID)}")
+    raw = a.astype(np.float32).tobytes() if t == "F32" else a.astype(np.float16).tobytes() if t == "F16" else quantize(a, t)
     dims = a.shape[::-1]   # ggml lists the fastest-moving dim first
     infos.append(_s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", TYPE_ID[t], off))
     pad = -len(raw) % align

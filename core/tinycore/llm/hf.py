@@ -21,9 +21,11 @@ ARCHS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3
          "gemma3_text": "gemma3", "gemma3": "gemma3", "phi3": "phi3"}
 LAYER = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
          "self_attn.o_proj": "attn_output", "self_attn.qkv_proj": "attn_qkv", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
-         "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate_up_proj": "ffn_up"}   # phi-3's fused gate/up: split by the model
+         "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+         "mlp.gate_up_proj": "ffn_up"}   # phi-3's fused gate/up: split by the model
 # gemma 2/3 norm before and after each sublayer: HF's post_attention_layernorm is then a post-norm, not the MLP's pre-norm
-GEMMA2_LAYER = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm"}
+GEMMA2_LAYER = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+                "post_feedforward_layernorm": "post_ffw_norm"}
 TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 def read_json(path: str, what: str) -> Any:
@@ -40,17 +42,20 @@ def gguf_name(hf: str, arch: str) -> str | None:
   m = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", base)
   if not m: return None
   part = m.group(2)
-  name = (GEMMA2_LAYER.get(part) if arch in ("gemma2", "gemma3") else None) or LAYER.get(part) or ("ffn_norm" if part == "post_attention_layernorm" else None)
+  name = ((GEMMA2_LAYER.get(part) if arch in ("gemma2", "gemma3") else None) or LAYER.get(part)
+          or ("ffn_norm" if part == "post_attention_layernorm" else None))
   return f"blk.{int(m.group(1))}.{name}.{kind}" if name else None
 
 def _shards(d: str) -> list[str]:
   index = os.path.join(d, "model.safetensors.index.json")
   if os.path.exists(index):
     wm = read_json(index, "the shard index").get("weight_map")
-    if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()): raise CorruptFileError(f"{index}: weight_map is not a name -> file table")
+    if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
+      raise CorruptFileError(f"{index}: weight_map is not a name -> file table")
     files = sorted(set(wm.values()))
     for f in files:   # a shard is a file in this directory: no paths, no '..'
-      if os.path.basename(f) != f or f in ("", ".", "..") or not f.endswith(".safetensors"): raise CorruptFileError(f"{index}: shard name {f!r} is not a .safetensors file in the directory")
+      if os.path.basename(f) != f or f in ("", ".", "..") or not f.endswith(".safetensors"):
+        raise CorruptFileError(f"{index}: shard name {f!r} is not a .safetensors file in the directory")
     return [os.path.join(d, f) for f in files]
   single = os.path.join(d, "model.safetensors")
   if not os.path.exists(single): raise CorruptFileError(f"{d}: no model.safetensors or model.safetensors.index.json")
@@ -82,7 +87,8 @@ def llama3_rope_factors(p: dict, theta: float, rope_dim: int) -> np.ndarray:
   """llama 3.1+'s rope scaling as per-frequency divisors (what llama.cpp's GGUF stores as rope_freqs.weight): long
   wavelengths are slowed by `factor`, short ones kept, the band between blended."""
   factor, lo, hi, old = (float(p[k]) for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"))
-  if not (factor > 0 and 0 < lo < hi and old > 0): raise ValueError(f"config.json: llama3 rope parameters {p} are not factor > 0, 0 < low_freq_factor < high_freq_factor")
+  if not (factor > 0 and 0 < lo < hi and old > 0):
+    raise ValueError(f"config.json: llama3 rope parameters {p} are not factor > 0, 0 < low_freq_factor < high_freq_factor")
   inv = 1.0 / theta ** (np.arange(0, rope_dim, 2, dtype=np.float64) / rope_dim)
   wavelen = 2 * math.pi / inv
   smooth = np.clip((old / wavelen - lo) / (hi - lo), 0.0, 1.0)   # 0: wavelength beyond old/lo, 1: below old/hi
@@ -128,7 +134,8 @@ def hf_config(c: dict, w: dict[str, QWeight]) -> Config:
   if arch == "qwen2" or arch == "qwen3": window = window if c.get("use_sliding_window") else 0
   if not (isinstance(window, int) and window >= 0): raise ValueError(f"config.json: sliding_window {window!r} is not a non-negative integer")
   types = c.get("layer_types")
-  if types is not None and not (isinstance(types, list) and len(types) == n_layers and all(t in ("sliding_attention", "full_attention") for t in types)):
+  if types is not None and not (isinstance(types, list) and len(types) == n_layers
+                                and all(t in ("sliding_attention", "full_attention") for t in types)):
     raise ValueError(f"config.json: layer_types must list sliding_attention/full_attention for each of the {n_layers} layers")
   if types is None and arch in ("gemma2", "gemma3"):
     pattern = 2 if arch == "gemma2" else int(c.get("sliding_window_pattern", 6))
@@ -160,7 +167,8 @@ def tokenizer_kv(d: str, vocab_rows: int) -> dict[str, Any]:
   if not all(isinstance(m, str) and len(m.split(" ")) == 2 for m in merges): raise ValueError("tokenizer.json: model.merges are not pairs")
   added = tj.get("added_tokens") or []
   if not isinstance(added, list): raise ValueError("tokenizer.json: added_tokens is not a list")
-  added = [a for a in added if isinstance(a, dict) and isinstance(a.get("id"), int) and isinstance(a.get("content"), str) and 0 <= a["id"] < MAX_VOCAB]
+  added = [a for a in added
+           if isinstance(a, dict) and isinstance(a.get("id"), int) and isinstance(a.get("content"), str) and 0 <= a["id"] < MAX_VOCAB]
   n = max([vocab_rows, *(i + 1 for i in vocab.values()), *(a["id"] + 1 for a in added)])
   tokens, types = [f"<unused_{i}>" for i in range(n)], [5] * n   # ids the vocabulary leaves free (padded embedding rows)
   for t, i in vocab.items(): tokens[i], types[i] = t, 1
@@ -176,19 +184,24 @@ def tokenizer_kv(d: str, vocab_rows: int) -> dict[str, Any]:
       if (i := vocab.get(m.replace(" ", ""))) is not None and scores[i] == 0.0: scores[i] = -float(r + 1)
     for i, t in enumerate(tokens):
       if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t): types[i] = 6
-    prefix = any(p.get("type") == "Prepend" for p in norm) or any(p.get("type") == "Metaspace" and p.get("prepend_scheme", "always") != "never" for p in pre)
+    prefix = (any(p.get("type") == "Prepend" for p in norm)
+              or any(p.get("type") == "Metaspace" and p.get("prepend_scheme", "always") != "never" for p in pre))
     kv.update({"tokenizer.ggml.model": "llama", "tokenizer.ggml.scores": scores, "tokenizer.ggml.add_space_prefix": prefix})
   else:
-    if not any(p.get("type") == "ByteLevel" for p in pre + pieces(tj.get("decoder"))): raise ValueError("tokenizer.json: a BPE without byte fallback must be byte-level")
+    if not any(p.get("type") == "ByteLevel" for p in pre + pieces(tj.get("decoder"))):
+      raise ValueError("tokenizer.json: a BPE without byte fallback must be byte-level")
     regexes = []
     for p in pre:
       if p.get("type") != "Split": continue
-      if not (isinstance(p.get("pattern"), dict) and isinstance(p["pattern"].get("Regex"), str) and p.get("behavior") == "Isolated" and not p.get("invert")):
+      if not (isinstance(p.get("pattern"), dict) and isinstance(p["pattern"].get("Regex"), str)
+              and p.get("behavior") == "Isolated" and not p.get("invert")):
         raise ValueError(f"tokenizer.json: a Split pre-tokenizer {json.dumps(p)[:120]} is not supported (a Regex pattern, Isolated, not inverted)")
       regexes.append(p["pattern"]["Regex"])
     if any(p.get("type") == "ByteLevel" and p.get("use_regex", True) for p in pre): regexes.append(PRE_GPT2)
-    if any(p.get("type") not in ("Split", "ByteLevel", "Sequence") for p in pre): raise ValueError(f"tokenizer.json: pre-tokenizers {[p.get('type') for p in pre]} are not supported (Split, ByteLevel)")
-    kv.update({"tokenizer.ggml.model": "gpt2", "tokenizer.pre_regexes": regexes or [PRE_GPT2], "tokenizer.ignore_merges": bool(model.get("ignore_merges"))})
+    if any(p.get("type") not in ("Split", "ByteLevel", "Sequence") for p in pre):
+      raise ValueError(f"tokenizer.json: pre-tokenizers {[p.get('type') for p in pre]} are not supported (Split, ByteLevel)")
+    kv.update({"tokenizer.ggml.model": "gpt2", "tokenizer.pre_regexes": regexes or [PRE_GPT2],
+               "tokenizer.ignore_merges": bool(model.get("ignore_merges"))})
   ids = {t: i for i, t in enumerate(tokens)}
   for k in ("bos", "eos"):
     if (t := _token_text(tc.get(f"{k}_token"))) in ids: kv[f"tokenizer.ggml.{k}_token_id"] = ids[t]

@@ -14,7 +14,8 @@ from tinycore.dtype import dtypes
 from tinycore.uop import UOp
 from tinycore.llm.weights import QWeight
 
-NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}   # rotate halves, not pairs
+# rotate halves, not pairs
+NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}
 
 GEMMA = {"gemma", "gemma2", "gemma3"}
 # gemma 2 alternates sliding and global layers; gemma 3 has five sliding layers for each global one
@@ -64,12 +65,11 @@ def _fuse_qkv(w: dict[str, QWeight], b: str):
   if not all(n in w for n in names) or len({(w[n].kind, len(w[n].shape), w[n].shape[1:]) for n in names}) != 1: return
   biases = [b + n + ".bias" for n in ("attn_q", "attn_k", "attn_v")]
   if any(len(w[n].shape) != 2 for n in names) or sum(n in w for n in biases) not in (0, 3): return
-  ws = [w.pop(n) for n in names]
-  parts = {k: ws[0].parts[k].cat(*[x.parts[k] for x in ws[1:]], dim=0).realize() for k in ws[0].parts}
-  w[b + "attn_qkv.weight"] = QWeight(ws[0].kind, (sum(x.shape[0] for x in ws), ws[0].shape[1]), parts, sum(x.nbytes for x in ws))
+  w[b + "attn_qkv.weight"] = QWeight.stack([w.pop(n) for n in names])   # file-backed: still one copy to the device
   if biases[0] in w:
     bs = [w.pop(n) for n in biases]
-    w[b + "attn_qkv.bias"] = QWeight("F32", (sum(x.shape[0] for x in bs),), {"w": bs[0].dequant().cat(*[x.dequant() for x in bs[1:]]).realize()}, sum(x.nbytes for x in bs))
+    fused = bs[0].dequant().cat(*[x.dequant() for x in bs[1:]]).realize()
+    w[b + "attn_qkv.bias"] = QWeight("F32", (sum(x.shape[0] for x in bs),), {"w": fused}, sum(x.nbytes for x in bs))
 
 def _split_gate_up(w: dict[str, QWeight], b: str, hidden: int):
   """phi-3 keeps a layer's MLP gate and up projections in one `ffn_up` matrix of 2*hidden rows, gate rows first: split
@@ -78,7 +78,9 @@ def _split_gate_up(w: dict[str, QWeight], b: str, hidden: int):
   if b + "ffn_gate.weight" in w or up not in w or len(w[up].shape) != 2 or w[up].shape[0] != 2 * hidden: return
   q = w.pop(up)
   for name, rows in ((b + "ffn_gate.weight", slice(0, hidden)), (up, slice(hidden, 2 * hidden))):
-    w[name] = QWeight(q.kind, (hidden, q.shape[1]), {k: v[rows].contiguous().realize() for k, v in q.parts.items()}, q.nbytes // 2)
+    if q._parts is None and len(q.host) == 1:   # still in the mapped file: split the rows there (still one copy to the device)
+      w[name] = QWeight(q.kind, (hidden, q.shape[1]), nbytes=q.nbytes // 2, host=[q.host[0].reshape(q.shape[0], -1)[rows].reshape(-1)])
+    else: w[name] = QWeight(q.kind, (hidden, q.shape[1]), {k: v[rows].contiguous().realize() for k, v in q.parts.items()}, q.nbytes // 2)
 
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
 
@@ -93,9 +95,9 @@ class Transformer:
       _split_gate_up(weights, f"blk.{i}.", cfg.hidden)
       _fuse_qkv(weights, f"blk.{i}.")
     self.norms = {k: v.dequant().realize() for k, v in weights.items() if len(v.shape) == 1}  # norms/biases: small, float32
-    for v in weights.values(): v.realize()
-    # embedding rows are gathered on the host: reading one row beats a vocab-sized one-hot product per token
-    self.embed_table = weights["token_embd.weight"].numpy().astype(np.float32)
+    # the embedding table is read row by row from the file (QWeight.rows); on the device only when it is also the output
+    for k, v in weights.items():
+      if k != "token_embd.weight" or k == self.out_name: v.realize()
     def inv_freq(theta: float, scale: float) -> Tensor:
       inv = 1.0 / (theta ** (np.arange(0, cfg.rope_dim, 2, dtype=np.float64) / cfg.rope_dim))
       if "rope_freqs.weight" in weights: inv = inv / weights["rope_freqs.weight"].numpy().astype(np.float64)   # llama 3.1 scaling
@@ -107,8 +109,8 @@ class Transformer:
     self.cache = [(Tensor.zeros(*shp).contiguous().realize(), Tensor.zeros(*shp).contiguous().realize()) for _ in range(cfg.n_layers)]
 
   def embed(self, tokens) -> Tensor:
-    rows = self.embed_table[np.asarray(tokens, dtype=np.int64)].reshape(1, len(tokens), -1)
-    return Tensor(rows * np.float32(self.cfg.embed_scale) if self.cfg.embed_scale != 1.0 else rows)
+    rows = self.w["token_embd.weight"].rows(tokens).reshape(1, len(tokens), -1)
+    return rows * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else rows
 
   def lin(self, x: Tensor, name: str) -> Tensor:
     y = x.matmul(self.w[name + ".weight"].dequant().T)
@@ -164,7 +166,8 @@ class Transformer:
         nq, nk = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
         q, k, v = qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]
       else: q, k, v = (self.lin(h, b + n) for n in ("attn_q", "attn_k", "attn_v"))
-      q, k, v = q.reshape(1, T, cfg.n_heads, cfg.head_dim), k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
+      q = q.reshape(1, T, cfg.n_heads, cfg.head_dim)
+      k, v = k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
       if b + "attn_q_norm.weight" in self.norms:   # qwen3: per-head norms before rope
         q, k = rms_norm(q, self.norms[b + "attn_q_norm.weight"], cfg.eps), rms_norm(k, self.norms[b + "attn_k_norm.weight"], cfg.eps)
       q, k = self.rope(q, cos, sin).transpose(1, 2), self.rope(k, cos, sin).transpose(1, 2)   # (1, heads, T, hd)

@@ -10,16 +10,23 @@ import itertools, re, unicodedata
 from functools import lru_cache
 
 GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"""
-LLAMA3 = r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-QWEN2 = r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+LLAMA3 = (r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+          r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+QWEN2 = (r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+         r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
 TEKKEN = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"""
           r"""[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 GPT4O = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?"""
-         r"""[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
-DEEPSEEK_LLM = [r"[\r\n]", (r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝ" "\u1f5f-\u1f7d" r"ᾀ-ᾴᾶ-ᾼ" "\u1fbe" r"ῂ-ῄῆ-ῌ" "\u1fd0-\u1fd3" r"" "\u1fd6-\u1fdb" r"ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ" "\u2126" r"ℨ" "\u212a" r"-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"),
+         r"""[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"""
+         r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+DEEPSEEK_LLM = [r"[\r\n]", (r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝ"
+                            "\u1f5f-\u1f7d" r"ᾀ-ᾴᾶ-ᾼ" "\u1fbe" r"ῂ-ῄῆ-ῌ" "\u1fd0-\u1fd3" r"" "\u1fd6-\u1fdb" r"ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ"
+                            "\u2126" r"ℨ" "\u212a" r"-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"),
                 r"\s?[!-/:-~！-／：-～‘-‟　-。]+", r"\s+$", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}+"]
 DEEPSEEK_CODER = [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"]
-DEEPSEEK_V3 = [r"\p{N}{1,3}", r"[一-龥\u3040-ゟ゠-ヿ]+", r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""]
+DEEPSEEK_V3 = [r"\p{N}{1,3}", r"[一-龥\u3040-ゟ゠-ヿ]+",
+               r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*"""
+               r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""]
 BLOOM = [r" ?[^(\s|.,!?…。，、।۔،)]+"]
 
 # tokenizer.ggml.pre -> (regexes, ignore_merges): ignore_merges emits a word that is itself in the vocabulary as one token
@@ -35,8 +42,8 @@ PRE_TOKENIZERS: dict[str, tuple[list[str], bool]] = {
   "falcon": ([r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"], False),
   "qwen2": ([QWEN2], False), "stablelm2": ([QWEN2], False), "deepseek-r1-qwen": ([QWEN2], False), "megrez": ([QWEN2], False),
   "deepseek-llm": (DEEPSEEK_LLM, False), "deepseek-coder": (DEEPSEEK_CODER, False), "deepseek-v3": (DEEPSEEK_V3, False),
-  "tekken": ([TEKKEN], False), "gpt-4o": ([GPT4O], False), "llama4": ([GPT4O], False), "bloom": (BLOOM, False), "poro-chat": (BLOOM, False), "gpt3-finnish": (BLOOM, False),
-  "viking": (BLOOM + [r"\p{N}"], False), "chatglm-bpe": ([LLAMA3], False),
+  "tekken": ([TEKKEN], False), "gpt-4o": ([GPT4O], False), "llama4": ([GPT4O], False), "bloom": (BLOOM, False), "poro-chat": (BLOOM, False),
+  "gpt3-finnish": (BLOOM, False), "viking": (BLOOM + [r"\p{N}"], False), "chatglm-bpe": ([LLAMA3], False),
 }
 
 # Unicode White_Space: what `\s` means to Oniguruma (HF tokenizers) and to Rust's regex
@@ -120,7 +127,7 @@ def check_linear(pattern: str) -> None:
   `(a+)+$` would hang tokenizing. Inside an unbounded repeat there may be no other repeat and no alternation (the real
   pre-tokenizers only repeat character classes), and there are no backreferences."""
   try: import re._parser as sre   # the parser `re` itself uses (sre_parse before 3.11)
-  except ImportError: import sre_parse as sre   # type: ignore[no-redef]
+  except ImportError: import sre_parse as sre
   if len(pattern) > MAX_PATTERN: raise ValueError(f"pre-tokenizer regex of {len(pattern)} characters (limit {MAX_PATTERN})")
   try: tree = sre.parse(translate(pattern))
   except re.error as e: raise ValueError(f"pre-tokenizer regex {pattern[:80]!r} is not a valid regex: {e}") from None

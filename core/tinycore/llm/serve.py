@@ -81,7 +81,7 @@ class ModelQueue:
   """One request at a time on the model (the KV cache is shared), in order of arrival; at most `max_waiting` wait
   behind the running one, later ones are turned away at once rather than piling up threads."""
   def __init__(self, max_waiting: int):
-    self.max_waiting, self.cv, self.waiting, self.busy = max_waiting, threading.Condition(), deque(), False
+    self.max_waiting, self.cv, self.waiting, self.busy = max_waiting, threading.Condition(), deque[object](), False
   @contextmanager
   def turn(self):
     with self.cv:
@@ -103,7 +103,9 @@ class Deadlines:
   """Closes the read side of connections whose request (headers and body) hasn't arrived in time. A socket timeout
   only bounds each recv(), so a client sending a byte every few seconds would otherwise hold its thread forever."""
   def __init__(self, tick: float = 0.2):
-    self.lock, self.due, self.expired, self.stop = threading.Lock(), {}, set(), threading.Event()
+    self.lock, self.stop = threading.Lock(), threading.Event()
+    self.due: dict = {}
+    self.expired: set = set()
     threading.Thread(target=self._run, args=(tick,), daemon=True, name="llm-serve-deadlines").start()
   def arm(self, sock: socket.socket, seconds: float):
     with self.lock: self.due[sock] = time.monotonic() + seconds; self.expired.discard(sock)
@@ -238,7 +240,8 @@ class Handler(BaseHTTPRequestHandler):
       if path not in ROUTES: raise RequestError(404, f"no route {path!r}; try POST /v1/chat/completions or GET /v1/models")
       if ROUTES[path] != method:
         raise RequestError(405, f"{path} takes {ROUTES[path]}, not {method}")
-      if path == "/v1/models": return self._send(200, {"object": "list", "data": [{"id": self.server.name, "object": "model", "owned_by": "tinycore"}]})
+      if path == "/v1/models":
+        return self._send(200, {"object": "list", "data": [{"id": self.server.name, "object": "model", "owned_by": "tinycore"}]})
       self._chat()
     except RequestError as e: self._error(e)
     except (BrokenPipeError, ConnectionResetError, TimeoutError): self.close_connection = True
@@ -289,11 +292,13 @@ class Handler(BaseHTTPRequestHandler):
     req = parse_chat_request(self._read_body(), llm.max_context, llm.cfg.vocab)
     n_chars = sum(len(m["content"]) for m in req.messages)
     if len(req.messages) > llm.max_context or n_chars > srv.max_prompt_chars:   # certainly too long: say so without spending the CPU to tokenize it
-      raise RequestError(400, f"the {len(req.messages)} messages of {n_chars} characters can't fit the context of {llm.max_context} tokens", "messages", "context_length_exceeded")
+      raise RequestError(400, f"the {len(req.messages)} messages of {n_chars} characters can't fit the context of {llm.max_context} tokens",
+                         "messages", "context_length_exceeded")
     try: toks = llm.chat_tokens(req.messages)   # in this thread, outside the model's queue
     except MessagesRejected as e: raise RequestError(400, str(e), "messages") from None   # e.g. a system role the model's template refuses
     if len(toks) >= llm.max_context:
-      raise RequestError(400, f"the prompt is {len(toks)} tokens; the context holds {llm.max_context} including the reply", "messages", "context_length_exceeded")
+      raise RequestError(400, f"the prompt is {len(toks)} tokens; the context holds {llm.max_context} including the reply",
+                         "messages", "context_length_exceeded")
     if not toks: raise RequestError(400, "the prompt is empty", "messages")
     max_tokens = min(req.max_tokens or 256, llm.max_context - len(toks) + 1)
     try:
@@ -316,7 +321,7 @@ class Handler(BaseHTTPRequestHandler):
     yield None, "length"
 
   def _generate(self, req: ChatRequest, toks: list[int], max_tokens: int) -> tuple[list[int], str]:
-    out = []
+    out: list[int] = []
     for t, fin in self._tokens(req, toks, max_tokens):
       if fin: return out, fin
       out.append(t)

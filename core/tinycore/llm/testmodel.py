@@ -9,9 +9,12 @@ WORDS = ["th", "he", "the", "in", "er", "an", "on", "re", "ll", "llo", "hello", 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
+FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}   # llama.cpp's, minus IQ4_NL
+
 def _vocab(kind: str) -> dict:
   if kind == "llama":   # pieces: specials, single chars, merged words (with and without the '▁' word marker)
-    toks = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS] + ["▁" + c for c in "aiot"] + ["<0x0A>"]
+    toks = (["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"] + ["▁"] + list(CHARS) + WORDS + ["▁" + w for w in WORDS]
+            + ["▁" + c for c in "aiot"] + ["<0x0A>"])
     types = [2, 3, 3, 3, 3] + [1] * (len(toks) - 6) + [6]   # 6: a byte-fallback piece
     scores = [0.0] * 5 + [-1.0] * (1 + len(CHARS)) + [float(len(w)) for w in toks[6 + len(CHARS):-1]] + [0.0]
     return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": toks, "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types,
@@ -34,7 +37,7 @@ def _vocab(kind: str) -> dict:
 
 def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64, vocab_kind="llama", qtype="F32", tied=False,
                arch="llama", seed=0, ctx=256, theta=10000.0, vocab_size: int | None = None) -> dict:
-  """Write a random model; returns the metadata. qtype (F32/F16/Q8_0/Q4_0) applies to the 2-d matmul weights."""
+  """Write a random model; returns the metadata. qtype (F32, F16 or a block format: Q4_0..Q8_0, Q2_K..Q6_K) applies to the 2-d matmul weights."""
   rng = np.random.default_rng(seed)
   kv = {"general.architecture": arch, "general.name": f"tiny-{arch}", **_vocab(vocab_kind), "tokenizer.chat_template": CHATML}
   if vocab_size is not None:   # pad with unused pieces (benchmark-sized models)
@@ -47,7 +50,7 @@ def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64
              "attention.head_count_kv": n_kv_heads, "feed_forward_length": hidden, "context_length": ctx, "rope.freq_base": theta,
              "attention.layer_norm_rms_epsilon": 1e-5, "rope.dimension_count": hd}.items()})
   mat = lambda o, i: (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
-  norm = lambda n: (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+  norm = lambda n: np.asarray(1 + 0.1 * rng.standard_normal(n), dtype=np.float32)
   t = {"token_embd.weight": (rng.standard_normal((V, dim)).astype(np.float32), qtype), "output_norm.weight": (norm(dim), "F32")}
   if not tied: t["output.weight"] = (mat(V, dim), qtype)
   for i in range(n_layers):
@@ -58,6 +61,9 @@ def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64
               b + "ffn_gate.weight": (mat(hidden, dim), qtype), b + "ffn_up.weight": (mat(hidden, dim), qtype),
               b + "ffn_down.weight": (mat(dim, hidden), qtype)})
     if arch == "qwen2":
-      for n, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)): t[b + n + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
+      for proj, o in (("attn_q", n_heads * hd), ("attn_k", n_kv_heads * hd), ("attn_v", n_kv_heads * hd)):
+        t[b + proj + ".bias"] = (0.1 * rng.standard_normal(o).astype(np.float32), "F32")
+  # rows that aren't whole 256-element blocks can't be a K format: like llama-quantize, use a 32-element format instead
+  t = {n: (a, FALLBACK.get(q, q) if q in FALLBACK and a.shape[-1] % 256 else q) for n, (a, q) in t.items()}
   gguf_write(path, kv, t)
   return kv

@@ -72,17 +72,20 @@ class Tokenizer:
     if "tokenizer.ggml.tokens" not in kv: raise ValueError("GGUF file has no tokenizer (tokenizer.ggml.tokens)")
     self.model = kv.get("tokenizer.ggml.model", "llama")
     self.tokens: list[str] = kv["tokenizer.ggml.tokens"]
-    if not isinstance(self.tokens, list) or not all(isinstance(t, str) for t in self.tokens): raise ValueError("tokenizer.ggml.tokens must be a list of strings")
+    if not isinstance(self.tokens, list) or not all(isinstance(t, str) for t in self.tokens):
+      raise ValueError("tokenizer.ggml.tokens must be a list of strings")
     n = len(self.tokens)
     self.ids = {t: i for i, t in enumerate(self.tokens)}
     self.types: list[int] = kv.get("tokenizer.ggml.token_type", [1] * n)
     # a NaN score would break the ordering of merges (NaN compares false both ways): it ranks last instead
     self.scores: list[float] = [-math.inf if math.isnan(x) else x for x in map(float, kv.get("tokenizer.ggml.scores", [0.0] * n))]
-    if len(self.types) != n or len(self.scores) != n: raise ValueError(f"tokenizer has {n} tokens but {len(self.types)} types and {len(self.scores)} scores")
+    if len(self.types) != n or len(self.scores) != n:
+      raise ValueError(f"tokenizer has {n} tokens but {len(self.types)} types and {len(self.scores)} scores")
     self.bos = kv.get("tokenizer.ggml.bos_token_id")
     self.eos = kv.get("tokenizer.ggml.eos_token_id")
     for k, v in (("bos", self.bos), ("eos", self.eos)):
-      if v is not None and not (isinstance(v, int) and 0 <= v < n): raise ValueError(f"tokenizer.ggml.{k}_token_id {v!r} is not a token id (vocab of {n})")
+      if v is not None and not (isinstance(v, int) and 0 <= v < n):
+        raise ValueError(f"tokenizer.ggml.{k}_token_id {v!r} is not a token id (vocab of {n})")
     self._bpe_word = lru_cache(maxsize=1 << 16)(self._bpe_word_uncached)   # per instance: the result depends on the vocab
     self.add_bos = kv.get("tokenizer.ggml.add_bos_token", self.model == "llama") and self.bos is not None
     self.add_space_prefix = kv.get("tokenizer.ggml.add_space_prefix", self.model == "llama")

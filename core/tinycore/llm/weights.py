@@ -1,34 +1,97 @@
-"""GGUF tensors for the LLM runner, kept as stored where the graph can decode them: Q8_0 as int8 values + f16 block
-scales, Q4_0 as packed nibbles + scales, F16/BF16 as is. `QWeight.dequant()` is a lazy expression, so the scheduler
-fuses the decode into the matmul that reads it (no float32 copy of the weights ever lives in memory). Other block
-types (Q4_1, Q4_K, Q6_K) are decoded to float32 at load with nn.gguf's dequantizers."""
+"""GGUF tensors for the LLM runner, kept as stored: the block-quantized formats (Q4_0..Q8_0, Q2_K..Q6_K) as their raw
+block bytes in a uint8 buffer, F16/BF16/F32 as is. `QWeight.dequant()` is a lazy expression (llm/quant_blocks.py), so
+the scheduler fuses the decode into the matmul that reads it: no float32 copy of a weight ever lives in memory. The
+file is memory-mapped and each weight's bytes are copied to the device once, when the model first asks for them."""
 from __future__ import annotations
+
+import mmap
 import os
+from collections.abc import Sequence
 from typing import Any
+
 import numpy as np
-from tinycore.tensor import Tensor
+
+from tinycore.device import Buffer
 from tinycore.dtype import dtypes
-from tinycore.nn.gguf import gguf_tensors, GGML_TYPES, _PLAIN, DEQUANT
-from tinycore.nn.file_errors import CorruptFileError
+from tinycore.helpers import prod
+from tinycore.llm.quant_blocks import BLOCK_FORMATS, dequantize
+from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
+from tinycore.nn.gguf import _PLAIN, DEQUANT, GGML_TYPES, gguf_tensors
+from tinycore.tensor import Tensor, _canon_device
+from tinycore.uop import Ops, UOp
+
 
 class QWeight:
-  """A 2-d weight (out, in) in a block format; dequant() -> float32 lazy Tensor of shape (out, in)."""
-  def __init__(self, kind: str, shape: tuple, parts: dict[str, Tensor], nbytes: int):
-    self.kind, self.shape, self.parts, self.nbytes = kind, shape, parts, nbytes
+  """A weight of `shape` in format `kind` (a ggml type name). Either file-backed (`host`: row-major uint8 chunks of the
+  mapped file, stacked along the first dim, copied to the device on first use) or given as device tensors (`parts`:
+  {"raw": uint8 blocks} for block formats, {"w": tensor} for plain ones). dequant() -> lazy float32 Tensor of `shape`."""
+  def __init__(self, kind: str, shape: tuple, parts: dict[str, Tensor] | None = None, nbytes: int = 0, host: Sequence[np.ndarray] = ()):
+    self.kind, self.shape, self.nbytes, self.host = kind, tuple(shape), nbytes, list(host)
+    self._parts = parts
+  @property
+  def parts(self) -> dict[str, Tensor]:
+    if self._parts is None: self._parts = {"raw" if self.kind in BLOCK_FORMATS else "w": self._to_device()}
+    return self._parts
+  def _to_device(self) -> Tensor:
+    """One device buffer filled straight from the mapped file, chunk by chunk: each byte is copied once."""
+    dt = dtypes.uint8 if self.kind in BLOCK_FORMATS else _PLAIN_BY_NAME[self.kind]
+    total = sum(c.nbytes for c in self.host)
+    dev = _canon_device(None)
+    if not isinstance(dev, str): raise TypeError(f"QWeight: the default device {dev} is several devices; load the weights onto one")
+    buf = Buffer(dev, total // dt.itemsize, dt).allocate()
+    off = 0
+    for c in self.host:
+      if c.nbytes: buf.view(c.nbytes // dt.itemsize, dt, off).copyin(memoryview(c.data).cast("B"))
+      off += c.nbytes
+      _drop_pages(c)
+    t = Tensor(UOp(Ops.BUFFER, dt, (), buf))
+    if self.kind not in BLOCK_FORMATS: return t.reshape(self.shape)
+    rows = prod(self.shape[:-1])   # the blocks as rows of the weight: the decode reshapes them per block
+    return t.reshape(rows, total // rows) if rows else t
   def dequant(self) -> Tensor:
-    p, (o, i) = self.parts, (self.shape if len(self.shape) == 2 else (0, 0))
-    if self.kind == "Q8_0": return (p["q"].cast(dtypes.float32) * p["d"].cast(dtypes.float32)).reshape(o, i)
-    if self.kind == "Q4_0":
-      q = p["q"]   # (o, i/32, 16) bytes: low nibbles are elements 0..15 of a block, high nibbles 16..31
-      nib = (q & 0xF).cat(q >> 4, dim=-1).cast(dtypes.float32) - 8
-      return (nib * p["d"].cast(dtypes.float32)).reshape(o, i)
-    return p["w"].cast(dtypes.float32)
+    if self.kind in BLOCK_FORMATS: return dequantize(self.parts["raw"], self.kind, self.shape)
+    return self.parts["w"].cast(dtypes.float32)
+  def rows(self, idx: Sequence[int]) -> Tensor:
+    """Rows `idx` of the weight as a float32 Tensor (len(idx), *shape[1:]), gathered from the mapped file and decoded on
+    the host (nn.gguf's numpy decoders): an embedding lookup reads a few rows, where a one-hot product would read the
+    whole table, and a device decode would schedule a kernel for every token."""
+    ids = np.asarray(idx, dtype=np.int64)
+    if len(self.host) != 1: return self.dequant()[Tensor(ids)]   # built on the device (stacked weights): no host copy to read
+    src = self.host[0].reshape(self.shape[0], -1)
+    if ids.size and (ids.min() < 0 or ids.max() >= self.shape[0]):
+      raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {ids.min()}..{ids.max()}")
+    sel = np.ascontiguousarray(src[ids])
+    shape = (len(ids), *self.shape[1:])
+    if self.kind in BLOCK_FORMATS: return Tensor(DEQUANT[_TYPE_ID[self.kind]](sel.reshape(-1, BLOCK_FORMATS[self.kind][1])).reshape(shape))
+    if self.kind == "BF16": return Tensor((sel.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shape))   # no numpy bfloat16
+    return Tensor(sel.view(_PLAIN_BY_NAME[self.kind].np).astype(np.float32).reshape(shape))
   def numpy(self) -> np.ndarray: return self.dequant().numpy()
   def realize(self) -> QWeight:
     Tensor.realize(*self.parts.values())
     return self
+  @staticmethod
+  def stack(ws: Sequence[QWeight]) -> QWeight:
+    """The weights (same kind and inner shape) stacked along their first dim: file-backed ones stay file-backed, so the
+    stacked weight is still copied to the device once."""
+    shape = (sum(w.shape[0] for w in ws), *ws[0].shape[1:])
+    if all(w._parts is None for w in ws): return QWeight(ws[0].kind, shape, nbytes=sum(w.nbytes for w in ws), host=[c for w in ws for c in w.host])
+    parts = {k: ws[0].parts[k].cat(*[w.parts[k] for w in ws[1:]], dim=0).realize() for k in ws[0].parts}
+    return QWeight(ws[0].kind, shape, parts, sum(w.nbytes for w in ws))
 
-def _blocks(raw, bb: int) -> np.ndarray: return np.frombuffer(raw, np.uint8).reshape(-1, bb)
+_PLAIN_BY_NAME = {GGML_TYPES[t][0]: dt for t, dt in _PLAIN.items()}
+_TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
+
+def _drop_pages(c: np.ndarray) -> None:
+  """Tell the kernel this process is done with the mapped pages behind `c` (now copied to the device), so they stop
+  counting in its RSS; a later read (an embedding row) maps them in again from the page cache."""
+  base: Any = c.base
+  while base is not None and not isinstance(base, (mmap.mmap, memoryview)): base = getattr(base, "base", None)
+  mm = base.obj if isinstance(base, memoryview) else base
+  if not isinstance(mm, mmap.mmap) or not hasattr(mm, "madvise") or not hasattr(mmap, "MADV_DONTNEED"): return
+  start = c.ctypes.data - np.frombuffer(mm, np.uint8).ctypes.data
+  page = mmap.PAGESIZE
+  lo, hi = -(-start // page) * page, (start + c.nbytes) // page * page   # only pages wholly inside c: its neighbours may be in use
+  if hi > lo: mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 def _is_int(x) -> bool: return isinstance(x, int) and not isinstance(x, bool)
 
@@ -40,7 +103,8 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
   if toks is not None:
     if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks): raise bad("tokenizer.ggml.tokens", "is not a list of strings")
     for k in ("tokenizer.ggml.token_type", "tokenizer.ggml.scores"):
-      if k in kv and not (isinstance(v := kv[k], list) and len(v) == len(toks) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
+      numbers = isinstance(v := kv.get(k), list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+      if k in kv and not (numbers and len(v) == len(toks)):
         raise bad(k, f"must be a list of {len(toks)} numbers, one per token")
     for k in ("bos", "eos", "unknown", "padding", "seperator", "separator"):
       if (key := f"tokenizer.ggml.{k}_token_id") in kv and not (_is_int(i := kv[key]) and 0 <= i < len(toks)):
@@ -61,9 +125,11 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
       raise bad(key, f"is {v!r}, not a positive number")
   dim, nh, nkv = sizes.get("embedding_length"), sizes.get("attention.head_count"), sizes.get("attention.head_count_kv")
   if nh and nkv and nh % nkv: raise bad(f"{arch}.attention.head_count_kv", f"{nkv} doesn't divide the {nh} query heads")
-  if dim and nh and "attention.key_length" not in sizes and dim % nh: raise bad(f"{arch}.attention.head_count", f"{nh} doesn't divide embedding_length {dim}")
+  if dim and nh and "attention.key_length" not in sizes and dim % nh:
+    raise bad(f"{arch}.attention.head_count", f"{nh} doesn't divide embedding_length {dim}")
   hd = sizes.get("attention.key_length", dim // nh if dim and nh else None)
-  if hd and (rd := sizes.get("rope.dimension_count", hd)) and (rd > hd or rd % 2): raise bad(f"{arch}.rope.dimension_count", f"{rd} must be even and at most the head size {hd}")
+  if hd and (rd := sizes.get("rope.dimension_count", hd)) and (rd > hd or rd % 2):
+    raise bad(f"{arch}.rope.dimension_count", f"{rd} must be even and at most the head size {hd}")
   # the weights the model multiplies must have the shapes the metadata implies
   want: dict[str, tuple] = {}
   if dim and toks is not None: want["token_embd.weight"] = want["output.weight"] = (len(toks), dim)
@@ -73,32 +139,29 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
     for i in range(sizes.get("block_count", 0)):
       b = f"blk.{i}."
       fused = b + "attn_qkv.weight" in w   # phi-3: q, k and v in one matrix, and gate and up in ffn_up
-      want.update({b + "attn_norm.weight": (dim,), b + "ffn_norm.weight": (dim,), b + "attn_q.weight": (nh * hd, dim), b + "attn_k.weight": (nk * hd, dim),
+      want.update({b + "attn_norm.weight": (dim,), b + "ffn_norm.weight": (dim,), b + "attn_q.weight": (nh * hd, dim),
+                   b + "attn_k.weight": (nk * hd, dim),
                    b + "attn_v.weight": (nk * hd, dim), b + "attn_qkv.weight": ((nh + 2 * nk) * hd, dim), b + "attn_output.weight": (dim, nh * hd)})
-      if ff: want.update({b + "ffn_gate.weight": (ff, dim), b + "ffn_up.weight": (ff if b + "ffn_gate.weight" in w else 2 * ff, dim), b + "ffn_down.weight": (dim, ff)})
+      if ff:
+        up_rows = ff if b + "ffn_gate.weight" in w else 2 * ff   # phi-3: gate and up in one matrix
+        want.update({b + "ffn_gate.weight": (ff, dim), b + "ffn_up.weight": (up_rows, dim), b + "ffn_down.weight": (dim, ff)})
       for t in ("attn_norm", "ffn_norm", "attn_output") + (("attn_qkv",) if fused else ("attn_q", "attn_k", "attn_v")):
-        if b + t + ".weight" not in w: raise CorruptFileError(f"{name}: tensor {b + t + '.weight'!r} is missing ({arch}.block_count is {sizes['block_count']})")
+        if b + t + ".weight" not in w:
+          raise CorruptFileError(f"{name}: tensor {b + t + '.weight'!r} is missing ({arch}.block_count is {sizes['block_count']})")
   for t, shape in want.items():
-    if t in w and tuple(w[t].shape) != shape: raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
+    if t in w and tuple(w[t].shape) != shape:
+      raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
 
 def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
-  """(metadata, name -> QWeight) of a GGUF file; 1-d tensors (norms, biases) come back as float32 QWeights of kind F32.
-  The LLM's metadata and weight shapes are checked (check_llm_metadata)."""
-  from tinycore.nn.state import tensor_from_bytes
+  """(metadata, name -> QWeight) of a GGUF file, every weight kept in its stored format and left in the mapped file
+  until first used. The LLM's metadata and weight shapes are checked (check_llm_metadata)."""
   kv, infos, _keep = gguf_tensors(fn)
   out: dict[str, QWeight] = {}
   for tn, shape, tt, raw in infos:
-    kind, bs, bb = GGML_TYPES[tt]
-    nbytes = len(raw)
-    if kind in ("Q8_0", "Q4_0") and len(shape) == 2:   # rows are whole blocks (gguf_tensors checked it)
-      blk = _blocks(raw, bb)
-      g = (shape[0], shape[1] // 32)
-      d = Tensor(np.ascontiguousarray(blk[:, :2]).view(np.float16).reshape(*g, 1))
-      q = Tensor(np.ascontiguousarray(blk[:, 2:]).view(np.int8).reshape(*g, 32)) if kind == "Q8_0" else Tensor(np.ascontiguousarray(blk[:, 2:]).reshape(*g, 16))
-      out[tn] = QWeight(kind, shape, {"q": q, "d": d}, nbytes)
-    elif tt in _PLAIN: out[tn] = QWeight(kind, shape, {"w": tensor_from_bytes(raw, _PLAIN[tt], shape)}, nbytes)
-    else:  # Q4_1/Q4_K/Q6_K (and 1-d quantized tensors): decode once here
-      w = DEQUANT[tt](_blocks(raw, bb)).astype(np.float32).reshape(shape)
-      out[tn] = QWeight("F32", shape, {"w": Tensor(w)}, w.nbytes)
+    kind = GGML_TYPES[tt][0]
+    if kind not in BLOCK_FORMATS and tt not in _PLAIN:
+      raise UnsupportedFileError(f"tensor {tn!r} has ggml type {kind}, which the LLM runner can't use")
+    # rows are whole blocks (gguf_tensors checked it); the array views the mapping and keeps it alive
+    out[tn] = QWeight(kind, shape, nbytes=len(raw), host=[np.frombuffer(raw, np.uint8)])
   check_llm_metadata(kv, out, os.fspath(fn) if isinstance(fn, (str, os.PathLike)) else "<bytes>")
   return kv, out

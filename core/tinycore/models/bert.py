@@ -99,7 +99,8 @@ class BertModel:
   def inputs(self, ids: np.ndarray, attention_mask: np.ndarray, type_ids: np.ndarray | None = None) -> tuple[Tensor, ...]:
     """Tokenizer arrays (B, T) -> the Tensors `hidden` takes: embedding rows and the float attention mask."""
     ids = np.asarray(ids)
-    if ids.shape[1] > self.config.max_position_embeddings: raise ValueError(f"sequence of {ids.shape[1]} tokens > {self.config.max_position_embeddings}")
+    if ids.shape[1] > self.config.max_position_embeddings:
+      raise ValueError(f"sequence of {ids.shape[1]} tokens > {self.config.max_position_embeddings}")
     rows = self.embeddings.gather(ids, np.zeros_like(ids) if type_ids is None else np.asarray(type_ids))
     return (*rows, Tensor(np.asarray(attention_mask, dtype=np.float32), device=rows[0].device))
   def hidden(self, w: Tensor, p: Tensor, t: Tensor, mask: Tensor) -> Tensor:

@@ -71,7 +71,7 @@ class BatchNorm:
   def __call__(self, x: Tensor) -> Tensor:
     mean, var = self.calc_stats(x)
     if Tensor.training and self.track_running_stats:
-      n = x.numel() // x.shape[1]
+      n = x.numel() // x.shape[1]  # type: ignore[operator]
       # running_var keeps the unbiased estimate, like torch; stats don't carry gradient
       self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
       self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * var.detach() * (n / max(n - 1, 1)))
@@ -146,7 +146,8 @@ class LSTMCell:
     stdv = 1.0 / math.sqrt(hidden_size)
     self.weight_ih = Tensor.uniform(hidden_size * 4, input_size, low=-stdv, high=stdv)
     self.weight_hh = Tensor.uniform(hidden_size * 4, hidden_size, low=-stdv, high=stdv)
-    self.bias_ih, self.bias_hh = (Tensor.uniform(hidden_size * 4, low=-stdv, high=stdv), Tensor.uniform(hidden_size * 4, low=-stdv, high=stdv)) if bias else (None, None)
+    self.bias_ih, self.bias_hh = (Tensor.uniform(hidden_size * 4, low=-stdv, high=stdv),
+                                  Tensor.uniform(hidden_size * 4, low=-stdv, high=stdv)) if bias else (None, None)
   def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
     if hc is None: hc = (Tensor.zeros(x.shape[0], self.hidden_size, dtype=x.dtype, device=x.device),) * 2
     h, c = hc

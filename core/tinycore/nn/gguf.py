@@ -1,19 +1,26 @@
 """gguf_load: GGUF (llama.cpp) files: metadata key/values and tensors, with the block-quantized types dequantized to float32.
 Layouts follow ggml's reference dequantizers (ggml-quants.c); a block is decoded for all blocks at once with numpy."""
 from __future__ import annotations
+
 import struct
 from typing import Any
+
 import numpy as np
-from tinycore.tensor import Tensor
+
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
+from tinycore.tensor import Tensor
 
 QK, QK_K = 32, 256
 # ggml type id -> (name, elements per block, bytes per block)
-GGML_TYPES: dict[int, tuple[str, int, int]] = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", QK, 18), 3: ("Q4_1", QK, 20), 8: ("Q8_0", QK, 34),
-  12: ("Q4_K", QK_K, 144), 14: ("Q6_K", QK_K, 210), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
+GGML_TYPES: dict[int, tuple[str, int, int]] = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", QK, 18), 3: ("Q4_1", QK, 20), 6: ("Q5_0", QK, 22),
+  7: ("Q5_1", QK, 24), 8: ("Q8_0", QK, 34), 10: ("Q2_K", QK_K, 84), 11: ("Q3_K", QK_K, 110), 12: ("Q4_K", QK_K, 144), 13: ("Q5_K", QK_K, 176),
+  14: ("Q6_K", QK_K, 210), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
   28: ("F64", 1, 8), 30: ("BF16", 1, 2)}
+# ggml types tinycore knows by name but doesn't decode (the IQ formats' lattice codebooks, ternary and fp4 blocks)
+UNSUPPORTED_TYPES = {9: "Q8_1", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S",
+  23: "IQ4_XS", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 40: "NVFP4"}
 _PLAIN = {0: dtypes.float32, 1: dtypes.float16, 24: dtypes.int8, 25: dtypes.int16, 26: dtypes.int32, 27: dtypes.int64, 28: dtypes.float64,
           30: dtypes.bfloat16}
 
@@ -58,7 +65,43 @@ def dequant_q6_k(blk: np.ndarray) -> np.ndarray:
       out[:, 128 * h + 32 * k:128 * h + 32 * (k + 1)] = d * np.repeat(s[:, 2 * k:2 * k + 2], 16, axis=1) * qq
   return out
 
-DEQUANT = {2: dequant_q4_0, 3: dequant_q4_1, 8: dequant_q8_0, 12: dequant_q4_k, 14: dequant_q6_k}
+def _bits(b: np.ndarray, width: int, count: int) -> np.ndarray:
+  """Bytes (n, k) -> (n, count, k): field i (of `width` bits, lowest first) of every byte, field-major as ggml lays them."""
+  return (b[:, None, :] >> (width * np.arange(count, dtype=np.uint8))[None, :, None]) & ((1 << width) - 1)
+
+def _q5_high(qh: np.ndarray) -> np.ndarray:
+  """Q5_0/Q5_1: the 4 qh bytes -> the fifth bit of each of the 32 elements (bit j of the little-endian u32 -> element j)."""
+  return _bits(qh, 1, 8).transpose(0, 2, 1).reshape(-1, 32)
+
+def dequant_q5_0(blk: np.ndarray) -> np.ndarray:
+  q = np.concatenate([blk[:, 6:22] & 0xF, blk[:, 6:22] >> 4], axis=1) | (_q5_high(blk[:, 2:6]) << 4)
+  return _f16(blk[:, :2]) * (q.astype(np.float32) - 16)
+
+def dequant_q5_1(blk: np.ndarray) -> np.ndarray:
+  q = np.concatenate([blk[:, 8:24] & 0xF, blk[:, 8:24] >> 4], axis=1) | (_q5_high(blk[:, 4:8]) << 4)
+  return _f16(blk[:, :2]) * q.astype(np.float32) + _f16(blk[:, 2:4])
+
+def dequant_q2_k(blk: np.ndarray) -> np.ndarray:
+  sc, d, dmin = blk[:, 0:16], _f16(blk[:, 80:82]), _f16(blk[:, 82:84])
+  q = _bits(blk[:, 16:80].reshape(-1, 32), 2, 4).reshape(-1, 16, 16).astype(np.float32)   # 2 halves x 4 crumbs x 32 bytes
+  return ((d * (sc & 0xF).astype(np.float32))[:, :, None] * q - (dmin * (sc >> 4).astype(np.float32))[:, :, None]).reshape(-1, QK_K)
+
+def dequant_q3_k(blk: np.ndarray) -> np.ndarray:
+  sc = blk[:, 96:108]
+  s = (_bits(sc[:, 0:8], 4, 2).reshape(-1, 16) | (_bits(sc[:, 8:12], 2, 4).reshape(-1, 16) << 4)).astype(np.float32) - 32
+  ql = _bits(blk[:, 32:96].reshape(-1, 32), 2, 4).reshape(-1, 16, 16).astype(np.float32)
+  hm = _bits(blk[:, 0:32], 1, 8).reshape(-1, 16, 16).astype(np.float32)   # a set bit means no -4 offset
+  return ((_f16(blk[:, 108:110]) * s)[:, :, None] * (ql - (1 - hm) * 4)).reshape(-1, QK_K)
+
+def dequant_q5_k(blk: np.ndarray) -> np.ndarray:
+  d, dmin = _f16(blk[:, 0:2]), _f16(blk[:, 2:4])
+  sc, mn = _scale_min_k4(blk[:, 4:16])
+  ql = np.stack([blk[:, 48:176].reshape(-1, 4, 32) & 0xF, blk[:, 48:176].reshape(-1, 4, 32) >> 4], axis=2).reshape(-1, 8, 32)
+  q = (ql | (_bits(blk[:, 16:48], 1, 8) << 4)).astype(np.float32)
+  return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(-1, QK_K)
+
+DEQUANT = {2: dequant_q4_0, 3: dequant_q4_1, 6: dequant_q5_0, 7: dequant_q5_1, 8: dequant_q8_0, 10: dequant_q2_k, 11: dequant_q3_k,
+           12: dequant_q4_k, 13: dequant_q5_k, 14: dequant_q6_k}
 
 class _Reader:
   """Reads little-endian fields from the file's bytes; every read is checked against the end of the file first, so a
@@ -131,14 +174,20 @@ def gguf_tensors(fn):
   start = -(-r.off // align) * align
   out = []
   for tname, dims, ttype, off in infos:
+    if ttype in UNSUPPORTED_TYPES:
+      quant = ", ".join(n for n, bs, _ in GGML_TYPES.values() if bs > 1)
+      raise UnsupportedFileError(f"{name}: tensor {tname!r} is {UNSUPPORTED_TYPES[ttype]} (ggml type {ttype}), a format tinycore doesn't decode; "
+                                 f"use a file quantized as one of {quant} (e.g. a Q4_K_M or Q8_0 download)")
     if ttype not in GGML_TYPES: raise UnsupportedFileError(f"{name}: tensor {tname!r} has ggml type {ttype}, which tinycore can't decode")
     tn, bs, bb = GGML_TYPES[ttype]
     n = prod(dims)
     # ggml blocks run along the innermost dimension: each row is whole blocks
-    if dims and dims[0] % bs: raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has rows of {dims[0]} elements, not a multiple of its block size {bs}")
+    if dims and dims[0] % bs:
+      raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has rows of {dims[0]} elements, not a multiple of its block size {bs}")
     if n % bs: raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}) has {n} elements, not a multiple of its block size {bs}")
     nbytes, b = n // bs * bb, start + off
-    if b + nbytes > len(mv): raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}, {nbytes} bytes at offset {b}) runs past the end of the file ({len(mv)} bytes)")
+    if b + nbytes > len(mv):
+      raise CorruptFileError(f"{name}: tensor {tname!r} ({tn}, {nbytes} bytes at offset {b}) runs past the end of the file ({len(mv)} bytes)")
     out.append((tname, tuple(reversed(dims)), ttype, mv[b:b + nbytes]))
   return kv, out, keep
 

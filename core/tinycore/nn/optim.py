@@ -15,7 +15,7 @@ def _track(t: Tensor):
 class Optimizer:
   def __init__(self, params: list[Tensor], lr: float):
     for x in params:
-      if x.requires_grad is None: x.requires_grad = True; _track(x)
+      if x.requires_grad is None: x.requires_grad = True; _track(x)  # type: ignore[misc]
     self.params: list[Tensor] = dedup([x for x in params if x.requires_grad])
     if not self.params: raise ValueError("optimizer got no parameters that require grad")
     self.buffers: list[Tensor] = dedup([x for x in params if not x.requires_grad])
@@ -55,7 +55,8 @@ class SGD(Optimizer):
     super().__init__(params, lr)
     if nesterov and momentum <= 0: raise ValueError("nesterov momentum needs momentum > 0")
     self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
-    self.b = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device, requires_grad=False).contiguous().realize() for p in self.params] if momentum else []
+    self.b = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device, requires_grad=False).contiguous().realize()
+              for p in self.params] if momentum else []
   def _step(self) -> list[Tensor]:
     for i, p in enumerate(self.params):
       if p.grad is None: continue

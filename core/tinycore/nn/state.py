@@ -14,6 +14,7 @@ def get_state_dict(obj: Any, prefix: str = "", tensor_type=Tensor) -> dict[str, 
   """Every Tensor reachable from obj through attributes, dicts, lists and tuples, named by its path ('layers.0.weight')."""
   if isinstance(obj, tensor_type): return {prefix.strip("."): obj}
   if hasattr(obj, "_asdict"): return get_state_dict(obj._asdict(), prefix, tensor_type)  # namedtuple
+  items: Any
   if isinstance(obj, dict): items = obj.items()
   elif isinstance(obj, (list, tuple)): items = enumerate(obj)
   elif hasattr(obj, "__dict__"): items = vars(obj).items()
@@ -32,9 +33,11 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   cast to the model's."""
   model_sd = get_state_dict(model)
   if strict and (missing := [k for k in model_sd if k not in state_dict]):
-    raise KeyError(f"load_state_dict: {len(missing)} model tensor(s) missing from the state dict: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+    raise KeyError(f"load_state_dict: {len(missing)} model tensor(s) missing from the state dict: "
+                   f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
   if (unused := [k for k in state_dict if k not in model_sd]):
-    warnings.warn(f"load_state_dict: {len(unused)} state dict tensor(s) not in the model: {', '.join(unused[:10])}{' ...' if len(unused) > 10 else ''}")
+    warnings.warn(f"load_state_dict: {len(unused)} state dict tensor(s) not in the model: "
+                  f"{', '.join(unused[:10])}{' ...' if len(unused) > 10 else ''}")
   loaded = []
   for k, v in model_sd.items():
     if k not in state_dict:
@@ -63,7 +66,7 @@ def tensor_from_bytes(data, dtype: DType, shape: tuple, device: str | None = Non
   n, mv = prod(shape), memoryview(data).cast("B")
   if len(mv) != n * dtype.itemsize:
     raise ValueError(f"tensor_from_bytes: {len(mv)} bytes can't be a {dtype} tensor of shape {shape} ({n * dtype.itemsize} bytes)")
-  buf = Buffer(_canon_device(device), n, dtype)
+  buf = Buffer(_canon_device(device), n, dtype)  # type: ignore[arg-type]
   if n: buf.allocate().copyin(mv)
   return Tensor(UOp(Ops.BUFFER, dtype, (), buf).reshape(shape))
 
@@ -108,7 +111,8 @@ def safe_load_metadata(fn) -> tuple[dict, int, memoryview]:
   if len(mv) < 8: raise CorruptFileError(f"{name}: truncated safetensors file: {len(mv)} bytes, need at least 8 for the header length (offset 0)")
   n = struct.unpack_from("<Q", mv, 0)[0]
   if n > len(mv) - 8: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 runs past the end of the file ({len(mv)} bytes)")
-  if n > MAX_HEADER_BYTES: raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 is over the format's {MAX_HEADER_BYTES}-byte limit")
+  if n > MAX_HEADER_BYTES:
+    raise CorruptFileError(f"{name}: safetensors header length {n} at offset 0 is over the format's {MAX_HEADER_BYTES}-byte limit")
   try: header = json.loads(bytes(mv[8:8 + n]))
   # ValueError: bad JSON, bad UTF-8, or an integer past Python's 4300-digit limit
   except ValueError as e: raise CorruptFileError(f"{name}: safetensors header at offset 8 is not valid JSON: {e}") from None
@@ -125,12 +129,15 @@ def safe_load_metadata(fn) -> tuple[dict, int, memoryview]:
     dt_name, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not isinstance(dt_name, str) or dt_name not in SAFE_DTYPES: raise bad("dtype", f"{dt_name!r} is not one of {', '.join(SAFE_DTYPES)}")
     if not isinstance(shape, list) or not all(_is_count(s) for s in shape): raise bad("shape", f"{shape!r} is not a list of non-negative integers")
-    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_count(o) for o in offs)): raise bad("data_offsets", f"{offs!r} is not [begin, end] in bytes")
-    b, e = offs
-    if not b <= e <= size: raise bad("data_offsets", f"[{b}, {e}] run past the data (offset {start + e} > file size {len(mv)})" if e > size else f"[{b}, {e}] end before they begin")
-    if e - b != (need := prod(shape) * SAFE_DTYPES[dt_name].itemsize):
-      raise bad("data_offsets", f"[{b}, {e}] at offset {start + b} hold {e - b} bytes, but {dt_name}{shape} needs {need}")
-    if e > b: spans.append((b, e, k))
+    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_count(o) for o in offs)):
+      raise bad("data_offsets", f"{offs!r} is not [begin, end] in bytes")
+    begin, end = offs
+    if not begin <= end <= size:
+      raise bad("data_offsets", f"[{begin}, {end}] run past the data (offset {start + end} > file size {len(mv)})" if end > size
+                else f"[{begin}, {end}] end before they begin")
+    if end - begin != (need := prod(shape) * SAFE_DTYPES[dt_name].itemsize):
+      raise bad("data_offsets", f"[{begin}, {end}] at offset {start + begin} hold {end - begin} bytes, but {dt_name}{shape} needs {need}")
+    if end > begin: spans.append((begin, end, k))
   spans.sort()
   for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
     if b1 < e0: raise CorruptFileError(f"{name}: tensors {k0!r} [{b0}, {e0}] and {k1!r} [{b1}, {e1}] share bytes (offset {start + b1})")

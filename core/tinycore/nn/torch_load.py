@@ -51,7 +51,8 @@ def _rebuild_tensor(tensors: list, storage, offset, size, stride, *_a, **_k) -> 
   size, stride, n, item = tuple(size), tuple(stride), prod(size), dt.itemsize
   words = len(storage.data) // item
   if n and offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1 > words:
-    raise pickle.UnpicklingError(f"tensor of shape {size} with stride {stride} at storage offset {offset} reaches past the storage's {words} {dt} elements")
+    raise pickle.UnpicklingError(f"tensor of shape {size} with stride {stride} at storage offset {offset} reaches past the storage's "
+                                 f"{words} {dt} elements")
   if n * item > max(len(storage.data), 1 << 20) * 4096:   # only stride-0 views read one element many times; bound the expansion
     raise pickle.UnpicklingError(f"tensor of shape {size} would expand a {len(storage.data)}-byte storage to {n * item} bytes")
   # view as same-width unsigned ints so bfloat16/fp8 survive bit-exact, then apply the (maybe non-contiguous) strides
@@ -74,7 +75,8 @@ class _Unpickler(pickle.Unpickler):
     self._load_storage, self.tensors = load_storage, []
     rebuild = lambda *a, **k: _rebuild_tensor(self.tensors, *a, **k)
     def rebuild_from_type(fn, _type, args, _state):
-      if fn not in (rebuild, _rebuild_parameter) or not isinstance(args, tuple): raise pickle.UnpicklingError("_rebuild_from_type_v2 of something that isn't a tensor")
+      if fn not in (rebuild, _rebuild_parameter) or not isinstance(args, tuple):
+        raise pickle.UnpicklingError("_rebuild_from_type_v2 of something that isn't a tensor")
       return fn(*args)
     self._globals = {("torch._utils", "_rebuild_tensor_v2"): rebuild, ("torch._utils", "_rebuild_tensor"): rebuild,
       ("torch._utils", "_rebuild_parameter"): _rebuild_parameter, ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,

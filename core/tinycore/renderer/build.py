@@ -17,4 +17,4 @@ def build_renderer(spec, info=None, arch: str | None = None):
   if not inspect.isclass(cls):
     raise DeviceUnavailable(f"{spec.device}:{info.name} doesn't name its Renderer class ('module:Class'), so core can't build it")
   arch = arch or spec.arch
-  return cls(arch=arch) if "arch" in inspect.signature(cls).parameters else cls()
+  return cls(arch=arch) if "arch" in inspect.signature(cls).parameters else cls()   # type: ignore[call-arg]   # checked just before

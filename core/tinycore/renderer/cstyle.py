@@ -1,4 +1,4 @@
-"""The shared C-style renderer: C, CUDA, Metal, OpenCL-C and (loosely) WGSL specialize it."""
+"""The shared C-style renderer: the C (CPU), CUDA, HIP, Metal and OpenCL-C renderers specialize it (WGSL and the IR renderers don't)."""
 from __future__ import annotations
 import math
 from tinycore.uop import UOp, Ops, GroupOp
@@ -53,7 +53,8 @@ class CStyleRenderer(Renderer):
     if op is Ops.SIN: return self.math("sin", dt, a[0])
     if op is Ops.SQRT: return self.math("sqrt", dt, a[0])
     if op is Ops.TRUNC: return self.math("trunc", dt, a[0])
-    if op is Ops.RECIP: return f"(1/{a[0]})" if not fl or dt in self.emulated else f"(1.0f/{a[0]})" if dt.count > 1 else f"(({self.ctype(dt)})1/{a[0]})"
+    if op is Ops.RECIP:
+      return f"(1/{a[0]})" if not fl or dt in self.emulated else f"(1.0f/{a[0]})" if dt.count > 1 else f"(({self.ctype(dt)})1/{a[0]})"
     if op is Ops.ADD: return f"({a[0]}+{a[1]})" if dt != dtypes.bool else f"({a[0]}|{a[1]})"
     if op is Ops.SUB: return f"({a[0]}-{a[1]})"
     if op is Ops.MUL: return f"({a[0]}*{a[1]})" if dt != dtypes.bool else f"({a[0]}&{a[1]})"
@@ -149,7 +150,7 @@ class CStyleRenderer(Renderer):
     self.threads = workgroup_threads(uops)   # for render_kernel's launch bounds (GPU dialects)
     self.index_dtype = index_dtype(uops, self)
     r: dict[UOp, str] = {}
-    bufs: list[tuple[str, DType, bool]] = []
+    bufs: list[tuple[int, str, DType]] = []
     vars: list[tuple[str, DType]] = []
     body: list[str] = []
     depth = 1
@@ -229,9 +230,10 @@ class CStyleRenderer(Renderer):
     vtypes = {dtypes.float32.vec(x.dtype.count) if x.dtype.scalar() in self.emulated else x.dtype
               for x in uops if x.dtype.count > 1 and not isinstance(x.dtype, PtrDType)}
     # selects need masks; bool lanes travel to and from memory as bytes
-    vtypes = sorted(vtypes | {dtypes.bool.vec(d.count) for d in vtypes} | {dtypes.uint8.vec(d.count) for d in vtypes if d.scalar() == dtypes.bool},
+    vtypes = sorted(vtypes | {dtypes.bool.vec(d.count) for d in vtypes} | {dtypes.uint8.vec(d.count) for d in vtypes if d.scalar() == dtypes.bool},  # type: ignore[assignment]
                     key=lambda d: (d.name, d.count))
     # vector types with element alignment: lanes start anywhere in a buffer
     self.typedefs = "".join(f"typedef {'int' if d.scalar() == dtypes.bool else self.ctype(d.scalar())} {self.ctype(d)} "
-                            f"__attribute__((vector_size({(4 if d.scalar() == dtypes.bool else d.itemsize) * d.count}), aligned({4 if d.scalar() == dtypes.bool else d.itemsize})));\n" for d in vtypes)
+                            f"__attribute__((vector_size({(4 if d.scalar() == dtypes.bool else d.itemsize) * d.count}), "
+                            f"aligned({4 if d.scalar() == dtypes.bool else d.itemsize})));\n" for d in vtypes)
     return self.render_kernel(name, body, self.kernel_params([(n, dt, False) for _, n, dt in sorted(bufs)], sorted(vars)))

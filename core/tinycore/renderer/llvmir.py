@@ -39,6 +39,10 @@ class LLVMIRRenderer(Renderer):
   emulated: dict[DType, DType] = {}     # float in registers, this integer in memory
   var_arg_bits = 32                     # the width of a Variable's kernel argument: a wider bound range is refused
   index_dtype = dtypes.int32            # the current kernel's index type, set by render (codegen/index_width.py)
+  # one kernel's state, set on the copy render() works on
+  r: dict[UOp, str]; regs: dict[UOp, str]; loops: dict; used: dict[str, str]
+  bufs: list; var_args: list; allocas: list[str]; body: list[str]
+  n: int; blocks: int; cur: str
 
   # ---- types and literals
   @property
@@ -147,9 +151,9 @@ class LLVMIRRenderer(Renderer):
     op, dt, ins = u.op, u.dtype, self.ins
     if op in GroupOp.Comparison:
       sd = u.src[0].dtype
-      a, b, t = self.val(u.src[0]), self.operand(u.src[1], sd), self.ltype(sd)
-      if dtypes.is_float(self.rdt(sd)): return ins(f"fcmp {({Ops.CMPLT: 'olt', Ops.CMPNE: 'une', Ops.CMPEQ: 'oeq'})[op]} {t} {a}, {b}")
-      return ins(f"icmp {({Ops.CMPLT: 'ult' if self.unsigned(sd) else 'slt', Ops.CMPNE: 'ne', Ops.CMPEQ: 'eq'})[op]} {t} {a}, {b}")
+      x, y, st = self.val(u.src[0]), self.operand(u.src[1], sd), self.ltype(sd)
+      if dtypes.is_float(self.rdt(sd)): return ins(f"fcmp {({Ops.CMPLT: 'olt', Ops.CMPNE: 'une', Ops.CMPEQ: 'oeq'})[op]} {st} {x}, {y}")
+      return ins(f"icmp {({Ops.CMPLT: 'ult' if self.unsigned(sd) else 'slt', Ops.CMPNE: 'ne', Ops.CMPEQ: 'eq'})[op]} {st} {x}, {y}")
     if op is Ops.WHERE:
       c = self.operand(u.src[0], dtypes.bool)
       return ins(f"select i1 {c}, {self.ltype(dt)} {self.operand(u.src[1], dt)}, {self.ltype(dt)} {self.operand(u.src[2], dt)}")
@@ -228,7 +232,8 @@ class LLVMIRRenderer(Renderer):
       arg = "%var_" + "".join(c if c.isalnum() else "_" for c in u.arg[0]) + f"_{len(self.var_args)}"
       self.var_args.append((u.arg[0], arg))
       # the argument's width is the ABI's, the value's is this kernel's index width
-      r[u] = self.cast(arg, {32: dtypes.int32, 64: dtypes.int64}[self.var_arg_bits], self.index_dtype) if self.var_arg_bits != self.index_dtype.itemsize * 8 else arg
+      same = self.var_arg_bits == self.index_dtype.itemsize * 8
+      r[u] = arg if same else self.cast(arg, {32: dtypes.int32, 64: dtypes.int64}[self.var_arg_bits], self.index_dtype)
     elif op is Ops.CONST: r[u] = self.const(u.arg, u.dtype)
     elif op in (Ops.INDEX, Ops.NOOP, Ops.SINK): pass   # an INDEX is folded into its LOAD/STORE
     elif op is Ops.SPECIAL: r[u] = self.special(u)

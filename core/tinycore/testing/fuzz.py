@@ -12,7 +12,7 @@ the smallest normal for flush-to-zero). An element whose result the bound can't 
 closer than their errors, a float->int cast at an integer boundary, an overflow) is marked unknown (err = inf) and
 not compared. Ints and bools are exact; NaN must match NaN."""
 from __future__ import annotations
-import math
+import builtins, math
 from dataclasses import dataclass
 from typing import Any
 import numpy as np
@@ -39,7 +39,7 @@ def make_input(shape: tuple, dtype: str, seed: int, special: bool = False, nonze
     x = r.integers(lo, hi + 1, shape).astype(dt.np)
     if nonzero: x[x == 0] = 1
   else:
-    x = r.uniform(-4, 4, shape)
+    x = r.uniform(-4, 4, shape)  # type: ignore[assignment]
     if special:
       pick = r.random(shape) < 0.2
       x = np.where(pick, r.choice(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 100.0]), shape), x)
@@ -96,9 +96,9 @@ class _Gen:
   def pick(self, xs): return self.draw(self.st.sampled_from(list(xs)))
   def int(self, lo, hi): return self.draw(self.st.integers(lo, hi))
   def flag(self): return self.draw(self.st.booleans())
-  def size(self, room: int, nonzero=False) -> int:
+  def size(self, room: builtins.int, nonzero=False) -> builtins.int:
     return self.pick([s for s in SIZES if max(s, 1) <= room and (s or not nonzero)])
-  def shape(self, numel_cap: int, ndim: int | None = None) -> tuple[int, ...]:
+  def shape(self, numel_cap: builtins.int, ndim: builtins.int | None = None) -> tuple[builtins.int, ...]:
     ndim = self.int(0, 3) if ndim is None else ndim
     out: list[int] = []
     for _ in range(ndim): out.append(self.size(numel_cap // max(_numel(out), 1)))
@@ -113,7 +113,7 @@ class _Gen:
   def as_float(self, n: Node) -> Node: return n if dtypes.is_float(n.dtype) else self.cast(n, self.pick(self.floats))
   def ok(self, dt: DType) -> bool: return dt in self.dts
 
-  def gen(self, shape: tuple[int, ...]) -> Node:
+  def gen(self, shape: tuple[int, ...]) -> Node:  # type: ignore[valid-type]
     self.budget -= 1
     if self.budget <= 0: return self.leaf(shape)
     kinds = ["input", "unary", "binary", "cmp", "where", "cast", "reduce", "movement", "movement", "matmul", "contiguous"]
@@ -464,7 +464,9 @@ def ref_matmul(a: Ref, b: Ref) -> Ref:
   with np.errstate(all="ignore"):
     if not dtypes.is_float(d):
       if d == dtypes.bool: r = (a.val.astype(np.int64) @ b.val.astype(np.int64)) != 0
-      else: r = (a.val.astype(np.uint64 if dtypes.is_unsigned(d) else np.int64) @ b.val.astype(np.uint64 if dtypes.is_unsigned(d) else np.int64)).astype(d.np)
+      else:
+        wide = np.uint64 if dtypes.is_unsigned(d) else np.int64
+        r = (a.val.astype(wide) @ b.val.astype(wide)).astype(d.np)
       ua, ub = (a.err > 0).astype(np.float64), (b.err > 0).astype(np.float64)   # any unknown term spoils the dot product
       return _exact(r, ua @ np.ones(b.err.shape) + np.ones(a.err.shape) @ ub, d)
     aa, ab = np.abs(a.val), np.abs(b.val)
@@ -524,6 +526,7 @@ def check_graph(root: Node) -> None:
     bad, tol = mismatches(got, ref)
     if bad.any():
       idx = np.argwhere(bad)[:5]
-      rows = "\n".join(f"  at {tuple(int(i) for i in ix)}: got {got[tuple(ix)]!r}, expected {ref.val[tuple(ix)]!r} (tolerance {tol[tuple(ix)]:.3g})" for ix in idx)
+      rows = "\n".join(f"  at {tuple(int(i) for i in ix)}: got {got[tuple(ix)]!r}, expected {ref.val[tuple(ix)]!r} (tolerance {tol[tuple(ix)]:.3g})"
+                       for ix in idx)
       problems.append(f"{int(bad.sum())} of {bad.size} elements wrong ({int(np.isfinite(ref.err).sum())} checkable):\n{rows}")
   if problems: raise AssertionError("; ".join(problems) + f"\n--- repro:\n{code}")

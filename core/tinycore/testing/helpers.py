@@ -1,7 +1,7 @@
 """Comparison helpers for the conformance kit: value, shape and dtype against numpy, with tolerances per dtype."""
 from __future__ import annotations
 import numpy as np
-from tinycore import Tensor, dtypes
+from tinycore import Tensor
 
 TOL = {np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-5, 1e-4), np.dtype(np.float64): (1e-10, 1e-9)}
 
@@ -21,4 +21,5 @@ def check(got, expected, atol=None, rtol=None, dtype=True):
   if dtype: assert g.dtype == e.dtype, f"dtype {g.dtype} != expected {e.dtype}"
   if e.dtype.kind in "biu" and g.dtype.kind in "biu": np.testing.assert_array_equal(g, e); return
   a, r = TOL.get(e.dtype, (1e-5, 1e-4))
-  np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), atol=a if atol is None else atol, rtol=r if rtol is None else rtol, equal_nan=True)
+  np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), atol=a if atol is None else atol, rtol=r if rtol is None else rtol,
+                             equal_nan=True)

@@ -1,7 +1,7 @@
 """Indexing against numpy: basic, advanced (tensor/list/bool), __setitem__, gather/scatter, one_hot, masked ops, sort/topk."""
 import numpy as np
 import pytest
-from tinycore import Tensor, dtypes
+from tinycore import Tensor
 from tinycore.testing.helpers import check, rand
 
 X = rand(3, 4, 5)

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view as swv
-from tinycore import Tensor, dtypes
+from tinycore import Tensor
 from tinycore.testing.helpers import check, rand
 
 def np_conv(x, w, stride=1, padding=0, dilation=1, groups=1):
@@ -20,7 +20,8 @@ def np_conv(x, w, stride=1, padding=0, dilation=1, groups=1):
   return np.moveaxis(np.concatenate(outs, -1), -1, 1).astype(np.float32)
 
 @pytest.mark.parametrize("xs,ws,kw", [((2, 3, 6, 5), (4, 3, 3, 2), {}), ((1, 4, 7, 7), (6, 2, 3, 3), {"groups": 2, "padding": 1, "stride": 2}),
-                                      ((1, 2, 8, 6), (3, 2, 2, 2), {"dilation": (2, 1), "stride": (1, 2)}), ((2, 3, 9), (2, 3, 3), {"stride": 3, "padding": 2}),
+                                      ((1, 2, 8, 6), (3, 2, 2, 2), {"dilation": (2, 1), "stride": (1, 2)}),
+                                      ((2, 3, 9), (2, 3, 3), {"stride": 3, "padding": 2}),
                                       ((1, 1, 1, 1), (1, 1, 1, 1), {})], ids=str)
 def test_conv(xs, ws, kw):
   x, w, b = rand(*xs), rand(*ws, seed=1), rand(ws[0], seed=2)
@@ -89,7 +90,8 @@ def _erf(x): return np.vectorize(math.erf)(x).astype(np.float32)
 def _sp(x): return np.log1p(np.exp(x))
 ACTS = {"relu6": lambda x: np.clip(x, 0, 6), "leaky_relu": lambda x: np.where(x < 0, 0.01 * x, x), "elu": lambda x: np.where(x > 0, x, np.exp(x) - 1),
         "celu": lambda x: np.maximum(x, 0) + np.minimum(0, np.exp(x) - 1), "selu": lambda x: 1.0507 * np.where(x >= 0, x, 1.67326 * (np.exp(x) - 1)),
-        "gelu": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))), "quick_gelu": lambda x: x / (1 + np.exp(-1.702 * x)),
+        "gelu": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+        "quick_gelu": lambda x: x / (1 + np.exp(-1.702 * x)),
         "silu": lambda x: x / (1 + np.exp(-x)), "swish": lambda x: x / (1 + np.exp(-x)), "hardsigmoid": lambda x: np.clip(x / 6 + 0.5, 0, 1),
         "hardswish": lambda x: x * np.clip(x + 3, 0, 6) / 6, "hardtanh": lambda x: np.clip(x, -1, 1), "softplus": _sp,
         "mish": lambda x: x * np.tanh(_sp(x)), "logsigmoid": lambda x: -_sp(-x), "softsign": lambda x: x / (1 + np.abs(x)), "erf": _erf}
@@ -101,7 +103,8 @@ def test_activation(name):
 def test_softmax_family():
   x = rand(3, 5)
   e = np.exp(x - x.max(1, keepdims=True))
-  check(Tensor(x).softmax(1), e / e.sum(1, keepdims=True), atol=1e-6); check(Tensor(x).log_softmax(0), x - np.log(np.exp(x).sum(0, keepdims=True)), atol=1e-5)
+  check(Tensor(x).softmax(1), e / e.sum(1, keepdims=True), atol=1e-6)
+  check(Tensor(x).log_softmax(0), x - np.log(np.exp(x).sum(0, keepdims=True)), atol=1e-5)
 
 def test_losses():
   logits, y = rand(4, 5), np.array([1, 0, 4, 2], np.int32)
@@ -110,7 +113,8 @@ def test_losses():
   check(Tensor(logits).cross_entropy(Tensor(y)), np.float32(nll.mean()), atol=1e-5)
   check(Tensor(logits).cross_entropy(Tensor(y), reduction="none"), nll.astype(np.float32), atol=1e-5)
   check(Tensor(logits).sparse_categorical_crossentropy(Tensor(y)), np.float32(nll.mean()), atol=1e-5)
-  check(Tensor(logits).sparse_categorical_crossentropy(Tensor(np.array([1, -1, 4, 2], np.int32)), reduction="sum"), np.float32(nll[[0, 2, 3]].sum()), atol=1e-5)
+  check(Tensor(logits).sparse_categorical_crossentropy(Tensor(np.array([1, -1, 4, 2], np.int32)), reduction="sum"), np.float32(nll[[0, 2, 3]].sum()),
+        atol=1e-5)
   check(Tensor(logp).nll_loss(Tensor(y)), np.float32(nll.mean()), atol=1e-5)
   p, t = rand(6, low=0.05, high=0.95), (rand(6, seed=3) > 0).astype(np.float32)
   check(Tensor(p).binary_crossentropy(Tensor(t)), np.float32(-(t * np.log(p) + (1 - t) * np.log(1 - p)).mean()), atol=1e-5)

@@ -1,6 +1,5 @@
 """Elementwise, reduction and movement ops against numpy: value, shape and dtype, over 0-sized, 1-element, broadcast and
 non-contiguous (permuted/flipped/strided) inputs."""
-import math
 import numpy as np
 import pytest
 from tinycore import Device, Tensor, dtypes
@@ -33,7 +32,8 @@ def test_unary(name):
 def test_unary_special_values():
   x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30], np.float32)
   with np.errstate(all="ignore"):
-    for f, nf in [(Tensor.exp, np.exp), (Tensor.sqrt, np.sqrt), (Tensor.abs, np.abs), (Tensor.log, np.log), (Tensor.relu, lambda v: np.maximum(v, 0))]:
+    for f, nf in [(Tensor.exp, np.exp), (Tensor.sqrt, np.sqrt), (Tensor.abs, np.abs), (Tensor.log, np.log),
+                  (Tensor.relu, lambda v: np.maximum(v, 0))]:
       check(f(Tensor(x)), nf(x))
   check(Tensor(x).isnan(), np.isnan(x)); check(Tensor(x).isinf(), np.isinf(x))
   check(Tensor(x).isinf(detect_negative=False), np.isposinf(x))
@@ -78,7 +78,8 @@ def test_broadcast_errors():
 # ---- reductions
 @pytest.mark.parametrize("op", ["sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "logsumexp"])
 def test_reduce(op):
-  npf = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean, "var": lambda x, axis=None, keepdims=False: np.var(x, axis=axis, keepdims=keepdims, ddof=1),
+  npf = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean,
+         "var": lambda x, axis=None, keepdims=False: np.var(x, axis=axis, keepdims=keepdims, ddof=1),
          "std": lambda x, axis=None, keepdims=False: np.std(x, axis=axis, keepdims=keepdims, ddof=1), "any": np.any, "all": np.all,
          "logsumexp": lambda x, axis=None, keepdims=False: np.log(np.exp(x).sum(axis=axis, keepdims=keepdims))}[op]
   for shape, axis in [((2, 3, 5), None), ((2, 3, 5), 1), ((2, 3, 5), (0, 2)), ((4,), 0), ((1,), None), ((3, 4), -1)]:
@@ -172,7 +173,8 @@ def test_creation():
 def test_cast_bitcast():
   x = np.array([-1.7, 0.0, 2.5, 300.0], np.float32)
   check(Tensor(x).cast(dtypes.int32), x.astype(np.int32)); check(Tensor(x).half(), x.astype(np.float16)); check(Tensor(x).bool(), x.astype(bool))
-  check(Tensor(x).bitcast(dtypes.uint32), x.view(np.uint32)); check(Tensor(x).cast(dtypes.uint8) if False else Tensor(x[:3]).int().cast(dtypes.int8), x[:3].astype(np.int8))
+  check(Tensor(x).bitcast(dtypes.uint32), x.view(np.uint32))
+  check(Tensor(x).cast(dtypes.uint8) if False else Tensor(x[:3]).int().cast(dtypes.int8), x[:3].astype(np.int8))
 
 def test_matmul():
   for sa, sb in [((3, 4), (4, 5)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((0, 4), (4, 3))]:
@@ -193,7 +195,8 @@ def test_matmul_half():
 
 def test_einsum():
   a, b, c = rand(2, 3), rand(3, 4, seed=1), rand(2, 3, 4, seed=2)
-  for f, ops in [("ij,jk->ik", (a, b)), ("ij->ji", (a,)), ("ij->", (a,)), ("ij,ij->i", (a, a)), ("bij,jk->bik", (c.transpose(0, 2, 1) if False else c[:, :, :3], b)),
+  for f, ops in [("ij,jk->ik", (a, b)), ("ij->ji", (a,)), ("ij->", (a,)), ("ij,ij->i", (a, a)),
+                 ("bij,jk->bik", (c.transpose(0, 2, 1) if False else c[:, :, :3], b)),
                  ("i,j->ij", (a[0], b[0])), ("...j,jk->...k", (c[..., :3], b)), ("ijk", (c,)), ("bij,bjk", (c, c.transpose(0, 2, 1)))]:
     check(Tensor.einsum(f, *[Tensor(o) for o in ops]), np.einsum(f, *ops), atol=1e-5)
 

@@ -1,6 +1,6 @@
 """The smoke set every backend must pass first (after tinygrad's test_tiny): tiny kernels of each kind."""
 import numpy as np
-from tinycore import Tensor, dtypes, Device
+from tinycore import Tensor, Device
 from tinycore.testing.helpers import check
 
 def test_const(): check(Tensor(2.0) + 0, np.float32(2.0))
@@ -33,7 +33,8 @@ def test_relu_softmax():
 def test_small_conv_model():
   # a tiny mnist-like forward: conv -> relu -> pool -> linear
   r = np.random.default_rng(2)
-  x, w, l = r.standard_normal((2, 1, 8, 8)).astype(np.float32), r.standard_normal((4, 1, 3, 3)).astype(np.float32), r.standard_normal((36, 10)).astype(np.float32)
+  x, w = r.standard_normal((2, 1, 8, 8)).astype(np.float32), r.standard_normal((4, 1, 3, 3)).astype(np.float32)
+  l = r.standard_normal((36, 10)).astype(np.float32)
   out = Tensor(x).conv2d(Tensor(w)).relu().max_pool2d().flatten(1) @ Tensor(l)
   from numpy.lib.stride_tricks import sliding_window_view as swv
   c = np.einsum("bchwij,ocij->bohw", swv(x, (3, 3), axis=(2, 3)), w)

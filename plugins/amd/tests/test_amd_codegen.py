@@ -58,7 +58,8 @@ def test_llvm_fp8_says_use_hip():
   with pytest.raises(NotImplementedError, match="AMD:HIP"): get_program(ast("fp8"), AMDLLVMRenderer())
 
 HIP_ARCHS = [a for a in ("gfx1100", "gfx1030", "gfx942", "gfx1201") if find_clang(a)]
-@pytest.mark.skipif(not HIP_ARCHS, reason="no clang with the amdgcn target (Debian: apt-get install clang-19 lld-19; clang 14 has no gfx1100, clang 16 no gfx1201)")
+@pytest.mark.skipif(not HIP_ARCHS,
+                    reason="no clang with the amdgcn target (Debian: apt-get install clang-19 lld-19; clang 14 has no gfx1100, clang 16 no gfx1201)")
 @pytest.mark.parametrize("case", [*CASES, *FP8])
 def test_hip_code_object(case):
   arch = HIP_ARCHS[0]   # the newest arch this machine's clang knows, gfx1100 with clang >= 16
@@ -76,7 +77,8 @@ def test_hip_archs(arch):
 
 @pytest.mark.skipif(not HIP_ARCHS, reason="no clang with the amdgcn target")
 def test_hip_compile_error_shows_source_and_log():
-  with pytest.raises(CompileError) as e: HIPRenderer(HIP_ARCHS[0]).compiler.compile('extern "C" __attribute__((global)) void k() { undefined_thing(); }')
+  with pytest.raises(CompileError) as e:
+    HIPRenderer(HIP_ARCHS[0]).compiler.compile('extern "C" __attribute__((global)) void k() { undefined_thing(); }')
   assert "1 | extern" in str(e.value) and "undefined_thing" in e.value.log
 
 @needs_llvmlite
@@ -112,7 +114,8 @@ def test_emu_numeric(registry, dev):
   np.testing.assert_allclose(ta.pad(((1, 1), (0, 2))).permute(1, 0).sum(0).numpy(), np.pad(a, ((1, 1), (0, 2))).T.sum(0), rtol=1e-5, atol=1e-5)
   h = ta.cast(dtypes.float16)
   np.testing.assert_allclose((h * 2 + 1).float().numpy(), (a.astype(np.float16) * 2 + 1).astype(np.float32), rtol=1e-3)
-  np.testing.assert_allclose((h @ tb.cast(dtypes.float16)).float().numpy(), a.astype(np.float16).astype(np.float32) @ b.astype(np.float16).astype(np.float32), rtol=2e-2, atol=2e-2)
+  np.testing.assert_allclose((h @ tb.cast(dtypes.float16)).float().numpy(),
+                             a.astype(np.float16).astype(np.float32) @ b.astype(np.float16).astype(np.float32), rtol=2e-2, atol=2e-2)
   np.testing.assert_allclose(ta.max(1).numpy(), a.max(1))
   i = Tensor(np.arange(-8, 8, dtype=np.int32), device=dev)
   np.testing.assert_equal(((i * 3) // 2).numpy(), (np.arange(-8, 8, dtype=np.int32) * 3) // 2)
@@ -140,15 +143,19 @@ def test_emu_wmma_layouts(arch):
   lane = UOp(Ops.SPECIAL, dtypes.index, (), ("lidx0",))
   ns = [len(tc.a[0]), len(tc.b[0]), len(tc.c[0])]
   def frag(k, dt):
-    return UOp(Ops.VECTORIZE, dt.vec(ns[k]), tuple(ld(g(k + 1, dt), ld(g(k + 4, dtypes.int32), lane * ns[k] + e, dtypes.int32).cast(dtypes.index), dt) for e in range(ns[k])))
+    return UOp(Ops.VECTORIZE, dt.vec(ns[k]),
+               tuple(ld(g(k + 1, dt), ld(g(k + 4, dtypes.int32), lane * ns[k] + e, dtypes.int32).cast(dtypes.index), dt) for e in range(ns[k])))
   d = UOp(Ops.WMMA, tc.dtype_out.vec(ns[2]), (frag(0, tc.dtype_in), frag(1, tc.dtype_in), frag(2, tc.dtype_out)), (tc.name,))
-  stores = [UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, g(0, tc.dtype_out).dtype, (g(0, tc.dtype_out), ld(g(6, dtypes.int32), lane * ns[2] + e, dtypes.int32).cast(dtypes.index))),
+  stores = [UOp(Ops.STORE, dtypes.void,
+                (UOp(Ops.INDEX, g(0, tc.dtype_out).dtype,
+                     (g(0, tc.dtype_out), ld(g(6, dtypes.int32), lane * ns[2] + e, dtypes.int32).cast(dtypes.index))),
             UOp(Ops.GEP, tc.dtype_out, (d,), (e,)))) for e in range(ns[2])]
   uops = [u for u in UOp(Ops.SINK, dtypes.void, tuple(stores)).toposort() if u.op is not Ops.SINK]
   ren = EmulatedRenderer(HIPRenderer(arch), m)
   prg = EmulatorProgram("wmma", ren.compiler.compile(ren.render("wmma", uops)), m)
   rng = np.random.default_rng(1)
-  A, B, C = rng.standard_normal((16, 16)).astype(np.float16), rng.standard_normal((16, 16)).astype(np.float16), rng.standard_normal((16, 16)).astype(np.float32)
+  A, B = rng.standard_normal((16, 16)).astype(np.float16), rng.standard_normal((16, 16)).astype(np.float16)
+  C = rng.standard_normal((16, 16)).astype(np.float32)
   tabs = [np.array([[r * 16 + c for r, c in l] for l in lay], np.int32).reshape(-1) for lay in (tc.a, tc.b, tc.c)]
   D = np.zeros((16, 16), np.float32)
   prg(*[memoryview(x).cast("B") for x in (D, A, B, C, *tabs)], global_size=(1, 1, 1), local_size=(tc.threads, 1, 1))

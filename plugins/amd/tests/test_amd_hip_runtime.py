@@ -76,7 +76,8 @@ def test_copy_round_trip(fake):
   assert fake.fake_last_memcpy_kind() == hip.DTOH
   v = b.view(10, dtypes.float32, 40)   # sub-buffers are pointer offsets
   np.testing.assert_array_equal(v.numpy(), x[10:20])
-  np.testing.assert_array_equal(Buffer("AMD", 4, dtypes.int32).copyin(memoryview(bytes(range(16)))).numpy().view(np.uint8), np.arange(16))  # read-only source
+  # read-only source
+  np.testing.assert_array_equal(Buffer("AMD", 4, dtypes.int32).copyin(memoryview(bytes(range(16)))).numpy().view(np.uint8), np.arange(16))
 
 def test_out_of_memory_is_memoryerror_and_lru_retries(fake):
   alloc = Device["AMD"].allocator
@@ -153,7 +154,9 @@ def test_launch_packs_kernargs_from_the_metadata(fake):
   assert grid == (2, 3, 4) and block == (32, 2, 1) and struct.unpack_from("<i", args, meta[2][".offset"])[0] == -3
   with pytest.raises(RuntimeError, match="takes 3 explicit arguments but was given 2 buffers and 0 values"): prg(a, b)
   fake.fake_fail_next_launch(719)
-  with pytest.raises(hip.HIPError, match=rf"hipModuleLaunchKernel\({p.name}, grid=\(1, 1, 1\), block=\(1, 1, 1\)\) failed: hipErrorLaunchFailure \(719\)"): prg(a, b, vals=(1,))
+  with pytest.raises(hip.HIPError,
+                     match=rf"hipModuleLaunchKernel\({p.name}, grid=\(1, 1, 1\), block=\(1, 1, 1\)\) failed: hipErrorLaunchFailure \(719\)"):
+    prg(a, b, vals=(1,))
   del prg
   assert fake.fake_unloads() == u0 + 1
 
@@ -173,7 +176,8 @@ def test_hidden_args_are_left_to_hip(fake):
   from tinycore_amd.compiler import HIPCompiler, find_clang, find_lld
   if not find_clang("gfx1100") or not find_lld(): pytest.skip("no clang with gfx1100 and ld.lld")
   from tinycore_amd.codeobject import read
-  lib = HIPCompiler("gfx1100").compile('extern "C" __attribute__((global)) void k(float* a, int n, int m) { a[n] = m * __builtin_amdgcn_workgroup_size_x(); }')
+  lib = HIPCompiler("gfx1100").compile('extern "C" __attribute__((global)) void k(float* a, int n, int m) { a[n] = m * '
+                                       '__builtin_amdgcn_workgroup_size_x(); }')
   kinds = [x[".value_kind"] for x in read(lib).kernels["k"].args]
   assert kinds[:3] == ["global_buffer", "by_value", "by_value"] and any(k.startswith("hidden_") for k in kinds[3:])
   prg = Device["AMD"].runtime("k", lib)

@@ -30,13 +30,15 @@ def test_kfd_topology(fake_sysfs):
   nodes = kfd_nodes(str(fake_sysfs[1]))
   assert [n.get("gfx") for n in nodes] == [None, "gfx1100"]
   g = nodes[1]
-  assert g["compute_units"] == 96 and g["wave_size"] == 32 and g["memory"] == 25753026560 and g["pci"] == "0000:03:00.0" and g["device_id"] == "0x744c"
+  assert g["compute_units"] == 96 and g["wave_size"] == 32 and g["memory"] == 25753026560
+  assert g["pci"] == "0000:03:00.0" and g["device_id"] == "0x744c"
   assert gfx_name(90402) == "gfx942" and gfx_name(90010) == "gfx90a" and gfx_name(120001) == "gfx1201"
 
 def test_smi_from_sysfs(fake_sysfs):
   from tinycore_amd.smi import smi
   (e,) = smi("", str(fake_sysfs[0]))
-  assert e["bus"] == "0000:03:00.0" and e["util"] == 37 and e["mem_used"] == 1 << 30 and e["temp_c"] == 45 and e["power_w"] == 62 and e["clock_mhz"] == 2482
+  assert e["bus"] == "0000:03:00.0" and e["util"] == 37 and e["mem_used"] == 1 << 30
+  assert e["temp_c"] == 45 and e["power_w"] == 62 and e["clock_mhz"] == 2482
 
 def test_smi_without_telemetry(tmp_path):
   from tinycore_amd.smi import smi

@@ -65,7 +65,8 @@ def read(lib: bytes) -> CodeObject:
   e_flags, = struct.unpack_from("<I", lib, 48)
   shoff, = struct.unpack_from("<Q", lib, 40)
   shentsize, shnum = struct.unpack_from("<HH", lib, 58)
-  secs = [struct.unpack_from("<IIQQQQIIQQ", lib, shoff + k * shentsize) for k in range(shnum)]   # name,type,flags,addr,off,size,link,info,align,entsize
+  # name,type,flags,addr,off,size,link,info,align,entsize
+  secs = [struct.unpack_from("<IIQQQQIIQQ", lib, shoff + k * shentsize) for k in range(shnum)]
   linked = e_type == 3
   meta, symbols = {}, {}
   for s in secs:
@@ -88,7 +89,9 @@ def read(lib: bytes) -> CodeObject:
   for k in meta.get("amdhsa.kernels", []):
     kd = symbols.get(k.get(".symbol", k[".name"] + ".kd"))
     # the kernel descriptor starts group_segment_fixed_size, private_segment_fixed_size, kernarg_size (u32 each)
-    g, p, ka = struct.unpack_from("<III", lib, kd) if kd is not None else (k.get(".group_segment_fixed_size", 0), k.get(".private_segment_fixed_size", 0), k.get(".kernarg_segment_size", 0))
-    kernels[k[".name"]] = Kernel(k[".name"], k.get(".kernarg_segment_size", ka), g, p, k.get(".wavefront_size"), k.get(".args", []), k.get(".sgpr_count"), k.get(".vgpr_count"))
+    g, p, ka = struct.unpack_from("<III", lib, kd) if kd is not None else \
+      (k.get(".group_segment_fixed_size", 0), k.get(".private_segment_fixed_size", 0), k.get(".kernarg_segment_size", 0))
+    kernels[k[".name"]] = Kernel(k[".name"], k.get(".kernarg_segment_size", ka), g, p, k.get(".wavefront_size"), k.get(".args", []),
+                                 k.get(".sgpr_count"), k.get(".vgpr_count"))
   target = meta.get("amdhsa.target", "")
   return CodeObject(MACH.get(e_flags & 0xff, target.rpartition("--")[2] or f"mach 0x{e_flags & 0xff:x}"), linked, symbols, meta, kernels)

@@ -36,7 +36,8 @@ class HIPAllocator(LRUAllocator):
     self.ctx.use()
     p = ctypes.c_void_p()
     rc = libhip().hipMalloc(ctypes.byref(p), size)
-    if rc == hip.OUT_OF_MEMORY: raise MemoryError(f"AMD:{self.ctx.ordinal}: out of memory allocating {size} bytes")   # the LRU frees its cache and retries
+    if rc == hip.OUT_OF_MEMORY:
+      raise MemoryError(f"AMD:{self.ctx.ordinal}: out of memory allocating {size} bytes")   # the LRU frees its cache and retries
     check(rc, f"hipMalloc({size})")
     return p.value
   def _free(self, opaque: int, size: int, options=None) -> None:
@@ -65,7 +66,8 @@ class HIPProgram:
     self.ctx, self.name, self.lib = ctx, name, lib   # keep the image alive while the module is loaded
     co = read(lib)
     if not co.linked: raise RuntimeError(f"{name}: the code object is not linked (no ld.lld on PATH: apt-get install lld), so HIP cannot load it")
-    if (k := co.kernels.get(name)) is None: raise RuntimeError(f"{name}: the code object has no kernel of that name (it has {', '.join(co.kernels) or 'none'})")
+    if (k := co.kernels.get(name)) is None:
+      raise RuntimeError(f"{name}: the code object has no kernel of that name (it has {', '.join(co.kernels) or 'none'})")
     self.args = [(a[".offset"], a[".size"]) for a in k.args if not a.get(".value_kind", "").startswith("hidden_")]
     self.kernarg_size = max((o + s for o, s in self.args), default=0)
     ctx.use()
@@ -114,7 +116,8 @@ def open_device(device_name: str, spec):
   from tinycore.pci import pci_devices
   if spec.iface == "USB": raise DeviceUnavailable("no USB-attached AMD GPU found (the USB bridge interface is not implemented)")
   if spec.iface == "PCI": raise DeviceUnavailable("PCI+AMD only probes (sysfs); a userspace PCI driver is not implemented: use DEV=AMD (HIP)")
-  if spec.iface == "KFD": raise DeviceUnavailable("KFD+AMD only probes: the KFD ioctl runtime is not implemented; DEV=AMD (HIP) dispatches through ROCm's HIP")
+  if spec.iface == "KFD":
+    raise DeviceUnavailable("KFD+AMD only probes: the KFD ioctl runtime is not implemented; DEV=AMD (HIP) dispatches through ROCm's HIP")
   phys = spec.physical(int(device_name.partition(":")[2] or 0))
   if phys not in _contexts:
     try: _contexts[phys] = HIPContext(phys)
@@ -123,6 +126,7 @@ def open_device(device_name: str, spec):
       raise
   ctx = _contexts[phys]
   if not (arch := spec.arch or ctx.arch):
-    raise DeviceUnavailable(f"could not tell the arch of {ctx.name} (neither hipDeviceProp_t.gcnArchName nor the KFD topology says): name it, e.g. DEV=AMD::gfx1100")
+    raise DeviceUnavailable(f"could not tell the arch of {ctx.name} (neither hipDeviceProp_t.gcnArchName nor the KFD topology says): "
+                            "name it, e.g. DEV=AMD::gfx1100")
   from tinycore.renderer.build import build_renderer
   return HIPDevice(device_name, ctx, build_renderer(spec, arch=arch))

@@ -35,7 +35,8 @@ def libhip() -> ctypes.CDLL:
   lib.hipGetErrorString.argtypes, lib.hipGetErrorString.restype = [I], ctypes.c_char_p
   for f, a in {"hipInit": [U], "hipGetDeviceCount": [P(I)], "hipSetDevice": [I], "hipDeviceGetName": [ctypes.c_char_p, I, I],
                "hipMemGetInfo": [P(S), P(S)], "hipMalloc": [P(vp), S], "hipFree": [vp], "hipMemcpy": [vp, vp, S, I],
-               "hipMemcpyPeer": [vp, I, vp, I, S], "hipModuleLoadData": [P(vp), ctypes.c_char_p], "hipModuleGetFunction": [P(vp), vp, ctypes.c_char_p],
+               "hipMemcpyPeer": [vp, I, vp, I, S], "hipModuleLoadData": [P(vp), ctypes.c_char_p],
+               "hipModuleGetFunction": [P(vp), vp, ctypes.c_char_p],
                "hipModuleLaunchKernel": [vp] + [U] * 7 + [vp, P(vp), P(vp)], "hipModuleUnload": [vp], "hipEventCreate": [P(vp)],
                "hipEventRecord": [vp, vp], "hipEventSynchronize": [vp], "hipEventElapsedTime": [P(ctypes.c_float), vp, vp],
                "hipEventDestroy": [vp], "hipDeviceSynchronize": []}.items():

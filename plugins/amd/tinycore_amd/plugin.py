@@ -43,8 +43,6 @@ class KFD(Interface):
   def probe(self):
     from tinycore_amd.topology import kfd_nodes
     return [n for n in kfd_nodes() if n.get("gfx")] or _gpus()
-  def open(self, index):
-    raise NotImplementedError("the KFD ioctl runtime is not implemented in tinycore-amd; DEV=AMD (HIP) dispatches through ROCm's HIP")
   def unavailable_reason(self):
     if not _gpus(): return "no AMD GPU on the PCI bus"
     if not os.path.exists("/dev/kfd"): return "the amdgpu kernel driver is not loaded (no /dev/kfd)"
@@ -66,7 +64,8 @@ def tinycore_renderers(device):
   if device != "AMD": return None
   from tinycore_amd.arch import ARCHS   # a table, no imports
   archs = tuple(ARCHS)
-  return [{"name": "LLVM", "default": True, "archs": archs, "load": "tinycore_amd.renderer_llvm:AMDLLVMRenderer", "description": "AMDGPU LLVM IR compiled by llvmlite"},
+  return [{"name": "LLVM", "default": True, "archs": archs, "load": "tinycore_amd.renderer_llvm:AMDLLVMRenderer",
+           "description": "AMDGPU LLVM IR compiled by llvmlite"},
           {"name": "HIP", "archs": archs, "load": "tinycore_amd.renderer_hip:HIPRenderer", "description": "HIP C++ compiled by clang (-nogpulib)"}]
 
 def tinycore_interfaces(device):

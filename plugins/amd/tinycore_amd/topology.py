@@ -18,12 +18,17 @@ def kfd_nodes(root: str = ROOT) -> list[dict]:
     if (v := props.get("gfx_target_version", 0)):
       cus = props.get("simd_count", 0) // max(props.get("simd_per_cu", 1), 1)
       node.update(gfx=gfx_name(v), compute_units=cus, wave_size=props.get("wave_front_size"), lds_kb=props.get("lds_size_in_kb"),
-                  vendor_id=f"0x{props.get('vendor_id', 0):04x}", device_id=f"0x{props.get('device_id', 0):04x}", drm_minor=props.get("drm_render_minor"),
-                  pci=f"{props.get('domain', 0):04x}:{(props.get('location_id', 0) >> 8) & 0xff:02x}:{(props.get('location_id', 0) >> 3) & 0x1f:02x}.{props.get('location_id', 0) & 7}")
+                  vendor_id=f"0x{props.get('vendor_id', 0):04x}", device_id=f"0x{props.get('device_id', 0):04x}",
+                  drm_minor=props.get("drm_render_minor"), pci=_pci_address(props))
       banks = glob.glob(os.path.join(d, "mem_banks", "*", "properties"))
       node["memory"] = sum(_int_prop(b, "size_in_bytes") for b in banks)
     out.append(node)
   return out
+
+def _pci_address(props: dict) -> str:
+  """domain:bus:device.function from KFD's location_id (bus << 8 | device << 3 | function)."""
+  loc = props.get("location_id", 0)
+  return f"{props.get('domain', 0):04x}:{(loc >> 8) & 0xff:02x}:{(loc >> 3) & 0x1f:02x}.{loc & 7}"
 
 def _int_prop(path: str, key: str) -> int:
   try:

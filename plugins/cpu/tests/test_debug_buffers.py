@@ -48,7 +48,8 @@ def test_far_underrun_hits_the_front_guard_page():
 def test_write_just_before_the_start_is_caught_by_the_canary():
   p = _run(_kernel("out[i - 1] = in[i];"))
   assert p.returncode == 1 and "NO REPORT" not in p.stdout, p.stdout + p.stderr
-  assert "BufferOverrun: DEBUG_BUFFERS: kernel k wrote outside buffer argument 0 (40 bytes): at byte offset -4 (canary overwritten)" in p.stderr, p.stderr
+  want = "BufferOverrun: DEBUG_BUFFERS: kernel k wrote outside buffer argument 0 (40 bytes): at byte offset -4 (canary overwritten)"
+  assert want in p.stderr, p.stderr
 
 def test_write_into_the_alignment_slack_is_caught_by_the_canary():
   """5 half-precision elements = 10 bytes: the buffer starts 8-aligned, so 6 bytes of slack lie before the guard page."""

@@ -33,7 +33,8 @@ def check(fn, ref, *arrs, atol=1e-6, rtol=1e-5, c_atol=None, c_rtol=None, vs_c=T
   if ref is not None:
     with np.errstate(all="ignore"): want = np.asarray(ref(*arrs))
     close(got, want.astype(got.dtype), atol, rtol, "LLVM vs numpy")   # dtypes are checked against C below
-  if HAS_C and vs_c and (c := run_c(fn, *arrs)) is not None: close(got, c, c_atol if c_atol is not None else atol, c_rtol if c_rtol is not None else rtol, "LLVM vs C")
+  if HAS_C and vs_c and (c := run_c(fn, *arrs)) is not None:
+    close(got, c, c_atol if c_atol is not None else atol, c_rtol if c_rtol is not None else rtol, "LLVM vs C")
   return got
 
 def f32(*shape, lo=-3, hi=3): return rng.uniform(lo, hi, shape).astype(np.float32)
@@ -59,13 +60,16 @@ def test_uses_llvm():
 def test_binary_f32(name, fn, ref): check(fn, ref, f32(37, 19), f32(37, 19))
 
 @pytest.mark.parametrize("name,fn,ref,lo,hi", [
-  ("exp", Tensor.exp, np.exp, -5, 5), ("log", Tensor.log, np.log, 0.01, 10), ("sqrt", Tensor.sqrt, np.sqrt, 0, 10), ("sin", Tensor.sin, np.sin, -10, 10),
+  ("exp", Tensor.exp, np.exp, -5, 5), ("log", Tensor.log, np.log, 0.01, 10), ("sqrt", Tensor.sqrt, np.sqrt, 0, 10),
+  ("sin", Tensor.sin, np.sin, -10, 10),
   ("cos", Tensor.cos, np.cos, -10, 10), ("neg", Tensor.neg, np.negative, -3, 3), ("recip", Tensor.reciprocal, np.reciprocal, 0.1, 3),
   ("trunc", Tensor.trunc, np.trunc, -9, 9), ("floor", Tensor.floor, np.floor, -9, 9), ("abs", Tensor.abs, np.abs, -3, 3),
   ("sigmoid", Tensor.sigmoid, lambda x: 1 / (1 + np.exp(-x)), -8, 8), ("exp2", Tensor.exp2, np.exp2, -8, 8), ("log2", Tensor.log2, np.log2, 0.01, 9)])
 def test_unary_f32(name, fn, ref, lo, hi): check(fn, ref, f32(1000, lo=lo, hi=hi), atol=1e-5, rtol=1e-5)
 
-def test_float64(): check(lambda a, b: (a * b).exp() + a.sqrt(), lambda a, b: np.exp(a * b) + np.sqrt(a), f32(64, lo=0, hi=2).astype(np.float64), f32(64).astype(np.float64), rtol=1e-12)
+def test_float64():
+  check(lambda a, b: (a * b).exp() + a.sqrt(), lambda a, b: np.exp(a * b) + np.sqrt(a), f32(64, lo=0, hi=2).astype(np.float64),
+        f32(64).astype(np.float64), rtol=1e-12)
 
 # ---- integer dtypes: wrap-around, signedness of compare/shift/max/div
 INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
@@ -87,7 +91,8 @@ def c_div(a, b):
   q = np.array([0 if y == 0 else abs(int(x)) // abs(int(y)) * (1 if (x < 0) == (y < 0) else -1) for x, y in zip(a, b)], dtype=object)
   r = np.array([0 if y == 0 else int(x) - int(qq) * int(y) for x, y, qq in zip(a, b, q)], dtype=object)
   bits = a.dtype.itemsize * 8
-  wrap = lambda v: np.array([(int(x) + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1)) if a.dtype.kind == "i" else int(x) % (1 << bits) for x in v]).astype(a.dtype)
+  wrap = lambda v: np.array([(int(x) + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1)) if a.dtype.kind == "i" else int(x) % (1 << bits)
+                             for x in v]).astype(a.dtype)
   return wrap(q), wrap(r)
 
 @pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int32, np.uint32, np.int64], ids=lambda d: np.dtype(d).name)
@@ -137,12 +142,14 @@ def test_bfloat16():
   check(lambda x: x.bfloat16().float(), bf16, spec)
   bits = np.array([1.0, -2.0, 0.5, 1e-3, np.inf], np.float32)
   check(lambda x: x.bfloat16().bitcast(dtypes.uint16), lambda x: (bf16(x).view(np.uint32) >> 16).astype(np.uint16), bits)   # the stored bits
-  check(lambda x: x.bitcast(dtypes.bfloat16).float(), lambda x: (x.astype(np.uint32) << 16).view(np.float32), np.array([0x3f80, 0xc000, 0x7f80, 0x1], np.uint16))
+  check(lambda x: x.bitcast(dtypes.bfloat16).float(), lambda x: (x.astype(np.uint32) << 16).view(np.float32),
+        np.array([0x3f80, 0xc000, 0x7f80, 0x1], np.uint16))
 
 @pytest.mark.parametrize("dt", ["fp8e4m3", "fp8e5m2"])
 def test_fp8(dt):
   fp8 = getattr(dtypes, dt)
-  vals = np.concatenate([f32(400, lo=-20, hi=20), f32(100, lo=-0.02, hi=0.02), np.array([1.0, 0.1, 448, 500, 57344, 1e6, -1e6, np.inf, -np.inf, np.nan, 0, 2**-9, 2**-10, 2**-16, 2**-17], np.float32)])
+  vals = np.concatenate([f32(400, lo=-20, hi=20), f32(100, lo=-0.02, hi=0.02),
+                         np.array([1.0, 0.1, 448, 500, 57344, 1e6, -1e6, np.inf, -np.inf, np.nan, 0, 2**-9, 2**-10, 2**-16, 2**-17], np.float32)])
   # vs C without +-inf: C's nearest-value search turns +inf into -448 for e4m3 (every distance is inf); here it saturates to 448
   fin_vals = vals[np.isfinite(vals) | np.isnan(vals)]
   check(lambda x: x.cast(fp8).float(), None, fin_vals)
@@ -165,7 +172,8 @@ def test_bool():
 # ---- casts
 @pytest.mark.parametrize("dt", INTS + [np.float16, np.float64, np.bool_], ids=lambda d: np.dtype(d).name)
 def test_cast_from_float(dt):
-  tdt = dtypes.from_np(np.dtype(dt)) if hasattr(dtypes, "from_np") else getattr(dtypes, {"float16": "half", "float64": "double", "bool": "bool"}.get(np.dtype(dt).name, np.dtype(dt).name))
+  name = np.dtype(dt).name
+  tdt = dtypes.from_np(np.dtype(dt)) if hasattr(dtypes, "from_np") else getattr(dtypes, {"float16": "half", "float64": "double"}.get(name, name))
   x = np.array([0.0, 1.5, -1.5, 2.9, -2.9, 100.7, 127.0, 0.2, -0.0, 42.0], np.float32)
   if np.dtype(dt).kind == "u": x = np.abs(x)
   check(lambda t: t.cast(tdt), lambda t: t.astype(dt), x)
@@ -179,7 +187,8 @@ def test_cast_between_ints_and_floats():
   check(lambda x: x.float(), lambda x: x.astype(np.float32), u); check(lambda x: x.cast(dtypes.int64), lambda x: x.astype(np.int64), u)
   check(lambda x: x.bool(), lambda x: x.astype(bool), a)
   check(lambda x: x.bool(), lambda x: x.astype(bool), np.array([0.0, -0.0, np.nan, 1.0, -np.inf], np.float32))   # NaN is truthy
-  check(lambda x: x.bitcast(dtypes.int32), lambda x: x.view(np.int32), f32(50)); check(lambda x: x.bitcast(dtypes.float32), lambda x: x.view(np.float32), a)
+  check(lambda x: x.bitcast(dtypes.int32), lambda x: x.view(np.int32), f32(50))
+  check(lambda x: x.bitcast(dtypes.float32), lambda x: x.view(np.float32), a)
 
 # ---- NaN / inf
 def test_nan_inf_propagation():
@@ -193,7 +202,8 @@ def test_nan_inf_propagation():
   check(lambda x, y: x / y, np.divide, a, b); check(lambda x, y: x * y, np.multiply, a, b)
   check(lambda x: x.max(), np.max, a); check(lambda x: x.sum(), np.sum, a); check(lambda x: x[1:4].sum(), lambda x: x[1:4].sum(), a)
   z = np.array([0.0, -1.0, 1.0, 0.0, 100.0, -100.0, inf, -inf], np.float32)
-  check(lambda x: x.log(), np.log, z); check(lambda x: x.sqrt(), np.sqrt, z); check(lambda x: x.exp(), np.exp, z); check(lambda x: x.reciprocal(), np.reciprocal, z)
+  check(lambda x: x.log(), np.log, z); check(lambda x: x.sqrt(), np.sqrt, z)
+  check(lambda x: x.exp(), np.exp, z); check(lambda x: x.reciprocal(), np.reciprocal, z)
   check(lambda x: x.sin(), np.sin, z[[0, 1, 2, 4, 5]])
   check(lambda x, y: x < y, np.less, a, b); check(lambda x, y: x == y, np.equal, a, b); check(lambda x, y: x != y, np.not_equal, a, b)
   check(lambda x: x.max(), np.max, np.array([1.0, np.nan, 3.0] * 50, np.float32))
@@ -201,7 +211,8 @@ def test_nan_inf_propagation():
 # ---- reductions, matmul, movement
 def test_reductions():
   a = f32(33, 65)
-  check(lambda x: x.sum(), np.sum, a, rtol=1e-4); check(lambda x: x.sum(0), lambda x: x.sum(0), a, rtol=1e-5); check(lambda x: x.sum(1), lambda x: x.sum(1), a, rtol=1e-5)
+  check(lambda x: x.sum(), np.sum, a, rtol=1e-4)
+  check(lambda x: x.sum(0), lambda x: x.sum(0), a, rtol=1e-5); check(lambda x: x.sum(1), lambda x: x.sum(1), a, rtol=1e-5)
   check(lambda x: x.max(1), lambda x: x.max(1), a); check(lambda x: x.min(0), lambda x: x.min(0), a); check(lambda x: x.mean(), np.mean, a, atol=1e-6)
   check(lambda x: x.softmax(-1), lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True), a)
   check(lambda x: (x * 2 + 1).relu().sum(), lambda x: np.maximum(x * 2 + 1, 0).sum(), f32(4096), rtol=1e-4)
@@ -217,7 +228,8 @@ def test_matmul(shape):
 def test_matmul_int_and_half():
   a, b = rng.integers(-9, 9, (16, 24)).astype(np.int32), rng.integers(-9, 9, (24, 8)).astype(np.int32)
   check(lambda x, y: x @ y, np.matmul, a, b)
-  check(lambda x, y: x @ y, lambda x, y: (x.astype(np.float32) @ y.astype(np.float32)).astype(np.float16), f32(16, 24).astype(np.float16), f32(24, 8).astype(np.float16), atol=5e-2, rtol=1e-2)
+  check(lambda x, y: x @ y, lambda x, y: (x.astype(np.float32) @ y.astype(np.float32)).astype(np.float16), f32(16, 24).astype(np.float16),
+        f32(24, 8).astype(np.float16), atol=5e-2, rtol=1e-2)
 
 def test_movement():
   a = f32(6, 7, 8)
@@ -243,7 +255,8 @@ def test_large_parallel():
   # big enough for the runtime to split the outer loop across threads (core_start/core_end)
   a, b = f32(1 << 20), f32(1 << 20)
   check(lambda x, y: (x * y + 1).relu(), lambda x, y: np.maximum(x * y + 1, 0), a, b)
-  check(lambda x, y: x.reshape(1024, 1024).sum(1) + y.reshape(1024, 1024).max(1), lambda x, y: x.reshape(1024, 1024).sum(1) + y.reshape(1024, 1024).max(1), a, b, atol=1e-4, rtol=1e-4)
+  sum_max = lambda x, y: x.reshape(1024, 1024).sum(1) + y.reshape(1024, 1024).max(1)   # the same ops on Tensors and on numpy arrays
+  check(sum_max, sum_max, a, b, atol=1e-4, rtol=1e-4)
 
 def test_symbolic_variable():
   # a bound Variable becomes an i32 kernel parameter (DEFINE_VAR) used as a loop bound
@@ -265,7 +278,8 @@ def test_compile_is_deterministic_and_loadable():
   from tinycore_cpu.compiler_llvm import LLVMCompiler
   from tinycore_cpu.runtime_llvm import LLVMProgram
   src = ("define void @\"k\"(ptr noalias %data0, i32 %core_start, i32 %core_end) nounwind {\nentry:\n"
-         "  %f = call float @llvm.sin.f32(float 0x3FF0000000000000)\n  store float %f, ptr %data0\n  ret void\n}\ndeclare float @llvm.sin.f32(float)\n")
+         "  %f = call float @llvm.sin.f32(float 0x3FF0000000000000)\n  store float %f, ptr %data0\n  ret void\n}\n"
+         "declare float @llvm.sin.f32(float)\n")
   c = LLVMCompiler()
   lib = c.compile(src)
   assert lib == c.compile(src) and lib[:4] == b"\x7fELF"

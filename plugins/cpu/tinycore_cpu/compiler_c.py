@@ -5,7 +5,8 @@ from tinycore.compiler import Compiler, CompileError
 from tinycore_cpu import sanitize
 
 # -O2 for the host ISA; -fno-math-errno only drops errno writes, IEEE NaN/inf semantics stay intact (no -ffast-math)
-FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-fno-strict-aliasing", "-ffp-contract=fast", "-std=gnu11", "-w"]
+FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-fno-strict-aliasing", "-ffp-contract=fast",
+         "-std=gnu11", "-w"]
 
 @functools.cache
 def find_cc() -> str | None:
@@ -16,7 +17,8 @@ def find_cc() -> str | None:
 class CCompiler(Compiler):
   def __init__(self, cc: str | None = None):
     self.cc = cc or find_cc()
-    if self.cc is None: raise FileNotFoundError("no C compiler found on PATH (tried clang, gcc, cc): install one (`apt-get install clang`) or use DEV=CPU:LLVM")
+    if self.cc is None:
+      raise FileNotFoundError("no C compiler found on PATH (tried clang, gcc, cc): install one (`apt-get install clang`) or use DEV=CPU:LLVM")
     # TINYCORE_SANITIZE=address,undefined: instrumented kernels (the sanitizer lane); the flags are in the cache key
     self.sanitizers = sanitize.requested()
     if self.sanitizers: sanitize.check_loaded(self.cc, self.sanitizers)

@@ -13,7 +13,8 @@ def _renderer(name: str | None, arch: str | None):
         from tinycore_cpu.renderer_llvm import LLVMRenderer
         warnings.warn("CPU: no C compiler on PATH (clang/gcc); falling back to DEV=CPU:LLVM (llvmlite)")
         return LLVMRenderer()
-      except ImportError: raise RuntimeError("CPU: no C compiler on PATH and llvmlite is not installed: `apt-get install clang` or `pip install llvmlite`") from None
+      except ImportError:
+        raise RuntimeError("CPU: no C compiler on PATH and llvmlite is not installed: `apt-get install clang` or `pip install llvmlite`") from None
     from tinycore_cpu.renderer_c import CRenderer
     return CRenderer()
   if name == "LLVM":

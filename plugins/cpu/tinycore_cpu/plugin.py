@@ -10,7 +10,8 @@ def tinycore_devices():
 
 def tinycore_renderers(device):
   if device != "CPU": return None
-  return [{"name": "C", "aliases": ("CLANG",), "default": True, "load": "tinycore_cpu.renderer_c:CRenderer", "description": "C compiled by clang or gcc"},
+  return [{"name": "C", "aliases": ("CLANG",), "default": True, "load": "tinycore_cpu.renderer_c:CRenderer",
+           "description": "C compiled by clang or gcc"},
           {"name": "LLVM", "load": "tinycore_cpu.renderer_llvm:LLVMRenderer", "description": "LLVM IR compiled by llvmlite"}]
 
 def tinycore_probe():

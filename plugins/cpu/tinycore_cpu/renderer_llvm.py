@@ -36,7 +36,8 @@ def _bf16_helpers() -> dict[str, str]:
 def _fp8_helpers(name: str, e: int, m: int, fn: bool) -> dict[str, str]:
   bias, emax = (1 << (e - 1)) - 1, (1 << e) - 1
   maxf = (2 - 2 ** -(m - 1)) * 2 ** (emax - bias) if fn else (2 - 2 ** -m) * 2 ** (emax - 1 - bias)   # largest finite value
-  sub, minnorm, subinv = const(2.0 ** (1 - bias - m), dtypes.float32), const(2.0 ** (1 - bias), dtypes.float32), const(2.0 ** (bias - 1 + m), dtypes.float32)
+  sub, minnorm = const(2.0 ** (1 - bias - m), dtypes.float32), const(2.0 ** (1 - bias), dtypes.float32)
+  subinv = const(2.0 ** (bias - 1 + m), dtypes.float32)
   nan, inf, ninf = const(math.nan, dtypes.float32), const(math.inf, dtypes.float32), const(-math.inf, dtypes.float32)
   special = (f"""  %lo = and i32 %u, 127
   %isnan = icmp eq i32 %lo, 127

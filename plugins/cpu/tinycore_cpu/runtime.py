@@ -40,7 +40,8 @@ class CPUAllocator(LRUAllocator):
     return p
   def _free(self, opaque: int, size: int, options=None) -> None: _libc.free(opaque)
   def _as_buffer(self, opaque: int) -> memoryview: raise NotImplementedError  # replaced below with a sized view
-  def _copyin(self, dest: int, src: memoryview) -> None: ctypes.memmove(dest, (ctypes.c_char * src.nbytes).from_buffer(src) if not src.readonly else bytes(src), src.nbytes)
+  def _copyin(self, dest: int, src: memoryview) -> None:
+    ctypes.memmove(dest, (ctypes.c_char * src.nbytes).from_buffer(src) if not src.readonly else bytes(src), src.nbytes)
   def _copyout(self, dest: memoryview, src: int) -> None: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src, dest.nbytes)
   def _offset(self, opaque: int, size: int, offset: int) -> int: return opaque + offset
 
@@ -53,15 +54,15 @@ class CPUBufferView(CPUAllocator):
     p = super().alloc(size, options)
     self.sizes[p] = size
     return p
-  def _offset(self, opaque: int, size: int, offset: int) -> int:
-    self.sizes[opaque + offset] = size
-    return opaque + offset
+  # no _offset override: a view's host view is a slice of its base's (Buffer.as_buffer); recording the view's size here
+  # overwrote its base's when both start at one address, and the base then read back short
   def _as_buffer(self, opaque: int) -> memoryview:
     return memoryview((ctypes.c_uint8 * self.sizes[opaque]).from_address(opaque)).cast("B")
 
 def cpu_count() -> int:
   """Worker threads: CPU_COUNT when set (0 or unset: every core this process may use)."""
-  if (n := env_value("CPU_COUNT", 0)) < 0: raise EnvError(f"environment variable CPU_COUNT={n}: expected a thread count >= 1, or 0/unset for all usable cores")
+  if (n := env_value("CPU_COUNT", 0)) < 0:
+    raise EnvError(f"environment variable CPU_COUNT={n}: expected a thread count >= 1, or 0/unset for all usable cores")
   return n or len(os.sched_getaffinity(0))
 
 @functools.cache

@@ -48,7 +48,8 @@ def runtime_libs(cc: str, names: tuple[str, ...]) -> list[str]:
     return [found]
   wanted = [w for s, w in (("address", "libasan.so"), ("undefined", "libubsan.so")) if s in names]
   libs = [_print_file(cc, w) for w in wanted]
-  if None in libs: raise FileNotFoundError(f"{os.path.basename(cc)} has no {wanted[libs.index(None)]}: install its sanitizer runtime (libasan8/libubsan1)")
+  if None in libs:
+    raise FileNotFoundError(f"{os.path.basename(cc)} has no {wanted[libs.index(None)]}: install its sanitizer runtime (libasan8/libubsan1)")
   return libs
 
 def runtime_env(cc: str, names: tuple[str, ...], log_dir: str | None = None) -> dict[str, str]:

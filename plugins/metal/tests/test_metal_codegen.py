@@ -50,10 +50,12 @@ def wmma_prog(tc_name: str, di, do):
   """One simdgroup_multiply_accumulate: lane l loads its 2 elements of A, B, C through index tables (buffers 4-6)."""
   lane = UOp(Ops.SPECIAL, dtypes.index, (), ("lidx0",))
   ia, ib, ic = _g(4, dtypes.int32), _g(5, dtypes.int32), _g(6, dtypes.int32)
-  def frag(buf, tab, dt): return UOp(Ops.VECTORIZE, dt.vec(2), tuple(_ld(buf, _ld(tab, lane * 2 + e, dtypes.int32).cast(dtypes.index), dt) for e in range(2)))
+  def frag(buf, tab, dt):
+    return UOp(Ops.VECTORIZE, dt.vec(2), tuple(_ld(buf, _ld(tab, lane * 2 + e, dtypes.int32).cast(dtypes.index), dt) for e in range(2)))
   d = UOp(Ops.WMMA, do.vec(2), (frag(_g(1, di), ia, di), frag(_g(2, di), ib, di), frag(_g(3, do), ic, do)), (tc_name,))
   return _lin([_st(_g(0, do), _ld(ic, lane * 2 + e, dtypes.int32).cast(dtypes.index), UOp(Ops.GEP, do, (d,), (e,))) for e in range(2)])
-HAND = {"local_barrier": local_prog, "vectors": vec_prog, **{tc.name: (lambda tc=tc: wmma_prog(tc.name, tc.dtype_in, tc.dtype_out)) for tc in TENSOR_CORES}}
+HAND = {"local_barrier": local_prog, "vectors": vec_prog,
+        **{tc.name: (lambda tc=tc: wmma_prog(tc.name, tc.dtype_in, tc.dtype_out)) for tc in TENSOR_CORES}}
 
 # ---- (b) structure
 @pytest.mark.parametrize("native_bf16", [True, False])
@@ -73,7 +75,8 @@ def test_structure_hand_built(case):
   if case.startswith("simdgroup"): assert "simdgroup_multiply_accumulate" in s and "#include <metal_simdgroup_matrix>" in s
 
 def test_no_float64_and_vars():
-  with pytest.raises(NotImplementedError, match="float64"): src_ = MetalRenderer().render("k", _lin([_st(_g(0, dtypes.float64), _c(0), _c(1.0, dtypes.float64))]))
+  with pytest.raises(NotImplementedError, match="float64"):
+    MetalRenderer().render("k", _lin([_st(_g(0, dtypes.float64), _c(0), _c(1.0, dtypes.float64))]))
   from tinycore import Variable
   s = get_program((E((16,))[:Variable("n", 1, 16).bind(3)] + 1).schedule()[-1].ast, MetalRenderer()).src
   assert "constant int& n [[buffer(2)]]" in s and structure(s) == []

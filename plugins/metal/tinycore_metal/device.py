@@ -73,7 +73,8 @@ def _library(ctx: MetalContext, name: str, lib: bytes) -> int:
   if lib.startswith(METALLIB_MAGIC):
     # a metallib from xcrun: wrapped in dispatch_data (the NULL destructor makes libdispatch copy the bytes)
     ld = ctypes.CDLL("/usr/lib/libSystem.B.dylib")
-    ld.dispatch_data_create.restype, ld.dispatch_data_create.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+    ld.dispatch_data_create.restype = ctypes.c_void_p
+    ld.dispatch_data_create.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
     data = ld.dispatch_data_create(lib, len(lib), None, None)
     out = send(ctx.dev, "newLibraryWithData:error:", data, ctypes.byref(err))
   else:
@@ -83,7 +84,9 @@ def _library(ctx: MetalContext, name: str, lib: bytes) -> int:
     else: send(opts, "setFastMathEnabled:", False, restype=None, argtypes=[B])
     out = send(ctx.dev, "newLibraryWithSource:options:error:", (src := nsstring(lib.decode())), opts, ctypes.byref(err))
     release(opts); release(src)
-  if not out: raise CompileError(f"METAL: the library for {name} did not build", lib.decode(errors="replace") if not lib.startswith(METALLIB_MAGIC) else None, error_text(err))
+  if not out:
+    log = lib.decode(errors="replace") if not lib.startswith(METALLIB_MAGIC) else None
+    raise CompileError(f"METAL: the library for {name} did not build", log, error_text(err))
   return out
 def _selp(name: str):
   from tinycore_metal.objc import sel
@@ -113,7 +116,8 @@ class MetalProgram:
       send(enc, "setComputePipelineState:", self.pipeline, restype=None)
       for i, b in enumerate(bufs): send(enc, "setBuffer:offset:atIndex:", b.buf, b.offset, i, restype=None, argtypes=[ctypes.c_void_p, U, U])
       # scalar arguments are `constant int&`: small inline bytes, no buffer needed
-      for j, v in enumerate(vals): send(enc, "setBytes:length:atIndex:", ctypes.byref(ctypes.c_int32(v)), 4, len(bufs) + j, restype=None, argtypes=[ctypes.c_void_p, U, U])
+      for j, v in enumerate(vals):
+        send(enc, "setBytes:length:atIndex:", ctypes.byref(ctypes.c_int32(v)), 4, len(bufs) + j, restype=None, argtypes=[ctypes.c_void_p, U, U])
       send(enc, "dispatchThreadgroups:threadsPerThreadgroup:", MTLSize(*gs), MTLSize(*ls), restype=None, argtypes=[MTLSize, MTLSize])
       send(enc, "endEncoding", restype=None)
       send(cb, "commit", restype=None)

@@ -48,7 +48,8 @@ _CTORS = "".join(f"#define {t}{n}(...) (metal::tc_make<metal::{t}{n}>(__VA_ARGS_
                  ("char", "uchar", "short", "ushort", "int", "uint", "half", "float", "bfloat") for n in (2, 3, 4)) + \
          "".join(f"#define packed_{t}{n}(...) (metal::tc_make<metal::packed_{t}{n}>(__VA_ARGS__))\n" for t in
                  ("char", "uchar", "short", "ushort", "int", "uint", "half", "float") for n in (2, 3, 4)) + \
-         "".join(f"typedef metal::tc_{t}{n} {t}{n};\n#define {t}{n}(...) (metal::tc_make<metal::tc_{t}{n}>(__VA_ARGS__))\n" for t in ("long", "ulong") for n in (2, 3, 4)) + \
+         "".join(f"typedef metal::tc_{t}{n} {t}{n};\n#define {t}{n}(...) (metal::tc_make<metal::tc_{t}{n}>(__VA_ARGS__))\n"
+                 for t in ("long", "ulong") for n in (2, 3, 4)) + \
          "".join(f"typedef metal::int{n} bool{n};\n#define bool{n}(...) (metal::tc_make<metal::int{n}>(__VA_ARGS__))\n" for n in (2, 3, 4))
 # clang has no bool vectors; float/int comparisons give int masks, so boolN is intN here
 
@@ -67,8 +68,8 @@ def clang_check(src: str, clang: str | None = None) -> str:
     body = re.sub(r"\b(u?long)\b", r"tc_\1", src)
     with open(os.path.join(d, "k.metal"), "w") as f: f.write(body)
     # arm64 has _Float16 (x86 clang 14 hasn't); no system header is read
-    p = subprocess.run([clang, "--target=arm64-apple-macos", "-x", "c++", "-std=c++17", "-fsyntax-only", "-nostdinc++", "-Wno-unknown-attributes", "-ferror-limit=5",
-                        f"-I{d}", os.path.join(d, "k.metal")], capture_output=True, text=True, timeout=60)
+    p = subprocess.run([clang, "--target=arm64-apple-macos", "-x", "c++", "-std=c++17", "-fsyntax-only", "-nostdinc++", "-Wno-unknown-attributes",
+                        "-ferror-limit=5", f"-I{d}", os.path.join(d, "k.metal")], capture_output=True, text=True, timeout=60)
     return "" if p.returncode == 0 else p.stderr
 
 # ---- structure, in Python
@@ -100,7 +101,8 @@ def structure(src: str) -> list[str]:
   idx = [int(x) for x in re.findall(r"\[\[buffer\((\d+)\)\]\]", m.group(1))]
   if sorted(idx) != list(range(len(idx))): errs.append(f"buffer indices {idx} are not 0..{len(idx) - 1}")
   for p in params:
-    if ("*" in p or "&" in p) and not re.match(r"(const\s+)?(device|constant|threadgroup)\b", p): errs.append(f"parameter without an address space: {p!r}")
+    if ("*" in p or "&" in p) and not re.match(r"(const\s+)?(device|constant|threadgroup)\b", p):
+      errs.append(f"parameter without an address space: {p!r}")
     if ("*" in p or "&" in p) and "[[buffer(" not in p: errs.append(f"pointer parameter without [[buffer(n)]]: {p!r}")
   for s in re.findall(r"\(\s*((?:\w+\s+)*\w+)\s*\*\s*\)", code):   # pointer casts keep an address space too
     if not re.match(r"(device|threadgroup|constant)\b", s): errs.append(f"pointer cast without an address space: ({s}*)")

@@ -191,7 +191,8 @@ class MetalRenderer(CStyleRenderer):
       elif op is Ops.STORE:
         ind = u.src[0]
         buf, idx, base, val = r[ind.src[0]], r[ind.src[1]], ind.src[0].dtype.base, r[u.src[1]]
-        st = self._vstore(buf, idx, val, u.src[1].dtype, base, space[ind.src[0]]) if vec_index(ind) > 1 else f"{buf}[{idx}] = {self.store_value(val, base)};"
+        if vec_index(ind) > 1: st = self._vstore(buf, idx, val, u.src[1].dtype, base, space[ind.src[0]])
+        else: st = f"{buf}[{idx}] = {self.store_value(val, base)};"
         line(f"if ({r[ind.src[2]]}) {{ {st} }}" if len(ind.src) > 2 else st)
       else:
         if op is Ops.LOAD:

@@ -31,7 +31,8 @@ def libcuda() -> ctypes.CDLL:
   # CUDA 12.8+ drivers add _v2 (the headers of 13 map the plain name to it); older ones have only the plain one
   lib.event_elapsed = getattr(lib, "cuEventElapsedTime_v2", None) or lib.cuEventElapsedTime
   lib.event_elapsed.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
-  for f in ("cuCtxSetCurrent", "cuEventRecord", "cuEventSynchronize", "cuModuleUnload", "cuEventDestroy_v2"): getattr(lib, f).argtypes = [ctypes.c_void_p] * (2 if f == "cuEventRecord" else 1)
+  for f in ("cuCtxSetCurrent", "cuEventRecord", "cuEventSynchronize", "cuModuleUnload", "cuEventDestroy_v2"):
+    getattr(lib, f).argtypes = [ctypes.c_void_p] * (2 if f == "cuEventRecord" else 1)
   rc = lib.cuInit(0)
   if rc == 100: raise DeviceUnavailable("no CUDA-capable GPU (cuInit: CUDA_ERROR_NO_DEVICE)")
   if rc != 0: raise DeviceUnavailable(f"cuInit failed: {_errstr(lib, rc)}")

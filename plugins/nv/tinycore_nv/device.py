@@ -89,7 +89,8 @@ class NVDevice(Compiled):
 
 _contexts: dict[int, NVContext] = {}
 def open_device(device_name: str, spec) -> Compiled:
-  if spec.iface == "PCI": raise DeviceUnavailable("PCI+NV only probes (sysfs); compute over a userspace PCI driver is not implemented yet: use DEV=NV")
+  if spec.iface == "PCI":
+    raise DeviceUnavailable("PCI+NV only probes (sysfs); compute over a userspace PCI driver is not implemented yet: use DEV=NV")
   idx = int(device_name.partition(":")[2] or 0)
   phys = spec.physical(idx)
   if phys not in _contexts: _contexts[phys] = NVContext(phys)

@@ -38,14 +38,17 @@ def find_cuda_include() -> str | None:
 @functools.cache
 def _lib() -> ctypes.CDLL:
   path = find_nvrtc()
-  if path is None: raise FileNotFoundError("libnvrtc.so not found: install the CUDA toolkit or `pip install 'tinycore-nv[nvrtc]'` (nvidia-cuda-nvrtc)")
+  if path is None:
+    raise FileNotFoundError("libnvrtc.so not found: install the CUDA toolkit or `pip install 'tinycore-nv[nvrtc]'` (nvidia-cuda-nvrtc)")
   for b in sorted(glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins*.so*")), key=lambda p: ("alt" in p, len(p)))[:1]:
     ctypes.CDLL(b, mode=ctypes.RTLD_GLOBAL)
   lib = ctypes.CDLL(path)
   lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-  lib.nvrtcCreateProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+  lib.nvrtcCreateProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p,
+                                     ctypes.c_void_p]
   lib.nvrtcCompileProgram.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-  for f in ("nvrtcGetProgramLogSize", "nvrtcGetPTXSize", "nvrtcGetCUBINSize"): getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+  for f in ("nvrtcGetProgramLogSize", "nvrtcGetPTXSize", "nvrtcGetCUBINSize"):
+    getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
   for f in ("nvrtcGetProgramLog", "nvrtcGetPTX", "nvrtcGetCUBIN"): getattr(lib, f).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
   lib.nvrtcDestroyProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
   return lib
@@ -71,7 +74,8 @@ def nvrtc_compile(src: str, arch: str, cubin: bool, include: str | None = None, 
   prog = ctypes.c_void_p()
   _check(lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None), "nvrtcCreateProgram")
   try:
-    opts = [f"--gpu-architecture={arch if cubin else arch.replace('sm_', 'compute_')}", "-std=c++17", "-diag-suppress=177"] + ([f"-I{include}"] if include else [])
+    opts = [f"--gpu-architecture={arch if cubin else arch.replace('sm_', 'compute_')}", "-std=c++17", "-diag-suppress=177"]
+    if include: opts.append(f"-I{include}")
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
     log = _get(prog, lib.nvrtcGetProgramLogSize, lib.nvrtcGetProgramLog).rstrip(b"\0").decode(errors="replace")

@@ -47,7 +47,8 @@ def tinycore_devices():
 def tinycore_renderers(device):
   if device not in ("NV", "CUDA"): return None
   archs = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
-  return [{"name": "CUDA", "default": True, "archs": archs, "load": "tinycore_nv.renderer_cuda:CUDARenderer", "description": "CUDA C compiled by NVRTC"},
+  return [{"name": "CUDA", "default": True, "archs": archs, "load": "tinycore_nv.renderer_cuda:CUDARenderer",
+           "description": "CUDA C compiled by NVRTC"},
           {"name": "PTX", "archs": archs, "load": "tinycore_nv.renderer_ptx:PTXRenderer", "description": "PTX assembled by ptxas or the driver"}]
 
 def tinycore_interfaces(device):

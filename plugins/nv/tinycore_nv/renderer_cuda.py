@@ -90,13 +90,15 @@ class CUDARenderer(CStyleRenderer):
     return super().math(fn, dt, *a)
   def cast(self, x: str, src: DType, dt: DType) -> str:
     # half<->bfloat16 have no direct conversion: through float
-    if self.native_half and src in (dtypes.float16, dtypes.bfloat16) and dt not in (dtypes.bool, dtypes.float32) and dt not in self.emulated: x = f"(float)({x})"
+    if self.native_half and src in (dtypes.float16, dtypes.bfloat16) and dt not in (dtypes.bool, dtypes.float32) and dt not in self.emulated:
+      x = f"(float)({x})"
     if self.native_half and dt in (dtypes.float16, dtypes.bfloat16) and src not in (dtypes.float32, dtypes.float64, dtypes.bool): x = f"(float)({x})"
     if self.native_half and src == dtypes.bool and dt in (dtypes.float16, dtypes.bfloat16): x = f"(float)({x})"
     return super().cast(x, src, dt)
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the block size caps registers per thread, so a 1024-thread block always launches
-    return self.prelude + self.typedefs + f"{self.kernel_prefix}__launch_bounds__({self.threads}) void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+    head = f"{self.kernel_prefix}__launch_bounds__({self.threads}) void {name}({', '.join(params)}) {{\n"
+    return self.prelude + self.typedefs + head + "\n".join(body) + "\n}\n"
 
   # ***** tensor cores: WMMA (codegen/opt_tc.py) as mma.sync inline PTX
   def render_wmma(self, u: UOp, r: dict) -> list[str]:
@@ -106,7 +108,8 @@ class CUDARenderer(CStyleRenderer):
     if u.op is Ops.VECTORIZE:
       dt, xs = u.dtype.scalar(), [r[s] for s in u.src]
       if dt == dtypes.float32: return [f"float {r[u]}[{len(xs)}] = {{{', '.join(xs)}}};"]
-      bits = (lambda x: f"__{'half' if dt == dtypes.float16 else 'bfloat16'}_as_ushort({x})") if dt not in self.emulated else (lambda x: f"__tc_to_{dt.name}({x})")
+      if dt in self.emulated: bits = lambda x: f"__tc_to_{dt.name}({x})"
+      else: bits = lambda x: f"__{'half' if dt == dtypes.float16 else 'bfloat16'}_as_ushort({x})"
       pairs = [f"((unsigned)({bits(xs[i])}) | ((unsigned)({bits(xs[i + 1])}) << 16))" for i in range(0, len(xs), 2)]
       return [f"unsigned {r[u]}[{len(pairs)}] = {{{', '.join(pairs)}}};"]
     a, b, c = (r[s] for s in u.src[:3])
@@ -114,4 +117,5 @@ class CUDARenderer(CStyleRenderer):
     ops = ", ".join([f'"=f"({r[u]}[{i}])' for i in range(4)])
     ins = ", ".join([f'"r"({a}[{i}])' for i in range(4)] + [f'"r"({b}[{i}])' for i in range(2)] + [f'"f"({c}[{i}])' for i in range(4)])
     return [f"float {r[u]}[4];",
-            f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%10,%11,%12,%13}};" : {ops} : {ins});']
+            f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, '
+            f'{{%10,%11,%12,%13}};" : {ops} : {ins});']

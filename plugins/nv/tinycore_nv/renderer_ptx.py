@@ -15,7 +15,8 @@ from tinycore_nv.renderer_cuda import parse_arch
 EMULATED = {dtypes.float16: "b16", dtypes.bfloat16: "b16", dtypes.fp8e4m3: "b8", dtypes.fp8e5m2: "b8"}   # their memory type
 RT = {dtypes.bool: "pred", dtypes.int8: "s16", dtypes.uint8: "u16", dtypes.int16: "s16", dtypes.uint16: "u16", dtypes.int32: "s32",
       dtypes.uint32: "u32", dtypes.int64: "s64", dtypes.uint64: "u64", dtypes.float32: "f32", dtypes.float64: "f64", dtypes.index: "s32"}
-PREFIX = {"pred": "%p", "s16": "%rs", "u16": "%rus", "s32": "%r", "u32": "%ru", "s64": "%rd", "u64": "%rdu", "f32": "%f", "f64": "%fd", "b16": "%h", "b32": "%rb"}
+PREFIX = {"pred": "%p", "s16": "%rs", "u16": "%rus", "s32": "%r", "u32": "%ru", "s64": "%rd", "u64": "%rdu", "f32": "%f", "f64": "%fd",
+          "b16": "%h", "b32": "%rb"}
 
 def rdt(dt: DType) -> DType: return dtypes.float32 if dt in EMULATED else dtypes.int32 if dt == dtypes.index else dt
 def rtype(dt: DType) -> str: return RT[rdt(dt)]
@@ -101,7 +102,9 @@ class PTXRenderer(Renderer):
       if isf(t): return new(t, f"cvt.rn.{t}.{st} {{d}}, {x};")
       if isf(st):
         # like C on x86: narrow targets go through a wider signed int, so negatives wrap
-        if dt.itemsize < 4 or dt == dtypes.uint32: return cast(new("s64" if dt == dtypes.uint32 else "s32", f"cvt.rzi.{'s64' if dt == dtypes.uint32 else 's32'}.{st} {{d}}, {x};"), dtypes.int64 if dt == dtypes.uint32 else dtypes.int32, dt)
+        if dt.itemsize < 4 or dt == dtypes.uint32:
+          wide = "s64" if dt == dtypes.uint32 else "s32"   # a uint32 result goes through s64 (its range doesn't fit s32)
+          return cast(new(wide, f"cvt.rzi.{wide}.{st} {{d}}, {x};"), dtypes.int64 if dt == dtypes.uint32 else dtypes.int32, dt)
         return new(t, f"cvt.rzi.{t}.{st} {{d}}, {x};")
       if dt in (dtypes.int8, dtypes.uint8): return new(t, f"cvt.{mtype(dt)}.{st} {{d}}, {x};")
       if dt.itemsize == src.itemsize: return new(t, f"mov.{btype(t)} {{d}}, {x};")

@@ -3,7 +3,7 @@ matmul (4096^3, 8192^3) timed with CUDA events against torch (cuBLAS) in the sam
 
   PYTHONPATH=core:plugins/nv python3 plugins/nv/tools/hw_check.py [--quick]
 Works installed or straight from the tree (it registers tinycore_nv by hand when no entry point is found)."""
-import sys, time
+import sys
 import numpy as np
 
 def setup():
@@ -20,7 +20,9 @@ def checks(dev: str) -> int:
   i = np.arange(-50, 50, dtype=np.int32)
   cases = {
     "matmul": (lambda: (ta @ tb).numpy(), a @ b, 1e-4),
-    "hmatmul": (lambda: (ta.cast(dtypes.float16) @ tb.cast(dtypes.float16)).float().numpy(), (a.astype(np.float16).astype(np.float32) @ b.astype(np.float16).astype(np.float32)), 0.3),   # half accumulation
+    # half accumulation
+    "hmatmul": (lambda: (ta.cast(dtypes.float16) @ tb.cast(dtypes.float16)).float().numpy(),
+                (a.astype(np.float16).astype(np.float32) @ b.astype(np.float16).astype(np.float32)), 0.3),
     "bf16": (lambda: (ta.cast(dtypes.bfloat16) * 2).float().numpy(), a * 2, 1e-2),
     "sum": (lambda: ta.sum(1).numpy(), a.sum(1), 1e-4),
     "max": (lambda: ta.max(0).numpy(), a.max(0), 0),

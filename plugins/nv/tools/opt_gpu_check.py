@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 def numeric() -> int:
   from hw_check import setup, checks
   setup()
-  from tinycore import Tensor, dtypes
+  from tinycore import Tensor
   bad, rng = checks("NV") + checks("NV:PTX"), np.random.default_rng(0)
   for sa, sb, dt in [((512, 384), (384, 256), np.float32), ((200, 96), (96, 72), np.float32), ((512, 384), (384, 256), np.float16),
                      ((96, 64), (64, 40), np.float16), ((2, 64, 32), (2, 32, 48), np.float16), ((37, 50), (50, 29), np.float16)]:

@@ -44,7 +44,8 @@ def test_kernel_signature_and_bool_buffers_as_bytes():
   assert "__global uchar* restrict data0" in q.src, q.src   # OpenCL leaves sizeof(bool) open: bytes in memory
 
 def test_float64_needs_cl_khr_fp64():
-  with pytest.raises(NotImplementedError, match=r"does not support float64 \(the device lacks cl_khr_fp64\)"): get_program(ast("f64_exp"), CLRenderer())
+  with pytest.raises(NotImplementedError, match=r"does not support float64 \(the device lacks cl_khr_fp64\)"):
+    get_program(ast("f64_exp"), CLRenderer())
   src = get_program(ast("f64_exp"), CLRenderer(extensions="cl_khr_fp64")).src
   assert "#pragma OPENCL EXTENSION cl_khr_fp64 : enable" in src and "double" in src
 

@@ -55,7 +55,8 @@ class CLProgram:
     self.max_threads = self.kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, c.dev)
   def __call__(self, *bufs: CLBuffer, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, **kw):
     gs, ls = tuple(global_size or (1, 1, 1)), tuple(local_size or (1, 1, 1))
-    if prod(ls) > self.max_threads: raise RuntimeError(f"CL: {self.name}: work-group {ls} exceeds this kernel's {self.max_threads} work-items on {self.c.label()}")
+    if prod(ls) > self.max_threads:
+      raise RuntimeError(f"CL: {self.name}: work-group {ls} exceeds this kernel's {self.max_threads} work-items on {self.c.label()}")
     for i, b in enumerate(bufs): self.kernel.set_arg(i, b.buf)
     for j, v in enumerate(vals): self.kernel.set_arg(len(bufs) + j, np.int32(v))
     ev = cl.enqueue_nd_range_kernel(self.c.queue, self.kernel, tuple(g * l for g, l in zip(gs, ls)), ls)

@@ -49,5 +49,6 @@ def tinycore_smi(device):
   from tinycore_opencl.platforms import missing
   if (why := missing()): return [{"device": "CL", "index": 0, "status": why}]
   # OpenCL reports sizes, not usage: memory total and the limits codegen works with
-  return [{"device": "CL", "index": i, "name": r["name"], "mem_total": r["mem_total"], "status": f"{r['platform']} {r['version']}, driver {r['driver']}, "
-           f"local memory {r['local_mem']} B, work-group <= {r['max_workgroup']}"} for i, r in enumerate(_rows())]
+  return [{"device": "CL", "index": i, "name": r["name"], "mem_total": r["mem_total"],
+           "status": f"{r['platform']} {r['version']}, driver {r['driver']}, local memory {r['local_mem']} B, work-group <= {r['max_workgroup']}"}
+          for i, r in enumerate(_rows())]

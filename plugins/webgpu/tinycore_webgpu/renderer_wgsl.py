@@ -48,7 +48,8 @@ class WGSLRenderer(Renderer):
     if dt == dtypes.float32 or (dt == dtypes.float16 and not self.f16): return "f32"
     if dt == dtypes.float16: self.uses_f16 = True; return "f16"
     if dt == dtypes.bool: return "bool"
-    raise UnsupportedDType(f"WebGPU (WGSL) has no {dt.itemsize*8}-bit {dt.name} ({dt!r}): use float32/int32 (WGSL has 32-bit types, f16 with shader-f16, packed 8/16-bit ints)")
+    raise UnsupportedDType(f"WebGPU (WGSL) has no {dt.itemsize*8}-bit {dt.name} ({dt!r}): use float32/int32 (WGSL has 32-bit types, f16 with "
+                           "shader-f16, packed 8/16-bit ints)")
   def literal(self, v, dt: DType) -> str:
     t = self.ty(dt)
     if t in ("f32", "f16"):

@@ -69,7 +69,6 @@ class WGPUProgram:
     self.pipeline = d.create_compute_pipeline(layout=d.create_pipeline_layout(bind_group_layouts=[self.layout]),
                                               compute={"module": mod, "entry_point": "main"})
   def __call__(self, *bufs: WBuf, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, **kw):
-    import wgpu
     w = self.wdev
     if self.pipeline is None: self.pipeline, self.layout = w.pipelines.get(self.src, (None, None))
     if self.pipeline is None:
@@ -80,7 +79,8 @@ class WGPUProgram:
     ents = []
     for i, b in enumerate(bufs):
       if b.offset % w.allocator.align:
-        raise RuntimeError(f"WEBGPU: a buffer view at byte offset {b.offset} can't be bound (storage offsets must be multiples of {w.allocator.align})")
+        raise RuntimeError(f"WEBGPU: a buffer view at byte offset {b.offset} can't be bound "
+                           f"(storage offsets must be multiples of {w.allocator.align})")
       ents.append({"binding": i, "resource": {"buffer": b.buf, "offset": b.offset, "size": min(_r4(b.size), b.buf.size - b.offset)}})
     ents.append({"binding": len(bufs), "resource": {"buffer": info, "offset": 0, "size": info.size}})
     bg = w.dev.create_bind_group(layout=self.layout, entries=ents)
