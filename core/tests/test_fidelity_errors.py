@@ -56,7 +56,8 @@ def test_error_class_and_message(what, call, tg_cls, py_cls, phrase):
   assert phrase in str(e.value), f"{what}: {str(e.value)!r} doesn't say {phrase!r}"
 
 @pytest.mark.parametrize("call", [lambda: ones(4, 3, 6, 6).squeeze(50), lambda: Tensor(1.0).squeeze(1), lambda: Tensor(1.0).squeeze(-2),
-                                  lambda: ones(8).unfold(1, 8, 3), lambda: Tensor.stack(ones(4, 5, 3), dim=77), lambda: Tensor(3.14).cat(Tensor(3.14))])
+                                  lambda: ones(8).unfold(1, 8, 3), lambda: Tensor.stack(ones(4, 5, 3), dim=77),
+                                  lambda: Tensor(3.14).cat(Tensor(3.14))])
 def test_dim_errors_are_index_errors(call):
   with pytest.raises(IndexError): call()
 

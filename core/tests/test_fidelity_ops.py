@@ -35,7 +35,8 @@ def test_unfold(args):
 def test_diagonal(shape, kw):
   check(lambda t: t.diagonal(**kw), rnd(*shape))
 
-@pytest.mark.parametrize("shape,args", [((2, 4), (1,)), ((2, 4), (-5, 0)), ((2, 4, 6), ((2, -3), (0, 2))), ((2, 0, 3), (1, 1)), ((0,), (1, 0))], ids=str)
+@pytest.mark.parametrize("shape,args", [((2, 4), (1,)), ((2, 4), (-5, 0)), ((2, 4, 6), ((2, -3), (0, 2))), ((2, 0, 3), (1, 1)), ((0,), (1, 0))],
+                         ids=str)
 def test_roll(shape, args):
   check(lambda t: t.roll(*args), rnd(*shape))
 
@@ -50,7 +51,8 @@ def test_meshgrid(indexing):
   theirs = torch.meshgrid(torch.tensor(a), torch.tensor(b), torch.tensor(1.5), torch.tensor(c), indexing=indexing)
   assert len(ours) == len(theirs)
   for o, t in zip(ours, theirs): same(o, t)
-  for o, t in zip(Tensor.meshgrid(Tensor(a), Tensor(b), indexing=indexing), torch.meshgrid(torch.tensor(a), torch.tensor(b), indexing=indexing)): same(o, t)
+  pairs = zip(Tensor.meshgrid(Tensor(a), Tensor(b), indexing=indexing), torch.meshgrid(torch.tensor(a), torch.tensor(b), indexing=indexing))
+  for o, t in pairs: same(o, t)
 
 @pytest.mark.parametrize("formula,shapes", [
   ("...id,...jd->...ij", [(3, 4, 5), (3, 2, 5)]), ("...id,...jd", [(3, 4, 5), (3, 2, 5)]), ("i...j,ji...->...", [(2, 3, 4, 5), (5, 2, 4)]),
@@ -62,11 +64,11 @@ def test_einsum(formula, shapes):
 
 def test_sdpa_causal_and_gqa():
   q, k, v = rnd(2, 4, 6, 8), rnd(2, 4, 6, 8), rnd(2, 4, 6, 8)
-  check(lambda a, b, c: a.scaled_dot_product_attention(b, c, is_causal=True) if isinstance(a, Tensor) else F.scaled_dot_product_attention(a, b, c, is_causal=True),
-        q, k, v, atol=1e-4)
+  def attn(a, b, c, **kw):
+    return a.scaled_dot_product_attention(b, c, **kw) if isinstance(a, Tensor) else F.scaled_dot_product_attention(a, b, c, **kw)
+  check(lambda a, b, c: attn(a, b, c, is_causal=True), q, k, v, atol=1e-4)
   k2, v2 = rnd(2, 2, 6, 8), rnd(2, 2, 6, 8)
-  check(lambda a, b, c: a.scaled_dot_product_attention(b, c, enable_gqa=True) if isinstance(a, Tensor) else F.scaled_dot_product_attention(a, b, c, enable_gqa=True),
-        q, k2, v2, atol=1e-4)
+  check(lambda a, b, c: attn(a, b, c, enable_gqa=True), q, k2, v2, atol=1e-4)
   with pytest.raises(RuntimeError): Tensor(rnd(2, 3, 6, 8)).scaled_dot_product_attention(Tensor(k2), Tensor(v2), enable_gqa=True)
   with pytest.raises(RuntimeError): Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True, attn_mask=Tensor(rnd(6, 6)))
 

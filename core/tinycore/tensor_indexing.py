@@ -178,7 +178,8 @@ class IndexingMixin(TensorBase):
     mask = None
     for j, (t, s) in enumerate(tens):
       t = (t < 0).where(t + s, t)._expand_to(B)
-      oh = t.reshape(*B, *[1] * j, 1, *[1] * (len(tens) - j - 1)) == Tensor._index_range(s, self.device).reshape(*[1] * (len(B) + j), s, *[1] * (len(tens) - j - 1))
+      oh = t.reshape(*B, *[1] * j, 1, *[1] * (len(tens) - j - 1)) == \
+        Tensor._index_range(s, self.device).reshape(*[1] * (len(B) + j), s, *[1] * (len(tens) - j - 1))
       mask = oh if mask is None else mask & oh
     rest = [d for d in range(x.ndim) if d not in tpos]
     xt = x.permute(rest + tpos)                                      # (*rest, s_1..s_k)
@@ -282,10 +283,12 @@ class IndexingMixin(TensorBase):
     last = oh.where(pos, -1).max(d, keepdim=True)
     pick = oh & (pos == last)
     hit = self._scatter_move(oh.any(d, keepdim=True), d)
-    val = self._scatter_move(pick.where(src, 0).sum(d, keepdim=True, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32), d)
+    acc = sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32
+    val = self._scatter_move(pick.where(src, 0).sum(d, keepdim=True, dtype=acc), d)
     return hit.where(val.cast(self.dtype), self)
   def scatter_reduce(self, dim: int, index, src, reduce: str, include_self: bool = True):
-    if reduce not in ("sum", "prod", "mean", "amax", "amin"): raise ArgumentError(f"scatter_reduce reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise ArgumentError(f"scatter_reduce reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
     d, oh, src = self._scatter_parts(dim, index, src, "scatter_reduce")
     mv = lambda r: self._scatter_move(r, d)
     hit = mv(oh.any(d, keepdim=True))
@@ -313,7 +316,8 @@ class IndexingMixin(TensorBase):
     error, as in tinygrad and jax (torch's -1 means "infer": pass None)."""
     Tensor = tensor_type()
     if not dtypes.is_int(self.dtype): raise DTypeError(f"one_hot needs an integer tensor, got {self.dtype}")
-    if num_classes is not None and num_classes < 0: raise ArgumentError(f"one_hot num_classes must be non-negative, got {num_classes} (None infers it)")
+    if num_classes is not None and num_classes < 0:
+      raise ArgumentError(f"one_hot num_classes must be non-negative, got {num_classes} (None infers it)")
     if num_classes is None: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     return (self.unsqueeze(-1) == Tensor._index_range(num_classes, self.device).reshape(*[1] * self.ndim, num_classes)).where(1, 0)
 
@@ -340,8 +344,8 @@ class IndexingMixin(TensorBase):
     import numpy as np
     if size is None: return Tensor(np.argwhere(self.numpy()).astype(np.int32), device=self.device)
     if self.ndim == 0: return Tensor.zeros(size, 0, dtype=dtypes.int32, device=self.device)
-    coords = Tensor.stack(*[Tensor._index_range(s, self.device).reshape(*[s if j == i else 1 for j in range(self.ndim)])._expand_to(self.shape).flatten()
-                            for i, s in enumerate(self.shape)], dim=-1)                # (numel, ndim)
+    coords = Tensor.stack(*[Tensor._index_range(s, self.device).reshape(*[s if j == i else 1 for j in range(self.ndim)])._expand_to(self.shape)
+                            .flatten() for i, s in enumerate(self.shape)], dim=-1)     # (numel, ndim)
     return coords._compact(self.flatten() != 0, size, fill_value)
   def _compact(self, keep: Tensor, size: int, fill_value: float) -> Tensor:
     """Rows of self (dim 0) where `keep` is True, moved to the front, cut or padded with fill_value to `size` rows;
@@ -353,7 +357,8 @@ class IndexingMixin(TensorBase):
     slot = keep.cast(dtypes.int32).cumsum(0) - 1                                   # (n,)
     hit = keep.reshape(1, n) & (slot.reshape(1, n) == Tensor._index_range(size, self.device).reshape(size, 1))   # (size, n)
     hit = hit.reshape(size, n, *[1] * (self.ndim - 1))
-    vals = hit.where(self.reshape(1, *self.shape), 0).sum(1, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32).cast(self.dtype)
+    acc = sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32
+    vals = hit.where(self.reshape(1, *self.shape), 0).sum(1, dtype=acc).cast(self.dtype)
     return hit.any(1).where(vals, Tensor(fill_value, device=self.device).cast(self.dtype))
 
   # ---- cumulative scans: windows over a padded copy, blocked so the work is O(n * 256), not O(n^2)

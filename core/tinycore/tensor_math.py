@@ -60,7 +60,7 @@ class MathMixin(TensorBase):
     return r
   def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
     Tensor = tensor_type()
-    if not isinstance(other, Tensor): other = self.const_like(other)
+    if not isinstance(other, Tensor): other = Tensor(other, device=self.device)
     # infinities are close only to themselves (inf - inf is nan, never <= tol); nans only to nans, with equal_nan
     finite = self.isfinite() & other.isfinite() & ((self - other).abs() <= atol + rtol * other.abs())
     ok = finite | ((self.isinf() | other.isinf()) & (self == other))

@@ -57,7 +57,8 @@ class MovementMixin(TensorBase):
   def permute(self, order, *args) -> Tensor:
     order = tuple(order) if not isinstance(order, int) else (order,) + args
     order = tuple(self._resolve_dim(o) for o in order)
-    if sorted(order) != list(range(self.ndim)): raise ShapeError(f"permute order {order} is not a permutation of the {self.ndim} dims of {self.shape}")
+    if sorted(order) != list(range(self.ndim)):
+      raise ShapeError(f"permute order {order} is not a permutation of the {self.ndim} dims of {self.shape}")
     return self._wrap(self.uop.permute(order))
   def transpose(self, dim0=1, dim1=0) -> Tensor:
     if self.ndim < 2 and dim0 == 1 and dim1 == 0: return self
@@ -67,7 +68,8 @@ class MovementMixin(TensorBase):
     return self.permute(order)
   def flip(self, axis, *args) -> Tensor:
     given = [self._resolve_dim(a) for a in ((axis,) + args if isinstance(axis, int) else axis)]
-    if len(set(given)) != len(given): raise ArgumentError(f"flip dims {tuple((axis,) + args if isinstance(axis, int) else axis)} name a dim twice (shape {self.shape})")
+    if len(set(given)) != len(given):
+      raise ArgumentError(f"flip dims {tuple((axis,) + args if isinstance(axis, int) else axis)} name a dim twice (shape {self.shape})")
     axes = set(given)
     return self._wrap(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
   def shrink(self, arg) -> Tensor:
@@ -84,7 +86,8 @@ class MovementMixin(TensorBase):
     """`padding` as ((before, after), ...) per dim, or flat torch style (last dim first: (left, right, top, bottom, ...))."""
     Tensor = tensor_type()
     if all(isinstance(p, int) for p in padding):
-      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ArgumentError(f"flat padding {padding} must have an even length at most 2*{self.ndim}")
+      if len(padding) % 2 or len(padding) // 2 > self.ndim:
+        raise ArgumentError(f"flat padding {padding} must have an even length at most 2*{self.ndim}")
       pairs = [(0, 0)] * (self.ndim - len(padding) // 2) + [(padding[i], padding[i + 1]) for i in range(len(padding) - 2, -1, -2)]
     else: pairs = [(0, 0) if p is None else tuple(p) for p in padding]
     if len(pairs) != self.ndim: raise ArgumentError(f"padding {padding} doesn't match the {self.ndim} dims of {self.shape}")
@@ -327,7 +330,7 @@ class MovementMixin(TensorBase):
     if size < 0 or step <= 0: raise ArgumentError(f"unfold needs size >= 0 and step > 0, got size {size} and step {step}")
     if size > self.shape[d]: raise ShapeError(f"unfold size {size} exceeds dimension {d} of size {self.shape[d]} (shape {self.shape})")
     if size == 0:   # (n - 0) // step + 1 windows, each empty: nothing to read, so a zero-size constant
-      return self.full((*self.shape[:d], self.shape[d] // step + 1, *self.shape[d + 1:], 0), 0, dtype=self.dtype, device=self.device)
+      return tensor_type().full((*self.shape[:d], self.shape[d] // step + 1, *self.shape[d + 1:], 0), 0, dtype=self.dtype, device=self.device)
     x = self.transpose(d, -1) if d != self.ndim - 1 else self
     w = x._pool((size,), step)                      # (..., o, size) with dim d at the end
     return w.transpose(d, -2) if d != self.ndim - 1 else w
@@ -345,7 +348,8 @@ class MovementMixin(TensorBase):
     if len(ins) != len(operands): raise ArgumentError(f"einsum {formula!r} names {len(ins)} operands, got {len(operands)}")
     for s_ in ins + ([rhs] if arrow else []):
       if s_.count("...") > 1: raise ArgumentError(f"einsum {formula!r}: '...' appears more than once in {s_!r}")
-      if not s_.replace("...", "").isalpha() and s_.replace("...", ""): raise ArgumentError(f"einsum {formula!r}: subscripts must be letters, got {s_!r}")
+      if not s_.replace("...", "").isalpha() and s_.replace("...", ""):
+        raise ArgumentError(f"einsum {formula!r}: subscripts must be letters, got {s_!r}")
     # '...' becomes fresh capital letters, aligned from the right (operands may cover fewer of them)
     n_ell = 0
     for s_, t in zip(ins, operands):
@@ -353,14 +357,17 @@ class MovementMixin(TensorBase):
       if n < 0 or (n > 0 and "..." not in s_): raise ShapeError(f"einsum operand {s_!r} doesn't match a tensor of shape {t.shape}")
       n_ell = max(n_ell, n)
     free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in f][:n_ell]
-    subs, xs, sizes = [], [], {}
+    subs: list[list[str]] = []
+    xs: list[Tensor] = []
+    sizes: dict[str, int] = {}
     for s_, t in zip(ins, operands):
       k = t.ndim - len(s_.replace("...", ""))
       sub = list(s_.replace("...", "".join(free[n_ell - k:])))
       # a repeated letter: the diagonal over its two dims, which becomes a new last dim named by that letter
       while (rep := next((c for c in sub if sub.count(c) > 1), None)) is not None:
         p1 = sub.index(rep); p2 = sub.index(rep, p1 + 1)
-        if t.shape[p1] != t.shape[p2]: raise ShapeError(f"einsum {formula!r}: {rep!r} repeats in {s_!r} over dims of sizes {t.shape[p1]} and {t.shape[p2]}")
+        if t.shape[p1] != t.shape[p2]:
+          raise ShapeError(f"einsum {formula!r}: {rep!r} repeats in {s_!r} over dims of sizes {t.shape[p1]} and {t.shape[p2]}")
         t = t.diagonal(0, p1, p2)
         sub = [c for i, c in enumerate(sub) if i not in (p1, p2)] + [rep]
       for c, n in zip(sub, t.shape):

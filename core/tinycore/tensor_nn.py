@@ -49,12 +49,14 @@ class NNMixin(TensorBase):
     """softmax(q k^T / sqrt(d) + mask) v. is_causal masks keys after each query (top-left aligned, as torch); enable_gqa
     lets key/value have fewer heads (dim -3) than the query, each shared by a group of query heads."""
     Tensor = tensor_type()
-    if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: raise ShapeError(f"attention needs at least 2-d q/k/v, got {self.shape}, {key.shape}, {value.shape}")
+    if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+      raise ShapeError(f"attention needs at least 2-d q/k/v, got {self.shape}, {key.shape}, {value.shape}")
     if self.shape[-1] != key.shape[-1]: raise ShapeError(f"query and key feature sizes differ: {self.shape} vs {key.shape}")
     if key.shape[-2] != value.shape[-2]: raise ShapeError(f"key and value lengths differ: {key.shape} vs {value.shape}")
     if enable_gqa and self.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != self.shape[-3]:
       hq, hk = self.shape[-3], key.shape[-3]
-      if value.shape[-3] != hk or hq % hk: raise ShapeError(f"grouped-query attention needs query heads ({hq}) to be a multiple of key/value heads ({hk}, {value.shape[-3]})")
+      if value.shape[-3] != hk or hq % hk:
+        raise ShapeError(f"grouped-query attention needs query heads ({hq}) to be a multiple of key/value heads ({hk}, {value.shape[-3]})")
       key, value = key.repeat_interleave(hq // hk, -3), value.repeat_interleave(hq // hk, -3)
     qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
     if is_causal:
