@@ -35,6 +35,10 @@ class DType:
   @property
   def nbytes_vec(self) -> int: return self.itemsize * self.count
   def scalar(self) -> DType: return self._scalar if self._scalar is not None else self
+  @property
+  def min(self): return dtypes.min(self)   # dtypes.int.min, as tinygrad spells it
+  @property
+  def max(self): return dtypes.max(self)
   def vec(self, n: int) -> DType:
     assert self.count == 1, f"can't vectorize {self} again"
     if n == 1 or self == dtypes.void: return self
@@ -151,11 +155,15 @@ _FROM_NP = {"bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "in
             "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64, "float16": dtypes.float16, "float32": dtypes.float32,
             "float64": dtypes.float64}
 
+class UnknownDTypeError(TypeError, AttributeError):
+  """A dtype name or object we don't know. A TypeError in our terms, and an AttributeError where tinygrad code expects
+  one (its lookup is getattr(dtypes, name))."""
+
 def to_dtype(x: Union[DType, str]) -> DType:
   if isinstance(x, DType): return x
   if isinstance(x, str) and x in _BY_NAME: return _BY_NAME[x]
   try: return dtypes.from_np(x)
-  except Exception: raise TypeError(f"unknown dtype {x!r}; known: {', '.join(sorted(_BY_NAME))}") from None
+  except Exception: raise UnknownDTypeError(f"unknown dtype {x!r}; known: {', '.join(sorted(_BY_NAME))}") from None
 
 # promotion lattice (PyTorch/JAX style): an edge a -> b means a promotes safely to b
 _LATTICE: dict[DType, tuple[DType, ...]] = {

@@ -1,7 +1,7 @@
 """Small shared utilities: environment switches, Context, and iterable helpers."""
 from __future__ import annotations
-import os, functools, contextlib, operator
-from typing import Any, Iterable, TypeVar, Sequence
+import os, sys, re, functools, contextlib, operator, platform, tempfile, getpass
+from typing import Any, Callable, Iterable, TypeVar, Sequence
 
 T = TypeVar("T")
 
@@ -43,6 +43,32 @@ def dedup(xs: Iterable[T]) -> list[T]: return list(dict.fromkeys(xs))
 def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for x in xs]
 def argsort(xs: Sequence) -> list[int]: return sorted(range(len(xs)), key=xs.__getitem__)
 def make_tuple(x, n: int) -> tuple: return tuple(x) if isinstance(x, (tuple, list)) else (x,) * n
+def all_same(xs: Sequence) -> bool: return all(x == xs[0] for x in xs)
+def partition(xs: Iterable[T], pred: Callable[[T], Any]) -> tuple[list[T], list[T]]:
+  """(items where pred holds, the rest), in order."""
+  yes: list[T] = []
+  no: list[T] = []
+  for x in xs: (yes if pred(x) else no).append(x)
+  return yes, no
+def get_single_element(xs: Sequence[T]) -> T:
+  if len(xs) != 1: raise ValueError(f"expected one element, got {len(xs)}: {list(xs)[:4]}")
+  return xs[0]
+def unwrap(x: T | None) -> T:
+  if x is None: raise ValueError("unwrap of None")
+  return x
+def ceildiv(num: Any, amt: Any) -> Any: return -(-num // amt)
+cdiv = ceildiv
+def round_up(num: int, amt: int) -> int: return ceildiv(num, amt) * amt
+def get_child(obj: Any, key: str) -> Any:
+  """obj.a.0.b for key "a.0.b": attributes, with digits indexing lists and tuples (state-dict names to modules)."""
+  for k in key.split("."):
+    obj = obj[int(k)] if k.isnumeric() and isinstance(obj, (list, tuple)) else obj[k] if isinstance(obj, dict) else getattr(obj, k)
+  return obj
+def ansistrip(s: str) -> str: return re.sub(r"\x1b\[[0-9;]*m", "", s)
+def temp(x: str, append_user: bool = False) -> str:
+  """A path under the system temp dir (per user when asked, so two users don't collide on it)."""
+  return os.path.join(tempfile.gettempdir(), f"{x}.{getpass.getuser()}" if append_user else x)
+OSX, WIN = platform.system() == "Darwin", sys.platform == "win32"
 def colored(s: str, color: str | None) -> str:
   codes = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
   return f"\x1b[{codes[color]}m{s}\x1b[0m" if color and os.isatty(1) else s
@@ -120,3 +146,9 @@ class GlobalCounters:
   def reset():
     GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
     GlobalCounters.mem_peak = GlobalCounters.mem_used
+
+# names tinygrad's examples import from its helpers; each lives in its own module
+from tinycore.timing import Timing, Profiling, time_to_str, tqdm, trange  # noqa: E402,F401
+def fetch(*args: Any, **kwargs: Any) -> Any:
+  from tinycore.fetch import fetch as _fetch   # urllib only when a script downloads something
+  return _fetch(*args, **kwargs)

@@ -107,7 +107,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     elif isinstance(data, Tensor): u = data.uop if dtype is None else data.cast(dtype).uop
     else: raise TypeError(f"can't make a Tensor from {type(data).__name__}")
     if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
-    if multi_dev is not None or (u.base.op is Ops.BUFFER and isinstance(u.base.arg.device, tuple)): u = _multi.on_tensor(u, multi_dev)   # multi: replicate
+    if multi_dev is not None or (u.base.op is Ops.BUFFER and isinstance(u.base.arg.device, tuple)):
+      u = _multi.on_tensor(u, multi_dev)   # multi: replicate
     self.uop: UOp = u
     self.requires_grad: bool | None = requires_grad   # type: ignore[misc]   # a property, set on the class below
     self.grad: Tensor | None = None
@@ -434,12 +435,14 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   def minimum(self, x) -> Tensor:
     a, b = self._broadcasted(x)
     if a.dtype == dtypes.bool: return a & b
-    return -((-a).maximum(-b)) if not dtypes.is_unsigned(a.dtype) else (a < b).where(a, b)
+    # floats negate exactly (and keep maximum's tie gradient); ints select: -int.min overflows
+    return -((-a).maximum(-b)) if dtypes.is_float(a.dtype) else (a < b).where(a, b)
   def clamp(self, min_=None, max_=None) -> Tensor:
-    if min_ is None and max_ is None: raise ValueError("clamp needs min or max")
+    if min_ is None and max_ is None: raise RuntimeError("clamp needs min or max (both are None)")   # torch's error class
+    # selects, not maximum/minimum: at a bound the gradient is 1 (torch), not the 0.5 a tie in maximum gets; nan passes
     x = self
-    if min_ is not None: x = x.maximum(min_)
-    if max_ is not None: x = x.minimum(max_)
+    if min_ is not None: a, b = x._broadcasted(min_); x = (a < b).where(b, a)
+    if max_ is not None: a, b = x._broadcasted(max_); x = (a > b).where(b, a)
     return x
   clip = clamp
   def cast(self, dtype) -> Tensor:
@@ -497,7 +500,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
       if not dtypes.is_float(self.dtype):
         if x < 0: raise DTypeError(f"an integer tensor ({self.dtype}) to a negative integer power ({x}) isn't an integer; cast to float first")
         return self._int_pow(int(x))
-      if x == 0: return self.ones_like()
+      if x == 0: return self.detach().eq(self.detach()).where(1, 1).cast(self.dtype)   # 1 (nan too), still in the graph: a zero gradient
       if x == 1: return self
       if x == -1: return self.reciprocal()
       if x == 0.5: return self.sqrt()
@@ -542,15 +545,13 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   def _axes(self, axis) -> tuple[builtins.int, ...]:
     if axis is None: return tuple(range(self.ndim))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    return tuple(sorted({self._resolve_dim(a) for a in axes}))
+    resolved = tuple(sorted({self._resolve_dim(a) for a in axes}))
+    return resolved if self.ndim else ()   # a 0-d tensor takes axis 0 or -1 (as torch does) and has nothing to reduce
   def _reduce(self, op: Ops, axis=None, keepdim=False) -> Tensor:
+    # a zero-size axis reduces to the op's identity (0, 1, the dtype's min) in the backend; the REDUCE_AXIS node stays in
+    # the graph so gradients still reach `self` (a constant here would cut it off)
     axes = self._axes(axis)
-    if any(self.shape[a] == 0 for a in axes):
-      if op is Ops.MAX: raise ValueError(f"max/min of an empty dimension (shape {self.shape}, axis {axis}) has no identity")
-      ident = 0 if op is Ops.ADD else 1
-      out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-      ret = Tensor.full(out_shape, ident, dtype=self.dtype, device=self.device)
-    else: ret = self._wrap(self.uop.r(op, axes))
+    ret = self._wrap(self.uop.r(op, axes))
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
@@ -561,27 +562,37 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
   def max(self, axis=None, keepdim=False) -> Tensor:
+    # torch refuses max/min over an empty dimension (its identity, -inf or the dtype's min, is rarely what the user meant)
+    if any(self.shape[a] == 0 for a in self._axes(axis)):
+      raise ValueError(f"max/min of an empty dimension (shape {self.shape}, axis {axis}) has no identity")
     if self.dtype == dtypes.bool: return self.cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
     return self._reduce(Ops.MAX, axis, keepdim)
   def min(self, axis=None, keepdim=False) -> Tensor:
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
       flipped = (dtypes.max(self.dtype) - self.cast(self.dtype if self.dtype != dtypes.bool else dtypes.uint8)).max(axis, keepdim)
       return flipped.__rsub__(dtypes.max(self.dtype) if self.dtype != dtypes.bool else 1).cast(self.dtype)
+    if not dtypes.is_float(self.dtype): return ~((~self).max(axis, keepdim))   # ~ reverses int order; -int.min overflows
     return -((-self).max(axis, keepdim))
   def mean(self, axis=None, keepdim=False) -> Tensor:
     axes = self._axes(axis)
     n = prod([self.shape[a] for a in axes])
     out = self._float().sum(axis, keepdim)
-    return out * (1 / n) if n else out * math.nan
+    return out * (1 / n) if n else out._all_nan()
   def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
     axes = self._axes(axis)
     n = prod([self.shape[a] for a in axes])
     sq = (self._float() - self._float().mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq / max(n - correction, 0)
+    return sq / max(n - correction, 0) if n else sq._all_nan()
+  def _all_nan(self) -> Tensor:
+    # the nan of a statistic over nothing (torch): selected, not computed as 0 * nan or 0 / 0, which a device may fold
+    # to 0 (WGSL lets implementations assume no nan in arithmetic); still a node of this graph, so gradients reach it
+    return self.isnan().where(self, math.nan)
   def std(self, axis=None, keepdim=False, correction=1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
-  def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
+  def any(self, axis=None, keepdim=False) -> Tensor:
+    # the MAX reduce directly: over an empty axis it gives its identity, False (as torch's any does)
+    return self.bool().cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
   def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
 
   # ---- composition
@@ -589,27 +600,40 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
 
   # ---- autograd
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+    """d self / d target for each target. A target the graph reaches only through ops without a gradient (comparisons,
+    sign, casts to int) gets zeros, as in tinygrad; one that is not in the graph at all is an error (a likely mistake)."""
     from tinycore.gradient import compute_gradient
+    if not dtypes.is_float(self.dtype) or not all(dtypes.is_float(t.dtype) for t in targets):
+      raise RuntimeError(f"only floating-point tensors have gradients (output {self.dtype}, targets {', '.join(str(t.dtype) for t in targets)})")
     if gradient is None and self.numel() != 1: raise ValueError(f"gradient of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
-    # a target the output doesn't depend on gets zeros (tinygrad 0.14): x**0 or an empty slice still has a gradient
-    return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
+    nodes = set(self.uop.toposort()) if any(t.uop not in grads for t in targets) else set()
+    out = []
+    for t in targets:
+      if t.uop in grads: out.append(Tensor(grads[t.uop]))
+      elif t.uop in nodes: out.append(t.zeros_like())
+      else: raise ValueError(f"a target of shape {t.shape} is not part of the graph of this tensor")
+    return out
   def requires_grad_(self, requires_grad: builtins.bool = True):
     self.requires_grad = requires_grad   # type: ignore[misc]   # a property, set on the class below
-    if requires_grad: _requires_grad_leaves.add(self)
     return self
   def backward(self, gradient: Tensor | None = None) -> Tensor:
+    """Fill t.grad with d self / d t for every live floating-point tensor t in this graph whose requires_grad isn't
+    False (tinygrad 0.14's rule: None counts, so a plain Tensor used in the graph gets a .grad too). requires_grad=True
+    tensors accumulate across calls; None ones hold the latest gradient."""
     from tinycore.gradient import compute_gradient
     if gradient is None and self.numel() != 1: raise ValueError(f"backward of a non-scalar output of shape {self.shape} needs an explicit `gradient`")
+    if not dtypes.is_float(self.dtype): raise RuntimeError(f"backward of a {self.dtype} tensor: only floating-point outputs have gradients")
     g = gradient if gradient is not None else Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
     targets = _grad_targets(self)
     grads = compute_gradient(self.uop, g.uop, {t.uop for t in targets})
     for t in targets:
-      if (gu := grads.get(t.uop)) is None: continue
-      gt = Tensor(gu, device=t.device)
+      gt = Tensor(gu, device=t.device) if (gu := grads.get(t.uop)) is not None else t.zeros_like()
       if gt.shape != t.shape: raise RuntimeError(f"gradient shape {gt.shape} doesn't match tensor shape {t.shape}")
-      t.grad = gt if t.grad is None else (t.grad + gt)
+      # requires_grad=True accumulates (torch, tinygrad); a tensor that never asked (None) gets this backward's gradient
+      # only: accumulating there would grow one lazy graph per step on every frozen weight no optimizer ever resets
+      t.grad = gt if t.grad is None or t.requires_grad is None else (t.grad + gt)
     return self
 
   class train:
@@ -626,24 +650,25 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     def __init__(self): super().__init__(False)
 
 
-# live tensors that require grad, so backward() can find its leaves
-class _Leaves:
-  """Live tensors that require grad, kept by identity: a WeakSet would compare two tensors with ==, which is elementwise."""
+class _LiveTensors:
+  """Every live Tensor, kept by identity (backward() finds the ones in its graph here): a WeakSet would compare two
+  tensors with ==, which is elementwise."""
   def __init__(self): self.d: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
   def add(self, t: Tensor) -> None: self.d[id(t)] = t
   def __iter__(self): return iter(list(self.d.values()))
-_requires_grad_leaves = _Leaves()
+_live_tensors = _LiveTensors()
 def _get_requires_grad(self) -> bool | None: return self._requires_grad
 def _set_requires_grad(self, v: bool | None) -> None:
-  # set in the constructor or later (`x.requires_grad = True`): either way backward() must find the tensor
+  # every tensor passes here on construction (the JIT's fast rebuild too), so this is where it is registered
   self._requires_grad = v
-  if v: _requires_grad_leaves.add(self)
+  _live_tensors.add(self)
 Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)
 register_tensor_type(Tensor)
 
 def _grad_targets(t: Tensor) -> list[Tensor]:
   nodes = set(t.uop.toposort())
-  return [x for x in list(_requires_grad_leaves) if x.requires_grad and x.uop in nodes]
+  return [x for x in _live_tensors if x.requires_grad is not False and x.uop in nodes and dtypes.is_float(x.dtype)
+          and x.device is not None]
 
 def _empty(device, shape: tuple, dtype: DType) -> UOp:
   return UOp(Ops.BUFFER, dtype, (), Buffer(device, prod(shape) if all_int(shape) else 0, dtype)).reshape(shape)

@@ -8,8 +8,17 @@ if TYPE_CHECKING: from tinycore.tensor import Tensor
 class ActivationMixin(TensorBase):
   __slots__ = ()
 
-  def relu(self) -> Tensor: return (self < 0).where(0, self)   # keeps nan, like torch
-  def sigmoid(self) -> Tensor: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
+  # gradient 0 at 0 (torch's convention; maximum(0) would split it 0.5/0.5) and nan stays nan
+  def relu(self) -> Tensor: return (self <= 0).where(0, self)
+  def sigmoid(self) -> Tensor:
+    # through e = exp(-|x|) <= 1, never exp(+large): 1/(1+exp(-x)) overflows to inf at x << 0 and its backward is then
+    # 0 * inf = nan (torch's gradient there is 0). -|x| as a select, not abs(): abs's gradient at 0 is 0, and
+    # sigmoid'(0) must be 1/4
+    x = self._float()
+    pos = x >= 0
+    e = (pos.where(-x, x) * (1 / math.log(2))).exp2()
+    r = (1 + e).reciprocal()
+    return pos.where(r, e * r)
   def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
   def softmax(self, axis=-1, dtype=None) -> Tensor:
     x = self.cast(dtype) if dtype is not None else self._float()
@@ -31,13 +40,18 @@ class ActivationMixin(TensorBase):
     return tuple(1 if i in axes else s for i, s in enumerate(self.shape)) if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
   def relu6(self): return self.relu() - (self - 6).relu()
   def leaky_relu(self, neg_slope: float = 0.01): return (self < 0).where(self * neg_slope, self)
-  def elu(self, alpha: float = 1.0): return self.relu() - alpha * (1 - self.exp()).relu()
+  # elu/selu: exp only of the non-positive side (the unused branch's exp(+large) = inf would make its masked gradient
+  # 0 * inf = nan), and x > 0 picks the linear branch, so the gradient at 0 is alpha's side (torch)
+  def elu(self, alpha: float = 1.0): pos = self > 0; return pos.where(self, alpha * (pos.where(0, self).exp() - 1))
   def celu(self, alpha: float = 1.0): return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
   def selu(self, alpha: float = 1.67326, gamma: float = 1.0507):
-    return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
-  def gelu(self):
-    """The tanh approximation (as tinygrad; torch's gelu(approximate='tanh'))."""
-    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+    pos = self > 0
+    return gamma * pos.where(self, alpha * (pos.where(0, self).exp() - 1))
+  def gelu(self, approximate: str = "tanh"):
+    """approximate="tanh" (tinygrad's default; torch's gelu(approximate='tanh')) or "none", the exact x * Phi(x)."""
+    if approximate == "tanh": return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+    if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+    raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
   def quick_gelu(self): return self * (self * 1.702).sigmoid()
   def silu(self): return self * self.sigmoid()
   def swish(self): return self.silu()
@@ -45,8 +59,11 @@ class ActivationMixin(TensorBase):
   def hardswish(self): return self * (self + 3).relu6() * (1 / 6)
   def hardtanh(self, min_val: float = -1, max_val: float = 1): return self.clip(min_val, max_val)
   def softplus(self, beta: float = 1.0):
+    # log(1+e^x) = max(x,0) + log(1+e^-|x|) without overflow; the max and -|x| as selects on one condition so the
+    # gradient at 0 is 1/2 (relu's and abs's own conventions at 0 would both give 0 there)
     bx = self._float() * beta
-    return (bx.relu() + (1 + (-bx.abs()).exp()).log()) * (1 / beta)   # log(1+e^x) without overflow
+    pos = bx >= 0
+    return (pos.where(bx, 0) + (1 + pos.where(-bx, bx).exp()).log()) * (1 / beta)
   def mish(self): return self * self.softplus().tanh()
   def logsigmoid(self): return -(-self).softplus()
   def softsign(self): return self / (1 + self.abs())

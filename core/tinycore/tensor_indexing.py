@@ -368,12 +368,13 @@ class IndexingMixin(TensorBase):
     x = self.transpose(d, -1) if d != self.ndim - 1 else self
     r = x._scan_last(op)
     return r.transpose(d, -1) if d != self.ndim - 1 else r
-  def _scan_ident(self, op: str): return 0 if op == "sum" else 1 if op == "prod" else dtypes.min(self.dtype)
+  def _scan_ident(self, op: str): return {"sum": 0, "prod": 1, "lse": -math.inf}.get(op, dtypes.min(self.dtype))
   def _scan_last(self, op: str, block: int = 256):
     n = self.shape[-1]
     if n == 0: return self
     ident = self._scan_ident(op)
-    red = {"sum": lambda t: t.sum(-1, dtype=t.dtype), "prod": lambda t: t.prod(-1, dtype=t.dtype), "max": lambda t: t.max(-1)}[op]
+    red = {"sum": lambda t: t.sum(-1, dtype=t.dtype), "prod": lambda t: t.prod(-1, dtype=t.dtype), "max": lambda t: t.max(-1),
+           "lse": lambda t: t.logsumexp(-1)}[op]
     pre = ((0, 0),) * (self.ndim - 1)
     if n <= block:
       return red(self.pad(pre + ((n - 1, 1),), value=ident)._pool_last(n))   # window i covers x[i-n+1 .. i]
@@ -382,13 +383,29 @@ class IndexingMixin(TensorBase):
     inner = x._scan_last(op, block)                                        # (..., nb, block)
     tot = inner[..., -1]                                                   # (..., nb)
     excl = tot._scan_last(op, block).pad(pre + ((1, 0),), value=ident)[..., :nb]   # exclusive scan of block totals
-    comb = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b, "max": lambda a, b: a.maximum(b)}[op]
+    comb = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b, "max": lambda a, b: a.maximum(b), "lse": lambda a, b: a.logaddexp(b)}[op]
     out = comb(inner, excl.unsqueeze(-1)).cast(self.dtype)
     return out.reshape(*self.shape[:-1], nb * block)[..., :n]
   def cumsum(self, axis: int = 0): return self.cast(sum_acc_dtype(self.dtype))._cum(axis, "sum")
   def cumprod(self, axis: int = 0): return self.cast(sum_acc_dtype(self.dtype))._cum(axis, "prod")
   def cummax(self, axis: int = 0):
-    return self._cum(axis, "max") if self.dtype != dtypes.bool else self.cast(dtypes.uint8)._cum(axis, "max").cast(dtypes.bool)
+    """(values, indices), like torch: the running max along `axis` and where it was last attained (int32)."""
+    values = self._cum(axis, "max") if self.dtype != dtypes.bool else self.cast(dtypes.uint8)._cum(axis, "max").cast(dtypes.bool)
+    return values, self._cum_arg(values, axis)
+  def cummin(self, axis: int = 0):
+    """(values, indices), like torch: the running min along `axis` and where it was last attained (int32)."""
+    if self.dtype == dtypes.bool: values = self.cast(dtypes.uint8).cummin(axis)[0].cast(dtypes.bool)
+    elif dtypes.is_float(self.dtype): values = -((-self).cummax(axis)[0])
+    else: values = ~((~self).cummax(axis)[0])   # ~x reverses the order of ints without overflow (-int.min wraps)
+    return values, self._cum_arg(values, axis)
+  def _cum_arg(self, values: Tensor, axis: int) -> Tensor:
+    # the running extreme changes exactly where x equals it, so the last such position up to i is a running max of
+    # "i where x == running value, else 0"
+    Tensor = tensor_type()
+    if self.ndim == 0: return Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    d = self._resolve_dim(axis)
+    pos = Tensor._index_range(self.shape[d], self.device).reshape(*[self.shape[d] if i == d else 1 for i in range(self.ndim)])
+    return (self == values).where(pos, 0)._cum(d, "max")
 
   # ---- arg reductions
   def argmax(self, axis=None, keepdim=False):
@@ -455,10 +472,7 @@ class IndexingMixin(TensorBase):
     return v._slice_dim(d, 0, k), i._slice_dim(d, 0, k)
 
   # ---- scans composed from the ones above
-  def cummin(self, axis: int = 0):
-    if dtypes.is_unsigned(self.dtype): return dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).cummax(axis)
-    return -((-self).cummax(axis))
   def logcumsumexp(self, axis: int = 0):
-    m = self.max(axis, keepdim=True).detach() if self.numel() else 0
-    if self.numel(): m = (m.abs() == math.inf).where(0, m)   # an infinite max shifts by 0: -inf rows stay -inf, not NaN
-    return (self - m).exp().cumsum(axis).log() + m
+    # a scan whose windows each take their own logsumexp (shifted by their own max): one global shift would underflow
+    # exp(x - max) to 0 for entries far below a later maximum ([0, 100] gave -inf, not 0)
+    return self._float()._cum(axis, "lse")

@@ -51,7 +51,8 @@ class MathMixin(TensorBase):
     return neg.where(-self.abs(), self.abs())
   def fmod(self, x): return self - self.div(x, rounding_mode="trunc") * x   # C's fmod: sign of the dividend
   def logaddexp(self, x):
-    m = self.maximum(x)
+    m = self.maximum(x).detach()
+    m = (m.abs() == math.inf).where(0, m)   # shift by 0 at +-inf: logaddexp(-inf, -inf) is -inf, not nan
     return m + ((self - m).exp() + (x - m).exp()).log()
   def polyN(self, coeffs):
     """Horner evaluation of coeffs[0]*x^(n-1) + ... + coeffs[-1]."""

@@ -329,8 +329,8 @@ class MovementMixin(TensorBase):
     d = self._resolve_dim(dimension)
     if size < 0 or step <= 0: raise ArgumentError(f"unfold needs size >= 0 and step > 0, got size {size} and step {step}")
     if size > self.shape[d]: raise ShapeError(f"unfold size {size} exceeds dimension {d} of size {self.shape[d]} (shape {self.shape})")
-    if size == 0:   # (n - 0) // step + 1 windows, each empty: nothing to read, so a zero-size constant
-      return tensor_type().full((*self.shape[:d], self.shape[d] // step + 1, *self.shape[d + 1:], 0), 0, dtype=self.dtype, device=self.device)
+    if size == 0:   # (n - 0) // step + 1 windows, each empty: nothing to read (detached: its gradient is zeros)
+      return self.detach().unsqueeze(-1)._slice_dim(self.ndim, 0, 0).reshape(*self.shape[:d], self.shape[d] // step + 1, *self.shape[d + 1:], 0)
     x = self.transpose(d, -1) if d != self.ndim - 1 else self
     w = x._pool((size,), step)                      # (..., o, size) with dim d at the end
     return w.transpose(d, -2) if d != self.ndim - 1 else w

@@ -28,6 +28,9 @@ def _check_labels(Y, c: int, ignore_index, what: str) -> None:
     also = f" or ignore_index {ignore_index}" if ignore_index is not None else ""
     raise IndexError(f"{what}: target {bad[0]} is out of bounds: labels must be in [0, {c}){also}")
 
+class TargetShapeError(ValueError, RuntimeError):
+  """A loss target whose shape doesn't fit the input: a ValueError here, the RuntimeError torch and tinygrad raise."""
+
 class NNMixin(TensorBase):
   __slots__ = ()
 
@@ -69,7 +72,11 @@ class NNMixin(TensorBase):
   def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p over `dim`, eps), like torch.nn.functional.normalize."""
     x = self._float()
-    norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2 else (x * x).sum(dim, keepdim=True).sqrt()
+    if p == 2: norm = (x * x).sum(dim, keepdim=True).sqrt()
+    elif p == 0: norm = (x != 0).sum(dim, keepdim=True).cast(x.dtype)   # the "0-norm" counts nonzeros (torch)
+    elif p == math.inf: norm = x.abs().max(dim, keepdim=True)
+    elif p == -math.inf: norm = x.abs().min(dim, keepdim=True)
+    else: norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
     return x / norm.maximum(eps)
 
   # ---- convolution and pooling
@@ -278,7 +285,7 @@ class NNMixin(TensorBase):
       if Y.shape != self.shape[:cd] + self.shape[cd + 1:]: raise ValueError(f"target shape {Y.shape} doesn't match logits {self.shape}")
       _check_labels(Y, c, None, "cross_entropy")
       Y = (Y.unsqueeze(cd) == Tensor._index_range(c, self.device).reshape(c, *[1] * (self.ndim - cd - 1))).cast(least_upper_float(self.dtype))
-    elif Y.shape != self.shape: raise ValueError(f"probability targets of shape {Y.shape} must match logits {self.shape}")
+    elif Y.shape != self.shape: raise TargetShapeError(f"probability targets of shape {Y.shape} must match logits {self.shape}")
     Y = (1 - label_smoothing) * Y + label_smoothing / c
     return _reduction(-(self.log_softmax(cd) * Y).sum(cd), reduction)
   def nll_loss(self, Y, weight=None, ignore_index=None, reduction: str = "mean"):

@@ -119,7 +119,8 @@ class InputInfo(tuple):
   """(view signature, dtype, device) of one input; a plain tuple so building and comparing it per call is cheap."""
   __slots__ = ()
   def __new__(cls, t):
-    view = (t.uop.shape, t.uop.arg) if t.uop.op is Ops.MULTI else t.uop.shape if _is_buf_view(t.uop) else _unbind_view(t.uop)   # sharded: its layout too
+    # a sharded input: its layout too
+    view = (t.uop.shape, t.uop.arg) if t.uop.op is Ops.MULTI else t.uop.shape if _is_buf_view(t.uop) else _unbind_view(t.uop)
     return tuple.__new__(cls, (view, t.dtype, t.device))
   def describe(self) -> str:
     v = self[0]
@@ -132,7 +133,8 @@ class CapturedJit(Generic[R]):
   ret_template: Any                                   # the return value with Tensors replaced by _Out(i)
   jit_cache: list                                     # ExecItems, in run order
   input_replace: dict[tuple[int, int], int]           # (item index, buffer slot) -> input index
-  out_uops: list                                      # per output: a BUFFER view uop, or ("in", input index, view over placeholders or None, placeholders)
+  # per output: a BUFFER view uop, or ("in", input index, view over placeholders or None, placeholders)
+  out_uops: list
   expected_inputs: tuple[InputInfo, ...]
   expected_vars: frozenset
   rng_keys: list = field(default_factory=list)        # key buffers of the random draws, in draw order (refilled per replay)

@@ -4,6 +4,7 @@ as is. The WordPiece tokenizer reads a BERT `vocab.txt` (uncased: lowercase, acc
 from __future__ import annotations
 import json, math, os, unicodedata
 from dataclasses import dataclass, fields
+from typing import Callable
 import numpy as np
 from tinycore.tensor import Tensor
 from tinycore import nn
@@ -25,7 +26,7 @@ class BertConfig:
     return BertConfig(**{k.name: d[k.name] for k in fields(BertConfig) if k.name in d})
 
 def gelu_erf(x: Tensor) -> Tensor: return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())   # BERT's "gelu" is the exact one, not tanh
-_ACT = {"gelu": gelu_erf, "gelu_new": Tensor.gelu, "gelu_pytorch_tanh": Tensor.gelu, "relu": Tensor.relu}
+_ACT: dict[str, Callable[[Tensor], Tensor]] = {"gelu": gelu_erf, "gelu_new": Tensor.gelu, "gelu_pytorch_tanh": Tensor.gelu, "relu": Tensor.relu}
 
 class Lookup:
   """An embedding table read by row index. nn.Embedding is a one-hot product (differentiable, fuses), which costs

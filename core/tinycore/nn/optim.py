@@ -7,15 +7,10 @@ from tinycore.tensor import Tensor
 from tinycore.dtype import dtypes
 from tinycore.helpers import dedup
 
-def _track(t: Tensor):
-  # tensors that get requires_grad after construction must still be found by backward()
-  import tinycore.tensor as tmod
-  if (ws := getattr(tmod, "_requires_grad_leaves", None)) is not None: ws.add(t)
-
 class Optimizer:
   def __init__(self, params: list[Tensor], lr: float):
     for x in params:
-      if x.requires_grad is None: x.requires_grad = True; _track(x)  # type: ignore[misc]
+      if x.requires_grad is None: x.requires_grad = True  # type: ignore[misc]
     self.params: list[Tensor] = dedup([x for x in params if x.requires_grad])
     if not self.params: raise ValueError("optimizer got no parameters that require grad")
     self.buffers: list[Tensor] = dedup([x for x in params if not x.requires_grad])
