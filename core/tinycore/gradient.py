@@ -42,9 +42,10 @@ def _cast_grad(ctx: UOp, x: UOp):
   return (ctx.cast(x.dtype),) if dtypes.is_float(x.dtype) else (None,)
 
 def _pow_grad(ctx: UOp, ret: UOp, x: UOp, y: UOp):
-  # d/dx = y*x^(y-1); d/dy = x^y*ln(x) (0 where x == 0, like torch for the y grad at 0^y)
-  dx = ctx * y * UOp(Ops.POW, x.dtype, (x, y - 1))
-  dy = x.eq(0).where(_zero(ctx), ctx * ret * UOp(Ops.LOG2, x.dtype, (x,)) * math.log(2))
+  # torch's conventions: d/dx = y*x^(y-1), but 0 where y == 0 (x**0 is constant, even at x = 0 or inf);
+  # d/dy = x^y*ln(x), but 0 where x == 0 and y >= 0
+  dx = y.eq(0).where(_zero(ctx), ctx * y * UOp(Ops.POW, x.dtype, (x, y - 1)))
+  dy = (x.eq(0) & y.lt(0).ne(True)).where(_zero(ctx), ctx * ret * UOp(Ops.LOG2, x.dtype, (x,)) * math.log(2))
   return (dx, dy)
 
 def _multi_grad(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:

@@ -16,6 +16,7 @@ from tinycore.tensor_activation import ActivationMixin
 from tinycore.tensor_math import MathMixin
 from tinycore.tensor_base import register_tensor_type
 from tinycore.tensor_shapes import shape_arg, broadcast_shape
+from tinycore.tensor_errors import ArgumentError, DTypeError
 from tinycore import tensor_multi as _multi   # multi-device (sharded) tensors: the hooks below are marked "multi:"
 
 def _to_np_dtype(dtype: DType):
@@ -266,15 +267,21 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   @staticmethod
   def arange(start, stop=None, step=1, **kw) -> Tensor:
     if stop is None: start, stop = 0, start
-    if step == 0: raise ValueError("arange step must not be 0")
-    dt = to_dtype(kw.pop("dtype")) if kw.get("dtype") is not None else \
-      dtypes.from_py([start, stop, step]) if not all(isinstance(x, int) for x in (start, stop, step)) else dtypes.default_int
-    kw.pop("dtype", None)
+    if step == 0: raise ArgumentError("arange step must not be 0")
     n = max(math.ceil((stop - start) / step), 0)
+    explicit = kw.get("dtype")
+    ints = all(isinstance(x, int) for x in (start, stop, step))
+    lo, hi = sorted((start, start + (n - 1) * step)) if n else (start, start)
+    dt = to_dtype(kw.pop("dtype")) if kw.get("dtype") is not None else dtypes.default_int if ints else dtypes.default_float
+    kw.pop("dtype", None)
+    # an int range past the default int widens to int64; one past an asked-for int dtype is an error, not a silent wrap
+    if ints and explicit is None and not dtypes.min(dt) <= lo <= hi <= dtypes.max(dt): dt = dtypes.int64
+    if dtypes.is_int(dt) and not dtypes.min(dt) <= lo <= hi <= dtypes.max(dt):
+      raise OverflowError(f"arange({start}, {stop}, {step}) has values {lo}..{hi}, outside {dt}'s range {dtypes.min(dt)}..{dtypes.max(dt)}")
     if n == 0: return Tensor.empty(0, dtype=dt, **kw)
     # start + i*step over the index range (elementwise, no buffer)
     idx = Tensor._index_range(n, kw.get("device"))
-    return (idx.cast(dt) * step + start).cast(dt) if dtypes.is_float(dt) else (idx * step + start).cast(dt)
+    return (idx.cast(dt) * step + start).cast(dt)   # in dt itself: an int64 range must not pass through int32
   @staticmethod
   def _index_range(n: int, device=None) -> Tensor:
     """[0, 1, ..., n-1] as int32 with no buffer and O(n log n) elementwise work: the sum of bit_j * 2^j, where bit_j is
@@ -331,12 +338,12 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     return a._apply(Ops.ADD, b._apply(Ops.NEG)) if not dtypes.is_unsigned(a.dtype) else a._apply(Ops.SUB, b)
   def mul(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.MUL, b)
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    if rounding_mode not in (None, "trunc", "floor"): raise ArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     a, b = self._broadcasted(x, reverse)
     if rounding_mode == "trunc": return a.idiv(b) if dtypes.is_int(a.dtype) else (a.float_div(b)).trunc().cast(a.dtype)
     if rounding_mode == "floor":
       if dtypes.is_int(a.dtype): return a._floordiv_int(b)
       return a.float_div(b).floor()
-    if rounding_mode is not None: raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     return a.float_div(b)
   def float_div(self, b: Tensor) -> Tensor:
     dt = least_upper_float(self.dtype)
@@ -392,7 +399,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     return self.cast(dtypes.bool)._apply(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._expand_to(self.shape))
   def _bitop(self, op, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
-    if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool): raise TypeError(f"bitwise ops need integer or bool tensors, got {a.dtype}")
+    if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool): raise DTypeError(f"bitwise ops need integer or bool tensors, got {a.dtype}")
     return a._apply(op, b)
   def bitwise_and(self, x) -> Tensor: return self._bitop(Ops.AND, x)
   def bitwise_or(self, x) -> Tensor: return self._bitop(Ops.OR, x)
@@ -486,27 +493,53 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if self.dtype != dtypes.bool else self
   def square(self) -> Tensor: return self * self
   def pow(self, x, reverse=False) -> Tensor:
+    """self ** x with torch's values and gradients: int ** non-negative int stays an exact int, anything with a float
+    is float; a negative base takes the sign of an odd integer exponent and is nan for a fractional one (-inf excepted)."""
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
-      if x == 0: return self.ones_like()
+      if isinstance(x, float) and not dtypes.is_float(self.dtype): return self._float().pow(x)
+      if not dtypes.is_float(self.dtype):
+        if x < 0: raise DTypeError(f"an integer tensor ({self.dtype}) to a negative integer power ({x}) isn't an integer; cast to float first")
+        return self._int_pow(int(x))
+      if x == 0: return self.detach().eq(self.detach()).where(1, 1).cast(self.dtype)   # 1 (nan too), still in the graph: a zero gradient
       if x == 1: return self
-      if x == 2: return self * self
-      if x == 0.5: return self.sqrt()
       if x == -1: return self.reciprocal()
-      if isinstance(x, int) and 0 < x <= 8 and x == int(x):
-        r = self
-        for _ in range(x - 1): r = r * self
-        return r
+      if x == 0.5: return self.sqrt()
+      if x == int(x) and 2 <= x <= 8: return self._int_pow(int(x))
     a, b = self._broadcasted(x, reverse)
-    if dtypes.is_int(a.dtype) and dtypes.is_int(b.dtype):
-      return a.cast(dtypes.float64 if a.dtype.itemsize > 4 else dtypes.float32).pow(b.cast(dtypes.float32)).round().cast(a.dtype)
-    a, b = a._float(), b._float()
-    # |a|^b via exp2(b*log2|a|), with the sign of a for integer b, nan for negative a and fractional b
-    mag = (b * a.abs().log2()).exp2()
-    b_int = b.trunc() == b
-    odd = (b.abs() * 0.5).trunc() * 2 != b.abs()
+    if not dtypes.is_float(a.dtype):
+      if dtypes.is_int(b.dtype) and b.uop.base.op is Ops.CONST and b.uop.base.arg < 0:
+        raise DTypeError(f"an integer tensor ({a.dtype}) to a negative integer power isn't an integer; cast to float first")
+      # integer tensor exponents: exact while the result fits float64's 53-bit mantissa, then cast (torch wraps; so does the cast)
+      return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round().cast(a.dtype)
+    return a._float_pow(b)
+  def _int_pow(self, n: builtins.int) -> Tensor:
+    """self ** n for an int n >= 0 by repeated squaring: exact for ints (wrapping like torch), ~2*log2(n) multiplies."""
+    out, sq = None, self
+    while True:
+      if n & 1: out = sq if out is None else out * sq
+      n >>= 1
+      if not n: break
+      sq = sq * sq
+    return out if out is not None else self.ones_like()
+  def _float_pow(self, b: Tensor) -> Tensor:
+    """|a| ** b through the POW primitive (whose gradient rule gives torch's values at 0 and inf), computed in float32 or
+    wider and never on a negative base (a device's pow may be exp2(b*log2(a))); then the sign of a negative base."""
+    dt = self.dtype
+    wide = dtypes.float32 if dt.itemsize < 4 else dt
+    a, b = self.cast(wide), b.cast(wide)
     neg = a < 0
-    res = neg.where(b_int.where(odd.where(-mag, mag), math.nan), mag)
-    return ((a == 0) & (b == 0)).where(1.0, res)
+    mag = neg.where(-a, a)._apply(Ops.POW, b)
+    b_int = b.trunc() == b
+    odd = b_int & ((b.abs() * 0.5).trunc() * 2 != b.abs())
+    # a negative base: an odd power is negative, an even one positive, a fractional one nan (but C's pow(-inf, 0.3) is inf)
+    sign = neg.where(odd.where(-1.0, (b_int | (a == -math.inf)).where(1.0, math.nan)), 1.0)
+    out = mag * sign
+    # torch's d/db is a**b * ln(a), nan for a negative base: mag is |a|**b, so add a term that is 0 forward and whose
+    # gradient is nan (sqrt's at 0 is inf, times (b - b) = 0) where a < 0 and b is finite
+    if b.uop.base.op is not Ops.CONST and b.requires_grad is not False:
+      carry = neg & b.isfinite()   # elsewhere the sqrt sees 1, so its masked-off gradient stays 0, not 0/0
+      out = out + carry.where(carry.where((b - b.detach()).square(), 1.0).sqrt(), 0.0)
+    return out.cast(dt)
 
   # ---- reductions
   def _axes(self, axis) -> tuple[builtins.int, ...]:

@@ -7,6 +7,7 @@ from tinycore.dtype import dtypes, sum_acc_dtype
 from tinycore.helpers import all_int, flatten
 from tinycore.uop import UOp, Ops
 from tinycore.tensor_base import TensorBase, tensor_type
+from tinycore.tensor_errors import ArgumentError, DTypeError, ShapeError
 from tinycore.tensor_shapes import broadcast_shape
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
@@ -33,7 +34,8 @@ def _check_bounds(t, size: int, dim: int):
 
 def _is_tensor_index(i) -> bool:
   Tensor = tensor_type()
-  return isinstance(i, (Tensor, list)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
+  # a tuple inside the index is a list of positions, as in torch and tinygrad: x[(0, 1), :] == x[[0, 1], :]
+  return isinstance(i, (Tensor, list, tuple)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0)
 
 def _is_extreme(x, m):
   """Where x equals its row's max/min m. A row holding NaN has m = NaN (it propagates, as in torch), which equals
@@ -125,9 +127,24 @@ class IndexingMixin(TensorBase):
     if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis")
     # bool masks span as many dims as they have; expand them to one position index per dim
     norm, n_real = [], sum(1 for i in idx if i is not None and i is not Ellipsis)
-    for i in idx:
+    def ndims(i) -> int:   # how many of self's dims an index entry consumes
+      if i is None or i is Ellipsis: return 0
+      if isinstance(i, Tensor) and i.dtype == dtypes.bool: return max(i.ndim, 1)
+      if isinstance(i, (list, tuple)) or type(i).__module__ == "numpy":
+        import numpy as np
+        a = np.asarray(i)
+        return max(a.ndim, 1) if a.dtype == bool else 1
+      return 1
+    ell_at = next((k for k, i in enumerate(idx) if i is Ellipsis), None)
+    for k, i in enumerate(idx):
       if _is_tensor_index(i):
         t, mask_shape = _as_index_tensor(i, self.device)
+        if mask_shape is not None:
+          # a bool mask must match the dims it covers (torch): a shorter one is not silently a list of positions
+          first = sum(ndims(j) for j in idx[:k]) if ell_at is None or ell_at > k else self.ndim - sum(ndims(j) for j in idx[k:])
+          covered = tuple(self.shape[first:first + len(mask_shape)])
+          if tuple(mask_shape) != covered:
+            raise IndexError(f"boolean mask of shape {tuple(mask_shape)} doesn't match the indexed dims {covered} of {self.shape} (from dim {first})")
         if mask_shape is not None and len(mask_shape) > 1:
           flat = t.numpy()
           import numpy as np
@@ -144,17 +161,16 @@ class IndexingMixin(TensorBase):
       idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
     else: idx = idx + (slice(None),) * (self.ndim - n_real)
     # basic part: tensors become full slices; remember where their dims land in the result of the basic indexing
-    basic, tpos, tens, adv_pos, out_dim, in_dim = [], [], [], [], 0, 0
-    for k, i in enumerate(idx):
+    basic, tpos, tens, out_dim, in_dim = [], [], [], 0, 0
+    for i in idx:
       if isinstance(i, Tensor):
         _check_bounds(i, self.shape[in_dim], in_dim)
-        basic.append(slice(None)); tpos.append(out_dim); tens.append((i, self.shape[in_dim])); adv_pos.append(k)
+        basic.append(slice(None)); tpos.append(out_dim); tens.append((i, self.shape[in_dim]))
         out_dim += 1; in_dim += 1
       elif i is None: basic.append(None); out_dim += 1
       else:
         basic.append(i)
         if isinstance(i, slice): out_dim += 1
-        else: adv_pos.append(k)
         in_dim += 1
     x = self._apply_basic(self._basic_plan(tuple(basic)))
     B = broadcast_shape(*[t.shape for t, _ in tens])
@@ -171,7 +187,9 @@ class IndexingMixin(TensorBase):
     mask = mask.reshape(*B, *[1] * len(rest), *mask.shape[len(B):])  # (*B, *1s, s..)
     red = tuple(range(len(B) + len(rest), len(B) + len(rest) + len(tens)))
     out = mask.where(xt, 0).sum(red, dtype=sum_acc_dtype(x.dtype) if x.dtype != dtypes.bool else dtypes.int32).cast(x.dtype)  # (*B, *rest)
-    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
+    # torch's rule (not numpy's): an int index is a basic one, applied first; the tensor indices stay in place when they
+    # are adjacent among what is left, else their broadcast dims go first
+    adjacent = tpos == list(range(tpos[0], tpos[0] + len(tpos)))
     if adjacent and tpos[0] != 0:
       nb, first = len(B), tpos[0]
       order = list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, out.ndim))
@@ -219,11 +237,12 @@ class IndexingMixin(TensorBase):
   def _onehot_dim(self, index, dim: int, what: str):
     """For gather/scatter: checks, and mask[..., s] = (index == s) shaped (*index.shape, size of `dim` in self)."""
     Tensor = tensor_type()
-    if not dtypes.is_int(index.dtype): raise TypeError(f"{what} index must be an integer tensor, got {index.dtype}")
-    if index.ndim != self.ndim: raise ValueError(f"{what} index must have the same number of dims as the input: {index.shape} vs {self.shape}")
+    if not dtypes.is_int(index.dtype): raise DTypeError(f"{what} index must be an integer tensor, got {index.dtype}")
+    if index.device != self.device: raise ArgumentError(f"{what} index is on {index.device}, the tensor on {self.device}")
+    if index.ndim != self.ndim: raise ShapeError(f"{what} index must have the same number of dims as the input: {index.shape} vs {self.shape}")
     d = self._resolve_dim(dim)
     for i, (a, b) in enumerate(zip(index.shape, self.shape)):
-      if i != d and a > b: raise ValueError(f"{what} index shape {index.shape} exceeds input shape {self.shape} at dim {i}")
+      if i != d and a > b: raise ShapeError(f"{what} index shape {index.shape} exceeds input shape {self.shape} at dim {i}")
     _check_bounds(index, self.shape[d], d)
     s = self.shape[d]
     return d, index.unsqueeze(-1) == Tensor._index_range(s, self.device).reshape(*[1] * index.ndim, s)
@@ -237,8 +256,10 @@ class IndexingMixin(TensorBase):
     Tensor = tensor_type()
     d, oh = self._onehot_dim(index, dim, what)
     if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    if src.dtype != self.dtype: raise DTypeError(f"{what}: src is {src.dtype} but the tensor is {self.dtype} (torch insists they match)")
+    if src.ndim != self.ndim: raise ShapeError(f"{what} src must have the tensor's number of dims: {src.shape} vs {self.shape}")
     for i, (a, b) in enumerate(zip(index.shape, src.shape)):
-      if a > b: raise ValueError(f"{what} index shape {index.shape} exceeds src shape {src.shape} at dim {i}")
+      if a > b: raise ShapeError(f"{what} index shape {index.shape} exceeds src shape {src.shape} at dim {i}")
     src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
     # oh: (*index.shape, S); move the index's dim d out and S into d, padding the other dims up to self's shape
     pad = tuple((0, 0) if i == d else (0, s - index.shape[i]) for i, s in enumerate(self.shape)) + ((0, 0),)
@@ -250,16 +271,24 @@ class IndexingMixin(TensorBase):
     return r.transpose(d, -1).squeeze(-1)
   def scatter(self, dim: int, index, src, reduce: str | None = None):
     """out[index[i][j]][j] = src[i][j] (for dim 0); reduce 'add' or 'multiply' combines with the existing values instead."""
-    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    Tensor = tensor_type()
+    if reduce not in (None, "add", "multiply"): raise ArgumentError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
+    if reduce is not None and isinstance(src, Tensor): raise TypeError("scatter's reduce takes a scalar src; for a tensor src use scatter_reduce")
     if reduce == "add": return self.scatter_reduce(dim, index, src, "sum")
     if reduce == "multiply": return self.scatter_reduce(dim, index, src, "prod")
     d, oh, src = self._scatter_parts(dim, index, src, "scatter")
+    # several sources for one target: the last one along dim wins (torch on CPU, numpy's assignment)
+    n = oh.shape[d]
+    pos = Tensor._index_range(n, self.device).reshape(*[n if i == d else 1 for i in range(oh.ndim)])
+    last = oh.where(pos, -1).max(d, keepdim=True)
+    pick = oh & (pos == last)
     hit = self._scatter_move(oh.any(d, keepdim=True), d)
-    val = self._scatter_move(oh.where(src, 0).sum(d, keepdim=True, dtype=sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32), d)
+    acc = sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32
+    val = self._scatter_move(pick.where(src, 0).sum(d, keepdim=True, dtype=acc), d)
     return hit.where(val.cast(self.dtype), self)
   def scatter_reduce(self, dim: int, index, src, reduce: str, include_self: bool = True):
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-      raise ValueError(f"scatter_reduce reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
+      raise ArgumentError(f"scatter_reduce reduce must be sum, prod, mean, amax or amin, not {reduce!r}")
     d, oh, src = self._scatter_parts(dim, index, src, "scatter_reduce")
     mv = lambda r: self._scatter_move(r, d)
     hit = mv(oh.any(d, keepdim=True))
@@ -282,28 +311,55 @@ class IndexingMixin(TensorBase):
     m = mv(oh.where(src, hi).min(d, keepdim=True))
     return hit.where(self.minimum(m) if include_self else m, self)
 
-  def one_hot(self, num_classes: int = -1):
+  def one_hot(self, num_classes: int | None = None) -> Tensor:
+    """int32 one-hot of the last dim's new axis. num_classes=None reads the max (a realize); a negative count is an
+    error, as in tinygrad and jax (torch's -1 means "infer": pass None)."""
     Tensor = tensor_type()
-    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot needs an integer tensor, got {self.dtype}")
-    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if not dtypes.is_int(self.dtype): raise DTypeError(f"one_hot needs an integer tensor, got {self.dtype}")
+    if num_classes is not None and num_classes < 0:
+      raise ArgumentError(f"one_hot num_classes must be non-negative, got {num_classes} (None infers it)")
+    if num_classes is None: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     return (self.unsqueeze(-1) == Tensor._index_range(num_classes, self.device).reshape(*[1] * self.ndim, num_classes)).where(1, 0)
 
   def masked_fill(self, mask, value):
     Tensor = tensor_type()
     if isinstance(mask, Tensor) and mask.dtype != dtypes.bool: raise TypeError(f"masked_fill mask must be bool, got {mask.dtype}")
     return mask.where(value, self).cast(self.dtype) if isinstance(value, Tensor) else mask.where(value, self)
-  def masked_select(self, mask):
-    """The elements where mask is True, as a 1-d tensor (its length depends on the data, so the mask is realized)."""
+  def masked_select(self, mask: Tensor, size: int | None = None, fill_value: float = 0) -> Tensor:
+    """The elements where mask is True, as a 1-d tensor. Without `size` its length depends on the data, so the mask is
+    realized; with `size` it stays lazy (jittable): the first `size` picks, then `fill_value`."""
     Tensor = tensor_type()
     import numpy as np
-    if mask.dtype != dtypes.bool: raise TypeError(f"masked_select mask must be bool, got {mask.dtype}")
+    if mask.dtype != dtypes.bool: raise DTypeError(f"masked_select mask must be bool, got {mask.dtype}")
     shape = broadcast_shape(self.shape, mask.shape)
+    if size is not None:
+      m = mask._expand_to(shape).flatten()
+      return self._expand_to(shape).flatten()._compact(m, size, fill_value)
     pos = np.nonzero(mask._expand_to(shape).numpy().reshape(-1))[0].astype(np.int32)
     return self._expand_to(shape).flatten()[Tensor(pos, device=self.device)] if len(pos) else Tensor.empty(0, dtype=self.dtype, device=self.device)
-  def nonzero(self):
+  def nonzero(self, size: int | None = None, fill_value: float = 0) -> Tensor:
+    """(n, ndim) int32 positions of the non-zero elements. Without `size` n depends on the data (a realize); with `size`
+    it stays lazy: the first `size` positions, then rows of `fill_value`."""
     Tensor = tensor_type()
     import numpy as np
-    return Tensor(np.argwhere(self.numpy()).astype(np.int32), device=self.device)
+    if size is None: return Tensor(np.argwhere(self.numpy()).astype(np.int32), device=self.device)
+    if self.ndim == 0: return Tensor.zeros(size, 0, dtype=dtypes.int32, device=self.device)
+    coords = Tensor.stack(*[Tensor._index_range(s, self.device).reshape(*[s if j == i else 1 for j in range(self.ndim)])._expand_to(self.shape)
+                            .flatten() for i, s in enumerate(self.shape)], dim=-1)     # (numel, ndim)
+    return coords._compact(self.flatten() != 0, size, fill_value)
+  def _compact(self, keep: Tensor, size: int, fill_value: float) -> Tensor:
+    """Rows of self (dim 0) where `keep` is True, moved to the front, cut or padded with fill_value to `size` rows;
+    lazy: row i lands at slot (number of kept rows before it)."""
+    Tensor = tensor_type()
+    if not isinstance(size, int) or size < 0: raise ArgumentError(f"size must be a non-negative int, got {size!r}")
+    n = keep.shape[0]
+    if n == 0: return Tensor.full((size, *self.shape[1:]), fill_value, dtype=self.dtype, device=self.device)
+    slot = keep.cast(dtypes.int32).cumsum(0) - 1                                   # (n,)
+    hit = keep.reshape(1, n) & (slot.reshape(1, n) == Tensor._index_range(size, self.device).reshape(size, 1))   # (size, n)
+    hit = hit.reshape(size, n, *[1] * (self.ndim - 1))
+    acc = sum_acc_dtype(self.dtype) if self.dtype != dtypes.bool else dtypes.int32
+    vals = hit.where(self.reshape(1, *self.shape), 0).sum(1, dtype=acc).cast(self.dtype)
+    return hit.any(1).where(vals, Tensor(fill_value, device=self.device).cast(self.dtype))
 
   # ---- cumulative scans: windows over a padded copy, blocked so the work is O(n * 256), not O(n^2)
   def _cum(self, axis: int, op: str):

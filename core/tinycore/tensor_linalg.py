@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from tinycore.dtype import dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 from tinycore.helpers import prod
 from tinycore.uop import Ops, GroupOp
+from tinycore.tensor_errors import ShapeError
 from tinycore.tensor_base import TensorBase, tensor_type
 from tinycore.tensor_shapes import broadcast_shape
 if TYPE_CHECKING: from tinycore.tensor import Tensor
@@ -101,16 +102,16 @@ class LinalgMixin(TensorBase):
     """Matrix product with numpy's rules: 1-d operands gain and then lose a dim, batch dims broadcast."""
     Tensor = tensor_type()
     if not isinstance(w, Tensor): raise TypeError(f"matmul needs a Tensor, got {type(w).__name__}")
-    if self.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
+    if self.ndim == 0 or w.ndim == 0: raise ShapeError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
     k, kw = self.shape[-1], (w.shape[-2] if w.ndim > 1 else w.shape[0])
-    if k != kw: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
+    if k != kw: raise ShapeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
     out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
     if self.ndim == 1: return self.unsqueeze(0).dot(w, dtype).squeeze(-2 if w.ndim > 1 else -1)
     # the product's own dtype accumulates (half stays half): the tensor-core rewrites match that form
     acc = dtype if dtype is not None else sum_acc_dtype(least_upper_dtype(self.dtype, w.dtype))
     if w.ndim == 1: return (self * w).sum(-1, dtype=acc).cast(out_dt)
     try: broadcast_shape(self.shape[:-2], w.shape[:-2])
-    except ValueError: raise ValueError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
+    except ValueError: raise ShapeError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
     x = self.unsqueeze(-2)                        # (..., n, 1, k)
     wt = w._panels(self).transpose(-1, -2).unsqueeze(-3)   # (..., 1, m, k)
     return (x * wt).sum(-1, dtype=acc).cast(out_dt)

@@ -60,9 +60,12 @@ class MathMixin(TensorBase):
     for c in coeffs[1:]: r = r * self + c
     return r
   def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
-    ok = (self - other).abs() <= atol + rtol * (other.abs() if hasattr(other, "abs") else abs(other))
-    ok = ok | (self == other)
-    return ok | (self.isnan() & (other != other)) if equal_nan else ok
+    Tensor = tensor_type()
+    if not isinstance(other, Tensor): other = Tensor(other, device=self.device)
+    # infinities are close only to themselves (inf - inf is nan, never <= tol); nans only to nans, with equal_nan
+    finite = self.isfinite() & other.isfinite() & ((self - other).abs() <= atol + rtol * other.abs())
+    ok = finite | ((self.isinf() | other.isinf()) & (self == other))
+    return ok | (self.isnan() & other.isnan()) if equal_nan else ok
   def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
 

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from tinycore.dtype import dtypes, to_dtype, least_upper_dtype, least_upper_float
 from tinycore.helpers import prod, make_tuple, flatten
 from tinycore.tensor_base import TensorBase, tensor_type
+from tinycore.tensor_errors import ArgumentError, ShapeError
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _reduction(x, reduction: str):
@@ -47,15 +48,22 @@ class NNMixin(TensorBase):
     if weight is not None: x = x * weight.reshape(shape)
     x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
     return x + bias.reshape(shape) if bias is not None else x
-  def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False):
+  def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False, enable_gqa: bool = False):
+    """softmax(q k^T / sqrt(d) + mask) v. is_causal masks keys after each query (top-left aligned, as torch); enable_gqa
+    lets key/value have fewer heads (dim -3) than the query, each shared by a group of query heads."""
     Tensor = tensor_type()
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
-      raise ValueError(f"attention needs at least 2-d q/k/v, got {self.shape}, {key.shape}, {value.shape}")
-    if self.shape[-1] != key.shape[-1]: raise ValueError(f"query and key feature sizes differ: {self.shape} vs {key.shape}")
-    if key.shape[-2] != value.shape[-2]: raise ValueError(f"key and value lengths differ: {key.shape} vs {value.shape}")
+      raise ShapeError(f"attention needs at least 2-d q/k/v, got {self.shape}, {key.shape}, {value.shape}")
+    if self.shape[-1] != key.shape[-1]: raise ShapeError(f"query and key feature sizes differ: {self.shape} vs {key.shape}")
+    if key.shape[-2] != value.shape[-2]: raise ShapeError(f"key and value lengths differ: {key.shape} vs {value.shape}")
+    if enable_gqa and self.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != self.shape[-3]:
+      hq, hk = self.shape[-3], key.shape[-3]
+      if value.shape[-3] != hk or hq % hk:
+        raise ShapeError(f"grouped-query attention needs query heads ({hq}) to be a multiple of key/value heads ({hk}, {value.shape[-3]})")
+      key, value = key.repeat_interleave(hq // hk, -3), value.repeat_interleave(hq // hk, -3)
     qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
     if is_causal:
-      if attn_mask is not None: raise ValueError("pass either attn_mask or is_causal, not both")
+      if attn_mask is not None: raise ArgumentError("pass either attn_mask or is_causal, not both")
       attn_mask = Tensor.ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
@@ -78,7 +86,7 @@ class NNMixin(TensorBase):
     p = tuple(padding)
     if len(p) == d: return [(x, x) for x in p]
     if len(p) == 2 * d: return [(p[i], p[i + 1]) for i in range(2 * d - 2, -1, -2)]
-    raise ValueError(f"padding {padding} must be an int or have {d} or {2 * d} entries for {d} spatial dims")
+    raise ArgumentError(f"padding {padding} must be an int or have {d} or {2 * d} entries for {d} spatial dims")
   def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None):
     """N-d convolution (cross-correlation, like torch): input (bs, cin, *spatial), weight (cout, cin/groups, *kernel)."""
     if self.ndim < 3 or weight.ndim != self.ndim:
@@ -199,6 +207,10 @@ class NNMixin(TensorBase):
     if len(size) > self.ndim: raise ValueError(f"interpolate size {size} has more dims than the input {self.shape}")
     if mode not in ("linear", "nearest", "nearest-exact", "bilinear", "trilinear"): raise ValueError(f"unsupported interpolate mode {mode!r}")
     if align_corners and mode.startswith("nearest"): raise ValueError("align_corners only applies to the linear modes")
+    if self.dtype == dtypes.uint8 and not mode.startswith("nearest") and not align_corners:
+      x = self
+      for j in reversed(range(len(size))): x = x._uint8_linear_axis(self.ndim - len(size) + j, size[j])
+      return x
     x = self
     for j, out in enumerate(size):
       ax = self.ndim - len(size) + j
@@ -214,6 +226,30 @@ class NNMixin(TensorBase):
       xf = x._float()
       x = xf._take(ax, i0) * (1 - wgt) + xf._take(ax, i1) * wgt
     return x.cast(self.dtype) if dtypes.is_float(self.dtype) else x.round().cast(self.dtype)
+  def _uint8_linear_axis(self, ax: int, out: int) -> Tensor:
+    """One axis of linear resizing of uint8 the way torch computes it (bit-exact): per-output taps and weights, the
+    weights in fixed point with as many fraction bits as int16 allows, rounded and clamped back to uint8 after each axis."""
+    Tensor = tensor_type()
+    n = self.shape[ax]
+    if out == n: return self
+    scale, taps = n / out, []
+    for i in range(out):
+      center = scale * (i + 0.5)
+      lo, hi = max(int(center - 0.5), 0), min(int(center + 1.5), n)
+      ws = [max(0.0, 1 - abs(k + lo - center + 0.5)) for k in range(hi - lo)]
+      tot = sum(ws)
+      taps.append((lo, [w / tot for w in ws] if tot else ws))
+    maxw = max(max(ws, default=0.0) for _, ws in taps)
+    p = 0
+    while p < 22 and int(0.5 + maxw * (1 << (p + 1))) < (1 << 15): p += 1
+    acc = None
+    trail = [1] * (self.ndim - ax - 1)
+    for k in range(max(len(ws) for _, ws in taps)):
+      idx = Tensor([min(lo + k, n - 1) for lo, _ in taps], dtype=dtypes.int32, device=self.device)
+      wq = Tensor([int(ws[k] * (1 << p) + 0.5) if k < len(ws) else 0 for _, ws in taps], dtype=dtypes.int32, device=self.device)
+      term = self._take(ax, idx).cast(dtypes.int32) * wq.reshape(out, *trail)
+      acc = term if acc is None else acc + term
+    return ((acc + (1 << (p - 1))) >> p).clip(0, 255).cast(dtypes.uint8)
   def _take(self, ax: int, idx):
     """x indexed along `ax` by a 1-d int tensor (one-hot and a sum)."""
     return self[(slice(None),) * ax + (idx,)]

@@ -3,6 +3,7 @@ at their bound values (for error messages that name the bindings)."""
 from __future__ import annotations
 import operator
 from tinycore.uop import UOp, Ops
+from tinycore.tensor_errors import ShapeEntryError
 
 def bound_value(x) -> int | None:
   """The int a size has with its Variables at their bound values (None while one is unbound)."""
@@ -27,7 +28,7 @@ def shape_arg(shape, infer: bool = False) -> tuple:
     if isinstance(s, UOp):
       if s.vmin < 0: raise ValueError(f"symbolic dimension {s.render()} can be negative (down to {s.vmin}) in shape {tuple(shape)}")
       out.append(s); continue
-    if isinstance(s, bool) or not hasattr(s, "__index__"): raise TypeError(f"shape entries must be ints, got {s!r} in {tuple(shape)}")
+    if isinstance(s, bool) or not hasattr(s, "__index__"): raise ShapeEntryError(f"shape entries must be ints, got {s!r} in {tuple(shape)}")
     s = operator.index(s)
     if s < 0 and not (infer and s == -1): raise ValueError(f"negative dimension {s} in shape {tuple(shape)}")
     out.append(s)

@@ -360,7 +360,9 @@ def _min_max_exact(u: UOp) -> tuple:
     return (0, s[0].vmax - 1 if s else u.arg[1] - 1 if len(u.arg) > 1 else 2 ** 31 - 1)
   if op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(s[0].dtype) or s[0].dtype == dtypes.bool):
     lo, hi = s[0]._min_max
-    return (max(int(lo), dtypes.min(u.dtype)), min(int(hi), dtypes.max(u.dtype)))
+    # a bound may be +-inf (an int from a float compare chain): clamp to the dtype's range instead of int(inf)
+    lo_i = max(int(lo), dtypes.min(u.dtype)) if lo > -math.inf else dtypes.min(u.dtype)
+    return (lo_i, min(int(hi), dtypes.max(u.dtype)) if hi < math.inf else dtypes.max(u.dtype))
   if len(s) >= 1 and op in GroupOp.ALU and (dtypes.is_int(u.dtype) or u.dtype == dtypes.bool):
     (a0, a1) = s[0]._min_max
     if op is Ops.NEG: return (-a1, -a0) if u.dtype != dtypes.bool else (False, True)

@@ -170,10 +170,11 @@ class PTXRenderer(Renderer):
           x = new("f32", f"cvt.rn.f32.f64 {{d}}, {a[0]};")
           return new("f64", f"cvt.f64.f32 {{d}}, {new('f32', f'{ins} {{d}}, {x};')};")
         return new(t, f"{ins} {{d}}, {a[0]};")
-      if op is Ops.POW:   # 2^(b*log2(a)): positive bases only
+      if op is Ops.POW:   # 2^(b*log2(a)): non-negative bases only; x**0 is 1 even where 0*log2(x) is nan (x = 0, inf)
         if t != "f32": raise NotImplementedError(f"PTX renderer: POW on {dt}")
         lg = new(t, f"lg2.approx.f32 {{d}}, {a[0]};")
-        return new(t, f"ex2.approx.f32 {{d}}, {new(t, f'mul.f32 {{d}}, {a[1]}, {lg};')};")
+        r = new(t, f"ex2.approx.f32 {{d}}, {new(t, f'mul.f32 {{d}}, {a[1]}, {lg};')};")
+        return new(t, f"selp.f32 {{d}}, {imm(1.0, t)}, {r}, {new('pred', f'setp.eq.f32 {{d}}, {a[1]}, {imm(0.0, t)};')};")
       if op is Ops.SQRT: return new(t, f"sqrt.rn.{t} {{d}}, {a[0]};")
       if op is Ops.TRUNC: return new(t, f"cvt.rzi.{t}.{t} {{d}}, {a[0]};")
       if op is Ops.RECIP:

@@ -103,7 +103,9 @@ class WGSLRenderer(Renderer):
     if op is Ops.SHR: return f"({a[0]}>>u32({a[1]}))"
     if op is Ops.WHERE: return f"select({a[2]}, {a[1]}, {a[0]})"
     if op is Ops.MULACC: return f"(({a[0]}*{a[1]})+{a[2]})"
-    if op is Ops.POW: return f"pow({a[0]}, {a[1]})"
+    if op is Ops.POW:   # WGSL leaves pow(0, y <= 0) undefined (lavapipe: 0 for 0**-2); C says inf for y < 0, and x**0 is 1
+      zero, inf = self.literal(0.0, dt), self.literal(math.inf, dt)
+      return f"select(select(pow({a[0]}, {a[1]}), {inf}, {a[0]} == {zero} && {a[1]} < {zero}), {self.literal(1.0, dt)}, {a[1]} == {zero})"
     raise NotImplementedError(f"WGSL renderer can't render {op.name}")
   def isnan(self, x: str, dt: DType) -> str:
     # from the bits: the SPIR-V path (naga -> Vulkan driver) may fold x!=x to false as if no NaN existed
