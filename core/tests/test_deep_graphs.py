@@ -1,7 +1,10 @@
 """Long op chains: a loop of elementwise updates is one kernel as deep as the loop; it must compute, not hit Python's
 recursion limit (the scheduler's walks are iterative; the recursive passes get a higher limit in realize)."""
 import numpy as np
+import pytest
 from tinycore import Tensor
+
+pytestmark = pytest.mark.needs_device
 
 def test_a_chain_of_1200_elementwise_ops_computes():
   x = np.linspace(1, 2, 17).astype(np.float32)   # positive: relative error stays meaningful (no zero crossing)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
 
+@pytest.mark.needs_device
 def test_backward_fills_plain_tensors_like_tinygrad():
   w = Tensor(np.array([[1., 2.], [3., 4.]], np.float32))      # requires_grad=None: tinygrad 0.14 still fills .grad
   x = Tensor(np.array([1., -1.], np.float32))
@@ -15,6 +16,7 @@ def test_backward_fills_plain_tensors_like_tinygrad():
   np.testing.assert_allclose(x.grad.numpy(), [4, 6])
   np.testing.assert_allclose(h.grad.numpy(), [1, 1])
 
+@pytest.mark.needs_device
 def test_backward_skips_requires_grad_false_and_non_float():
   w = Tensor(np.array([1., 2.], np.float32), requires_grad=False)
   i = Tensor(np.array([1, 2], np.int32))
@@ -23,6 +25,7 @@ def test_backward_skips_requires_grad_false_and_non_float():
   assert w.grad is None and i.grad is None
   np.testing.assert_allclose(v.grad.numpy(), [1, 4])
 
+@pytest.mark.needs_device
 def test_backward_accumulates_and_detach_stops():
   x = Tensor(np.array([1., 2.], np.float32), requires_grad=True)
   (x * x).sum().backward()
@@ -32,22 +35,26 @@ def test_backward_accumulates_and_detach_stops():
   (y.detach() * y).sum().backward()
   np.testing.assert_allclose(y.grad.numpy(), [1, 2])   # only the non-detached factor carries a gradient
 
+@pytest.mark.needs_device
 def test_tensor_only_reached_through_comparisons_gets_zero_grad():
   x = Tensor(np.array([-1., 0., 2.], np.float32))
   (x.sign() + (x > 0).float()).sum().backward()
   np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 0])
 
+@pytest.mark.needs_device
 def test_tensor_outside_the_graph_is_untouched_and_gradient_raises():
   a, b = Tensor([1.0]), Tensor([2.0])
   (a * 2).sum().backward()
   assert b.grad is None
   with pytest.raises(ValueError, match="not part of the graph"): (a * 2).sum().gradient(b)
 
+@pytest.mark.needs_device
 def test_gradient_of_int_output_or_target_is_runtime_error():
   i = Tensor([1, 2])
   with pytest.raises(RuntimeError, match="floating-point"): (i * 2).sum().gradient(i)
   with pytest.raises(RuntimeError, match="floating-point"): (i * 2).sum().backward()
 
+@pytest.mark.needs_device
 def test_optimizer_step_after_backward_with_default_requires_grad():
   from tinycore.nn.optim import SGD
   w = Tensor(np.array([1., 2.], np.float32))
@@ -104,6 +111,7 @@ def test_fetch_refuses_other_schemes_and_path_names(tmp_path, monkeypatch):
 def test_dtype_min_max_properties():
   assert dtypes.int8.min == -128 and dtypes.int8.max == 127 and dtypes.uint16.max == 65535 and dtypes.bool.max is True
 
+@pytest.mark.needs_device
 def test_plain_tensors_hold_the_latest_gradient_not_a_growing_sum():
   # requires_grad=None (never asked): each backward replaces .grad, so a frozen weight outside any optimizer doesn't
   # chain one lazy add per training step; requires_grad=True accumulates as in torch

@@ -1,5 +1,6 @@
 """The Tensor frontend's layering: mixins reach Tensor only through tensor_base (the factory and the declared primitives)."""
 import ast, pathlib
+import pytest
 import tinycore.tensor as tensor_mod
 from tinycore.tensor import Tensor
 from tinycore.tensor_base import TensorBase, tensor_type
@@ -32,6 +33,7 @@ def test_no_op_defined_twice_across_tensor_and_mixins():
         assert name not in owners, f"{name} is defined in both {owners[name]} and {cls.__name__}"
         owners[name] = cls.__name__
 
+@pytest.mark.needs_device
 def test_factory_is_the_tensor_class():
   assert tensor_type() is Tensor is tensor_mod.Tensor
   t = Tensor([1.0, 2.0, 3.0])
