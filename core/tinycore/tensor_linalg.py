@@ -107,8 +107,10 @@ class LinalgMixin(TensorBase):
     if k != kw: raise ShapeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({k} != {kw})")
     out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
     if self.ndim == 1: return self.unsqueeze(0).dot(w, dtype).squeeze(-2 if w.ndim > 1 else -1)
-    # the product's own dtype accumulates (half stays half): the tensor-core rewrites match that form
+    # half/bf16/fp8 products accumulate in float32 (as torch and tinygrad do; a 64-term fp16 dot in half was off by 0.05)
+    # and the result rounds once; the tensor-core matcher takes that CAST(MUL) form
     acc = dtype if dtype is not None else sum_acc_dtype(least_upper_dtype(self.dtype, w.dtype))
+    if dtype is None and dtypes.is_float(acc) and acc.itemsize < 4: acc = dtypes.float32
     if w.ndim == 1: return (self * w).sum(-1, dtype=acc).cast(out_dt)
     try: broadcast_shape(self.shape[:-2], w.shape[:-2])
     except ValueError: raise ShapeError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None

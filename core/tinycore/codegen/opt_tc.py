@@ -28,11 +28,13 @@ def _match(k: UOp, renderer):
   reds = [u for u in k.toposort() if u.op is Ops.REDUCE]
   if len(reds) != 1 or reds[0].arg is not Ops.ADD or len(reds[0].src) != 2: return None
   red, r = reds[0], reds[0].src[1]
-  if red.src[0].op is not Ops.MUL or not _bound(r): return None
+  # a half product summed in float32 (sum_acc_dtype) is CAST(MUL(a, b)) under the reduce
+  prod = red.src[0].src[0] if red.src[0].op is Ops.CAST and red.src[0].src[0].op is Ops.MUL else red.src[0]
+  if prod.op is not Ops.MUL or not _bound(r): return None
   for tc in tcs:
     M0, N0, K0 = tc.dims
     if _bound(r) % K0: continue
-    a, b = (_strip(x, tc.dtype_in) for x in red.src[0].src)
+    a, b = (_strip(x, tc.dtype_in) for x in prod.src)
     if a is None or b is None: continue
     ta, tb = a.toposort(), b.toposort()
     if r not in ta or r not in tb: continue
