@@ -7,15 +7,8 @@ from tinycore import Tensor, TinyJit
 from tinycore.engine.jit_memory import _best_fit, _Desc
 from tinycore.dtype import dtypes
 from tinycore.helpers import GlobalCounters
+from test_memory_plan import _chain, _ref   # the same 8-kernel chain the eager plan is tested on
 N = 1 << 16
-
-def _chain(x: Tensor, n: int = 8) -> Tensor:
-  for _ in range(n): x = (x * 1.0001 + 1).contiguous()
-  return x
-
-def _ref(x: np.ndarray, n: int = 8) -> np.ndarray:
-  for _ in range(n): x = x * np.float32(1.0001) + np.float32(1)
-  return x
 
 @pytest.mark.needs_device
 def test_replay_holds_a_few_blocks_not_every_intermediate():

@@ -20,18 +20,23 @@ def _loss(params: list[Tensor], x: Tensor, y: Tensor) -> Tensor:
   logits = (x @ w1 + b1).relu() @ w2
   return -(logits.log_softmax(1) * y).sum(1).mean()
 
-def _train(devices, make_opt, jit: bool, data=DATA, init=INIT) -> tuple[list[np.ndarray], list[float], list[Tensor]]:
-  params = [Tensor(a, requires_grad=True) for a in init]
-  if devices is not None:
-    for p in params: p.shard_(devices)   # replicated weights
-    Tensor.realize(*params)
-  opt = make_opt(params)
+def _train_step(params: list[Tensor], opt):
+  """One optimizer step on _loss, returning the loss (the function TinyJit captures, or that runs eagerly)."""
   def step(x: Tensor, y: Tensor) -> Tensor:
     opt.zero_grad()
     loss = _loss(params, x, y)
     loss.backward()
     opt.step()
     return loss
+  return step
+
+def _train(devices, make_opt, jit: bool, data=DATA, init=INIT) -> tuple[list[np.ndarray], list[float], list[Tensor]]:
+  params = [Tensor(a, requires_grad=True) for a in init]
+  if devices is not None:
+    for p in params: p.shard_(devices)   # replicated weights
+    Tensor.realize(*params)
+  opt = make_opt(params)
+  step = _train_step(params, opt)
   run = TinyJit(step) if jit else step
   losses = []
   for xb, yb in data:
@@ -74,13 +79,7 @@ def test_jit_replays_on_the_shards_in_place():
   Tensor.realize(*params)
   bufs = [[s.base.arg for s in p.uop.src] for p in params]
   opt = optim.SGD(params, lr=0.1)
-  @TinyJit
-  def step(x: Tensor, y: Tensor) -> Tensor:
-    opt.zero_grad()
-    loss = _loss(params, x, y)
-    loss.backward()
-    opt.step()
-    return loss
+  step = TinyJit(_train_step(params, opt))
   for xb, yb in DATA: step(Tensor(xb).shard(D2, 0), Tensor(yb).shard(D2, 0))
   assert step.cnt == len(DATA) and len(step.jit_cache) > 0
   assert [[s.base.arg for s in p.uop.src] for p in params] == bufs   # updated where they live
