@@ -27,6 +27,7 @@ MAX_ENTRY_BYTES = 256 << 20   # a kernel binary is kilobytes; anything near this
 class Compiler:
   """Subclasses implement `compile(src) -> bytes`. `cachekey` names the compiler and its flags (None: no caching);
   change it whenever the output for the same source would change."""
+  compiles = 0   # real compilations in this process, all compilers (not cache hits): the compile progress counts them
   def __init__(self, cachekey: str | None = None): self.cachekey = cachekey
   def compile(self, src: str) -> bytes: raise NotImplementedError(f"{type(self).__name__} must implement compile")
   def disassemble(self, lib: bytes) -> str: return f"<{len(lib)} bytes>"
@@ -58,10 +59,14 @@ class Compiler:
       atomic_write(path, _MAGIC + self._identity(src) + hashlib.sha256(lib).digest() + lib)
     except OSError: pass   # a read-only or full cache disk must not stop compilation
 
+  def _compile_counted(self, src: str) -> bytes:
+    Compiler.compiles += 1
+    return self.compile(src)
+
   def compile_cached(self, src: str) -> bytes:
-    if (path := self.cache_path(src)) is None: return self.compile(src)
+    if (path := self.cache_path(src)) is None: return self._compile_counted(src)
     if (lib := self._read_entry(path, src)) is not None: return lib
-    lib = self.compile(src)
+    lib = self._compile_counted(src)
     self._write_entry(path, src, lib)
     return lib
 
@@ -69,13 +74,13 @@ class Compiler:
     """load(compile_cached(src)), where `load` is the runtime's loader (dlopen, a JIT, a module load). A cached binary that
     fails to load (another compiler's output, a wrong ELF class, an undefined symbol) is dropped with a warning and
     compiled again, instead of failing every process that shares the cache."""
-    if (path := self.cache_path(src)) is None: return load(self.compile(src))
+    if (path := self.cache_path(src)) is None: return load(self._compile_counted(src))
     if (lib := self._read_entry(path, src)) is not None:
       try: return load(lib)
       except Exception as e:
         warnings.warn(f"compile cache: entry {path} failed to load ({type(e).__name__}: {e}); recompiling")
       try: os.unlink(path)
       except OSError: pass
-    lib = self.compile(src)
+    lib = self._compile_counted(src)
     self._write_entry(path, src, lib)
     return load(lib)

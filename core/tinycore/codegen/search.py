@@ -4,11 +4,12 @@ Each round extends every kept candidate by one more optimization action (tile ax
 then the loop order), compiles and times the new variants on scratch buffers, and keeps the n fastest. The winner is
 cached on disk per (renderer, kernel) so a later process pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
 from __future__ import annotations
-import hashlib, json, os, sys, time, warnings
+import contextlib, hashlib, json, os, time, warnings
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import cache_dir, ContextVar, IGNORE_BEAM_CACHE, DEBUG
 from tinycore.codegen import opt as O
 from tinycore.fileio import atomic_write, read_regular
+from tinycore import progress
 
 BEAM_DEBUG = ContextVar("BEAM_DEBUG", 0)
 BEAM_TIME_LIMIT = ContextVar("BEAM_TIME_LIMIT", 60.0)   # seconds of search per kernel
@@ -96,7 +97,18 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
     if BEAM_DEBUG: print(f"  beam: {t*1e6:10.1f} us  {opts}")
     return t
   st = time.perf_counter()
-  ast_name = base.name
+  # progress on long searches (tinycore.progress: stderr terminals or PROGRESS=1); BEAM_DEBUG prints every variant instead
+  with progress.Bar(f"beam {base.name}") if not BEAM_DEBUG else contextlib.nullcontext() as bar:
+    best = _search(k0, renderer, width, time_opts, timed, st, bar)
+  if DEBUG >= 1 or BEAM_DEBUG: print(f"beam: {len(timed)} variants in {time.perf_counter()-st:.1f} s, best {timed[best]*1e6:.1f} us {best}")
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write(path, json.dumps(best))
+  except OSError: pass   # a read-only or full cache disk only costs the next process a search
+  return best
+
+def _search(k0: UOp, renderer, width: int, time_opts, timed: dict, st: float, bar) -> tuple:
+  """The beam rounds, until no action extends a kept candidate or the time limit is spent; the fastest variant's actions."""
   beam: list[tuple] = [()]
   time_opts(())
   time_opts(O.heuristic_opts(k0, renderer))
@@ -114,17 +126,7 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
       if time.perf_counter() - st > BEAM_TIME_LIMIT.value:   # bound the time per kernel: keep the best found so far
         nxt = nxt[:i]; break
       time_opts(opts)
-      # progress on long searches (stderr, one updating line)
-      if time.perf_counter() - st > 2 and not BEAM_DEBUG:
-        sys.stderr.write(f"\rbeam {ast_name}: {len(timed)} variants timed, best {min(timed.values())*1e6:.0f} us ")
-        sys.stderr.flush()
+      if bar is not None: bar.update(len(timed), detail=f"variants timed, best {min(timed.values())*1e6:.0f} us")
     if not nxt: break
     beam = sorted(set(nxt), key=lambda o: timed[o])[:width]
-  best = min(timed, key=timed.get)
-  if time.perf_counter() - st > 2 and not BEAM_DEBUG: sys.stderr.write("\n")
-  if DEBUG >= 1 or BEAM_DEBUG: print(f"beam: {len(timed)} variants in {time.perf_counter()-st:.1f} s, best {timed[best]*1e6:.1f} us {best}")
-  try:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    atomic_write(path, json.dumps(best))
-  except OSError: pass   # a read-only or full cache disk only costs the next process a search
-  return best
+  return min(timed, key=timed.get)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from tinycore.uop import UOp
 from tinycore.device import Device, Buffer
 from tinycore.helpers import DEBUG, GlobalCounters, colored
+from tinycore.compiler import Compiler
+from tinycore import progress
 from tinycore.renderer import ProgramSpec
 
 def sym_infer(x, var_vals: dict) -> int:
@@ -104,6 +106,21 @@ def lower_item(si) -> ExecItem:
   if si.is_copy: return ExecItem(CopyRunner(si.bufs[0].nbytes), si.bufs, si.var_vals)
   return ExecItem(get_runner(si.bufs[0].device, si.ast), si.bufs, si.var_vals)
 
+def lower_schedule(schedule: list) -> list[ExecItem]:
+  """lower_item for each item. A first run can compile for a while: once it has taken over a second, a progress bar on
+  stderr (tinycore.progress: terminals, or PROGRESS=1) counts kernels compiled and kernels taken from a cache."""
+  if not progress.enabled(): return [lower_item(si) for si in schedule]
+  items, compiled, cached = [], 0, 0
+  with progress.Bar("kernels", total=sum(not si.is_copy for si in schedule)) as bar:
+    for si in schedule:
+      before = Compiler.compiles
+      items.append(lower_item(si))
+      if si.is_copy: continue
+      if Compiler.compiles > before: compiled += 1
+      else: cached += 1   # from this process's runners or the disk cache
+      bar.advance(detail=f"{compiled} compiled, {cached} from cache")
+  return items
+
 # TinyJit capture (engine/jit.py): each hook sees every ExecItem run_schedule is about to run
 capture_hooks: list = []
 
@@ -124,7 +141,7 @@ def run_schedule(schedule: list, var_vals: dict | None = None, keep: set | None 
   """Run `schedule` in order. Buffers are allocated as items run (ExecItem.run); with `keep` (the buffers the caller
   reads afterwards), intermediates are freed after their last use (_frees_after), so a long chain peaks at a few."""
   plan = _frees_after(schedule, {b.base for b in keep}) if keep is not None else {}
-  run_items([lower_item(si) for si in schedule], plan, var_vals)
+  run_items(lower_schedule(schedule), plan, var_vals)
 
 def run_items(items: list[ExecItem], frees: dict[int, list[Buffer]], var_vals: dict | None = None) -> None:
   """Run lowered items in order, freeing frees[i] after item i; TinyJit's capture hooks see each item first."""

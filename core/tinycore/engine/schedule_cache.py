@@ -21,7 +21,7 @@ from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType
 from tinycore.device import Buffer, Device, Compiled
 from tinycore.helpers import ContextVar, DEBUG
-from tinycore.engine.run import ExecItem, run_items, lower_item, _frees_after
+from tinycore.engine.run import ExecItem, run_items, lower_schedule, _frees_after
 from tinycore.engine import schedule as schedule_mod   # through the module: tests count its calls
 from tinycore.engine.schedule import _is_view_of_buffer
 
@@ -205,7 +205,7 @@ def schedule_and_run(targets: list[UOp]) -> list[UOp]:
     return outputs
   schedule, outputs = schedule_mod.create_schedule(targets, return_outputs=True)
   frees = _frees_after(schedule, {o.base.arg.base for o in outputs if o.base.op is Ops.BUFFER})
-  items = [lower_item(si) for si in schedule]
+  items = lower_schedule(schedule)
   if s is not None: remember(s, targets, schedule, outputs, [ei.runner for ei in items], frees)
   else: stats["uncacheable"] += 1
   run_items(items, frees)
