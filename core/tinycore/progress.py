@@ -33,13 +33,9 @@ class Bar:
     self.stream = stream if stream is not None else sys.stderr
     self.started = time.perf_counter()
     self.shown, self.closed = False, False
-    self._timer: threading.Timer | None = None
     if not enabled(self.stream): return
     if self.delay <= 0: self._show(); return
-    # a timer, not a check on advance: a single long compile must show the bar while it runs, not after it
-    self._timer = threading.Timer(self.delay, self._show)
-    self._timer.daemon = True
-    self._timer.start()
+    _watch(self)
 
   def __enter__(self) -> Bar: return self
   def __exit__(self, *exc: object) -> None: self.close()
@@ -64,10 +60,10 @@ class Bar:
 
   def close(self) -> None:
     global _display
-    if self._timer is not None: self._timer.cancel()
     with _lock:
       if self.closed: return
       self.closed = True
+      if self in _pending: _pending.remove(self)
       if self.shown and _display is not None and _display.remove(self): _display = None
 
   def line(self) -> str:
@@ -135,3 +131,27 @@ def _make_display(stream: IO) -> Any:
 
 _lock = threading.RLock()
 _display: Any = None
+
+# One watcher thread shows bars whose delay has passed, not a timer per bar: a bar costs microseconds when the work is
+# quick (most realizes), and a single long compile still shows its bar while it runs, not after it.
+_wake = threading.Condition(_lock)
+_pending: list[Bar] = []
+_watcher: threading.Thread | None = None
+
+def _watch(bar: Bar) -> None:
+  global _watcher
+  with _wake:
+    _pending.append(bar)
+    if _watcher is None or not _watcher.is_alive():   # first use, or a forked child (threads don't survive fork)
+      _watcher = threading.Thread(target=_watch_loop, name="tinycore-progress", daemon=True)
+      _watcher.start()
+    _wake.notify()
+
+def _watch_loop() -> None:
+  with _wake:
+    while True:
+      now = time.perf_counter()
+      for bar in [b for b in _pending if now - b.started >= b.delay]:
+        _pending.remove(bar)
+        bar._show()
+      _wake.wait(min((b.started + b.delay - now for b in _pending), default=None))
