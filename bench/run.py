@@ -10,10 +10,12 @@ $TINYGRAD_PYTHON or /tmp/venv-tg/bin/python (python -m venv /tmp/venv-tg && /tmp
 tinygrad==0.14.0 numpy; its CPU backend needs clang). numpy's subprocess runs with OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE unset (set on some of these machines, they slow a current OpenBLAS)."""
 from __future__ import annotations
-import argparse, json, os, platform, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, platform, shutil, signal, subprocess, sys, tempfile, threading, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from workloads import WORKLOADS, BY_NAME
+from worker import STARTING
+from tinycore import progress   # tinycore.helpers only: no device, no plugin, nothing of tinygrad's concern
 
 FRAMEWORKS = ["tinycore", "numpy", "torch", "tinygrad"]
 PEERS = ["numpy", "torch", "tinygrad"]
@@ -39,20 +41,41 @@ def fw_cmd_env(fw: str) -> tuple[list[str], dict] | str:
     if not ok: return "torch is not installed in this interpreter (.venv/bin/pip install torch==2.13.0)"
   return [sys.executable], env
 
-def run_worker(fw: str, args) -> list[dict]:
+def run_worker(fw: str, args, bar: progress.Bar) -> list[dict]:
+  """One framework's worker over the selected workloads; `bar` advances as the worker announces each workload."""
+  sel, base = _selected(args), bar.done
   ce = fw_cmd_env(fw)
-  if isinstance(ce, str): return [{"workload": w.name, "framework": fw, "skipped": ce} for w in _selected(args)]
+  if isinstance(ce, str):
+    bar.update(base + len(sel))
+    return [{"workload": w.name, "framework": fw, "skipped": ce} for w in sel]
   cmd, env = ce
   cmd = cmd + [os.path.join(HERE, "worker.py"), fw, "--reps", str(args.reps), "--budget", str(args.budget)]
   if args.quick: cmd.append("--quick")
   if args.only: cmd += ["--only", args.only]
   if fw == "tinycore" and args.debug: env["DEBUG"] = str(args.debug)
-  p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-  if fw == "tinycore" and args.debug: sys.stderr.write(p.stdout)
-  try: return json.loads(p.stdout.strip().splitlines()[-1])
+  env["PROGRESS"] = "0"   # the worker's stderr is kept for its error message; this process draws the progress
+  with tempfile.TemporaryFile("w+") as err:   # a file, not a pipe: a chatty stderr can't block the worker while we read stdout
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+    killer = threading.Timer(args.timeout, p.kill)
+    killer.start()
+    lines, started = [], 0
+    try:
+      for line in p.stdout:
+        if not line.startswith(STARTING): lines.append(line); continue
+        bar.update(base + started, detail=f"{fw}: {line[len(STARTING):].strip()}")   # done: the workloads before this one
+        started += 1
+      p.wait()
+    finally: killer.cancel()
+    err.seek(0)
+    stderr = err.read()
+  bar.update(base + len(sel))
+  out = "".join(lines)
+  if fw == "tinycore" and args.debug: sys.stderr.write(out)
+  try: return json.loads(out.strip().splitlines()[-1])
   except Exception:
-    why = (p.stderr.strip().splitlines() or ["no output"])[-1][:300]
-    return [{"workload": w.name, "framework": fw, "error": f"worker failed (exit {p.returncode}): {why}"} for w in _selected(args)]
+    why = f"timed out after {args.timeout:g} s (--timeout)" if p.returncode == -signal.SIGKILL else \
+          (stderr.strip().splitlines() or ["no output"])[-1][:300]
+    return [{"workload": w.name, "framework": fw, "error": f"worker failed (exit {p.returncode}): {why}"} for w in sel]
 
 def _selected(args): return [w for w in WORKLOADS if not args.only or w.name in args.only.split(",")]
 
@@ -86,14 +109,18 @@ def first_result(fw: str, cache: str) -> dict:
   out = json.loads(p.stdout.strip().splitlines()[-1])
   return {"wall_ms": wall, "in_process_ms": out["in_process_ms"], "value": out["value"]}
 
-def first_results(fws: list[str]) -> dict:
-  res = {}
+def first_results(fws: list[str], bar: progress.Bar) -> dict:
+  res: dict[str, dict] = {}
   with tempfile.TemporaryDirectory() as d:
     for fw in fws:
       cache = os.path.join(d, fw)
-      if fw in ("tinycore", "tinygrad"): res[fw] = {"cold": first_result(fw, cache), "warm": first_result(fw, cache)}
-      else: res[fw] = {"warm": first_result(fw, cache)}
+      for kind in ("cold", "warm") if fw in ("tinycore", "tinygrad") else ("warm",):
+        bar.update(bar.done, detail=f"{fw}: fresh process to first result ({kind} cache)")
+        res.setdefault(fw, {})[kind] = first_result(fw, cache)
+        bar.advance()
   return res
+
+def _first_runs(fws: list[str]) -> int: return sum(2 if fw in ("tinycore", "tinygrad") else 1 for fw in fws)
 
 # ---- report
 def _rate(r: dict) -> str:
@@ -173,8 +200,10 @@ def main(argv=None):
     if f not in FRAMEWORKS: ap.error(f"unknown framework {f!r}; known: {', '.join(FRAMEWORKS)}")
   load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
   st = time.perf_counter()
-  results = [r for fw in fws for r in run_worker(fw, args)]
-  firsts = {} if args.no_first else first_results(fws)
+  # progress (stderr, on a terminal or with PROGRESS=1): one step per workload and framework, then per first-result run
+  with progress.Bar("bench", total=len(fws) * len(_selected(args)) + (0 if args.no_first else _first_runs(fws))) as bar:
+    results = [r for fw in fws for r in run_worker(fw, args, bar)]
+    firsts = {} if args.no_first else first_results(fws, bar)
   meta = {"quick": args.quick, "machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
           "loadavg_at_start": load0, "loadavg_at_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
           "seconds": time.perf_counter() - st}

@@ -10,10 +10,15 @@ except Exception as e: pytest.skip(f"no tinycore device: {e}", allow_module_leve
 
 def test_quick_suite(tmp_path):
   out = tmp_path / "bench.json"
+  # PROGRESS=1: the bar goes to stderr even though it is a pipe here, delay 1 s (this run takes seconds); stdout keeps the table
   p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "--quick", "--frameworks", "tinycore,numpy", "--reps", "2",
-                      "--json", str(out)], capture_output=True, text=True, timeout=300)
+                      "--json", str(out)], capture_output=True, text=True, timeout=300, env={**os.environ, "PROGRESS": "1"})
   assert p.returncode == 0, p.stderr[-3000:]
   assert "tc/numpy" in p.stdout   # the table was printed
+  assert "bench " not in p.stdout and "#bench" not in p.stdout
+  bars = [ln for ln in p.stderr.splitlines() if ln.startswith("bench ")]
+  n = len(json.loads(out.read_text())["results"]) + 3   # every (workload, framework), then 3 first-result runs
+  assert bars and bars[-1].startswith(f"bench {n}/{n}") and bars[-1].endswith("done"), p.stderr[-2000:]
   doc = json.loads(out.read_text())
   res = {(r["workload"], r["framework"]): r for r in doc["results"]}
   for (w, fw), r in res.items():
@@ -22,3 +27,10 @@ def test_quick_suite(tmp_path):
   for w in ("matmul_1024", "fused_ew", "softmax", "layernorm", "gemv_decode", "small_ops"):
     assert res[(w, "tinycore")].get("ok"), res[(w, "tinycore")]
   assert doc["first_result"]["tinycore"]["warm"].get("wall_ms", 0) > 0, doc["first_result"]
+
+def test_worker_past_its_timeout_is_reported_not_fatal():
+  p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "--quick", "--frameworks", "tinycore", "--only", "softmax",
+                      "--timeout", "0.01", "--no-first", "--json", "-"], capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr[-3000:]
+  (r,) = json.loads(p.stdout)["results"]
+  assert r["error"].endswith("timed out after 0.01 s (--timeout)"), r

@@ -7,6 +7,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 from workloads import WORKLOADS, BY_NAME, Workload, mlp_tensor_step, mlp_np_step, mlp_torch_step
 
+STARTING = "#bench: starting "   # a stdout line before each workload; results stay the last line
+
 def _time(call, sync, warmup: int, reps: int, budget_s: float) -> list[float]:
   for _ in range(warmup): call(); sync()
   times: list[float] = []
@@ -79,6 +81,7 @@ def run(fw_name: str, quick: bool, only: list[str] | None, reps: int, budget_s: 
   results = []
   for w in WORKLOADS:
     if only and w.name not in only: continue
+    print(f"{STARTING}{w.name}", flush=True)   # run.py's progress bar: which workload is running
     r = {"workload": w.name, "framework": fw_name, "desc": w.desc(quick), "quick": quick, "flops": w.flops(quick), "bytes": w.nbytes(quick)}
     results.append(r)
     if (why := fw.missing(w)) is not None: r["skipped"] = why; continue
