@@ -1,5 +1,5 @@
 """tinyctl through typer's CliRunner, on hand-registered fake devices (and the real CPU when the pipeline is there)."""
-import importlib.util, json
+import importlib.util, json, re
 import pytest
 from typer.testing import CliRunner
 from tinycore import plugins
@@ -121,9 +121,13 @@ def test_console_script_bad_environment_is_one_line():
 def test_help_documents_exit_codes_without_type_labels():
   r = runner.invoke(app, ["--help"])
   assert r.exit_code == 0 and "Exit status" in r.output and "2   usage error" in r.output and "doctor" in r.output
-  for cmd in (["device", "list"], ["plugins"], ["smi"], ["doctor"]):
+  for cmd in ([], ["device"], ["device", "list"], ["plugins"], ["smi"], ["doctor"]):
     out = runner.invoke(app, [*cmd, "--help"]).output
-    assert "--json" in out and "<bool>" not in out and "<float>" not in out and "<int>" not in out, (cmd, out)
+    assert not re.search(r"<[\w\[\], |]+>", out), (cmd, out)   # typer's Python-type labels: <bool>, <float>, <list[str]>
+    assert not re.search(r"[\w,]\.\.\.\n", out), (cmd, out)   # a command's help cut short in a listing
+    if cmd and cmd != ["device"]: assert "--json" in out, (cmd, out)
+  assert "DEV...  DEV strings to check" in runner.invoke(app, ["device", "list", "--help"]).output
+  assert "--watch SECONDS" in runner.invoke(app, ["smi", "--help"]).output
 
 def test_smi_every_column_labelled(fakes):
   from tinyctl.app import _smi_rows, _smi_table

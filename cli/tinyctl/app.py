@@ -8,6 +8,19 @@ from rich.table import Table
 from tinyctl import failures
 from tinyctl.failures import EXIT_HELP, user_errors
 
+class _Command(typer.core.TyperCommand):
+  """typer's command, with each argument listed under its metavar alone: typer appends the Python annotation
+  (`DEV <list[str]>`), which says nothing to someone typing a device name; `...` marks one that takes several."""
+  def format_options(self, ctx, formatter) -> None:
+    args, opts = [], []
+    for p in self.get_params(ctx):
+      if (rv := p.get_help_record(ctx)) is None: continue
+      if p.param_type_name != "argument": opts.append(rv); continue
+      args.append(((p.metavar or (p.name or "").upper()) + ("..." if p.nargs != 1 else ""), rv[1]))
+    for title, rows in (("Arguments", args), ("Options", opts)):
+      if rows:
+        with formatter.section(title): formatter.write_dl(rows)
+
 # rich_markup_mode=None: click's plain help, without typer's `<bool>`/`<float>` type labels; our metavars say what a value is
 app = typer.Typer(help="List, check and monitor tinycore devices and backend plugins.\n\n" + EXIT_HELP, no_args_is_help=True,
                   add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -28,7 +41,7 @@ def _quiet_load():
     recs = plugins.plugin_status()
   return recs, [x for x in w if issubclass(x.category, plugins.PluginWarning)]
 
-@device_app.command("list")
+@device_app.command("list", cls=_Command, short_help="Check every device: PASS/FAIL, its DEV=, why it fails.")
 @user_errors
 def device_list(devs: list[str] = typer.Argument(None, metavar="DEV", help="DEV strings to check (e.g. CPU, CPU:LLVM, PCI+AMD); all when omitted"),
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
@@ -65,7 +78,7 @@ def _plugin_cause(r) -> str:
   if r.declaration_error: lines.append(f"device declaration ignored: {r.declaration_error}")
   return "\n".join(lines)
 
-@app.command("plugins")
+@app.command("plugins", cls=_Command, short_help="Installed backend plugins, their status and its cause.")
 @user_errors
 def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
   """Installed backend plugins: distribution, version, API range, devices, import time, and status (loaded, hook-failed,
@@ -108,7 +121,7 @@ def _bar(used, total, width=20) -> str:
 
 def _smi_table(rows: list[dict]) -> Table:
   tab = Table(title="tinycore smi")
-  cols = ("DEVICE", "#", "NAME", "MEMORY GiB (used/total)", "MEMORY USE", "UTIL %", "TEMP C", "POWER W", "CLOCK MHz", "NOTE")
+  cols = ("DEVICE", "INDEX", "NAME", "MEMORY GiB (used/total)", "MEMORY USE", "UTIL %", "TEMP C", "POWER W", "CLOCK MHz", "NOTE")
   for c in cols: tab.add_column(c, overflow="fold")
   f = lambda v, fmt="{:.0f}": fmt.format(v) if isinstance(v, (int, float)) else "-"
   for r in rows:
@@ -117,7 +130,7 @@ def _smi_table(rows: list[dict]) -> Table:
                 f(r.get("clock_mhz")), escape(str(r.get("status", ""))))
   return tab
 
-@app.command("smi")
+@app.command("smi", cls=_Command, short_help="Live telemetry: memory, utilization, temperature, power.")
 @user_errors
 def smi(watch: float = typer.Option(0, "--watch", "-w", metavar="SECONDS", help="refresh every SECONDS until interrupted (0: once)"),
         count: int = typer.Option(0, "--count", "-n", metavar="N", help="with --watch: stop after N refreshes (0: until Ctrl-C)"),
@@ -139,7 +152,7 @@ def smi(watch: float = typer.Option(0, "--watch", "-w", metavar="SECONDS", help=
         live.update(_smi_table(_smi_rows()), refresh=True)
   except KeyboardInterrupt: pass
 
-@app.command("doctor")
+@app.command("doctor", cls=_Command, short_help="What each device lacks here, and the command that adds it.")
 @user_errors
 def doctor(devs: list[str] = typer.Argument(None, metavar="DEVICE", help="devices to focus on (e.g. CPU NV); all when omitted"),
            as_json: bool = typer.Option(False, "--json", help="machine-readable output (a list of findings)")) -> None:
