@@ -47,11 +47,16 @@ def device_list(devs: list[str] = typer.Argument(None, metavar="DEV", help="DEV 
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
   """Every installed device x interface x renderer: how many, PASS/FAIL of a tiny real computation, its DEV=, and why it fails."""
   from tinyctl.checks import targets, check, resolve, matches
+  from tinycore import progress
   recs, _ = _quiet_load()
   unwell = [r for r in recs if r.shown_status in ("broken", "skipped", "hook-failed")]
   wanted = [resolve(d) for d in devs or []]   # an unknown or malformed DEV: a usage error (exit 2) through user_errors
   rows = [t for t in targets() if not wanted or any(matches(t, w) for w in wanted)]
-  for t in rows: check(t)
+  with progress.Bar("checking", total=len(rows)) as bar:   # seconds on a first run (each check compiles a kernel)
+    for t in rows:
+      bar.update(bar.done, detail=t.dev)
+      check(t)
+      bar.advance()
   if as_json: typer.echo(json.dumps([t.as_dict() for t in rows], indent=1))
   else:
     tab = Table(title="tinycore devices")
@@ -64,9 +69,19 @@ def device_list(devs: list[str] = typer.Argument(None, metavar="DEV", help="DEV 
     con.print(tab)
     broken = f"; {len(unwell)} plugin(s) broken, skipped or with failing hooks, see `tinyctl plugins`" if unwell else ""
     con.print("* = what DEV=<DEVICE> selects" + broken)
+    # a first look shows rows of FAIL for hardware this machine lacks: say what a script will actually run on
+    con.print(_default_line())
+    con.print("FAIL rows lack hardware or a driver here (WHY says which); EMU+ rows run that device's own pipeline in the emulator.")
   # exit status: a requested target that fails is an error; with none requested, so is having no working device
   failed = [t for t in rows if not t.ok] if wanted else ([] if any(t.ok for t in rows) else rows)
   if failed: raise typer.Exit(failures.FAILED)
+
+def _default_line() -> str:
+  from tinycore.device import Device
+  from tinycore.helpers import DEV
+  how = f"DEV={DEV.value}" if DEV.value else "DEV unset: the highest-priority device that opens"
+  try: return f"Default device: {Device.DEFAULT} ({how})."
+  except Exception as e: return f"No default device ({how}): {failures.one_line(e).rstrip('.')}."
 
 def _plugin_cause(r) -> str:
   from tinycore.isolation import cause_chain
