@@ -38,8 +38,10 @@ def float_to_bits(x: np.ndarray, dtype: DType) -> np.ndarray:
   pick_hi = ((hi - a) < (a - lo)) | (((hi - a) == (a - lo)) & ((codes[pos] & 1) == 0))
   mag = np.where(pick_hi, codes[pos], codes[pos - 1])
   maxv, top = vals[-1], codes[-1]
-  if dtype == dtypes.fp8e4m3: mag = np.where(a > maxv, top, mag)   # saturate like torch's fn types (inf too)
-  else: mag = np.where(np.isinf(a) | ((a > maxv) & (a >= maxv * 1.125)), 0x7C, np.where(a > maxv, top, mag))
+  # a finite value past the largest saturates to it (the device helpers, PTX's .satfinite and tinygrad do the same);
+  # e4m3fn has no inf, so inf saturates too, while e5m2 keeps it
+  if dtype == dtypes.fp8e4m3: mag = np.where(a > maxv, top, mag)
+  else: mag = np.where(np.isinf(a), 0x7C, np.where(a > maxv, top, mag))
   out = mag | np.where(np.signbit(flat), 0x80, 0)
   out = np.where(np.isnan(flat), 0x7F, out)
   return out.astype(np.uint8).reshape(x.shape)

@@ -1,6 +1,7 @@
 """C for the host CPU: the outermost global loop is split across threads by the runtime (core_start/core_end)."""
 from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
+from tinycore.renderer.fp8 import fp8_helpers
 from tinycore.uop import UOp
 from tinycore.dtype import dtypes
 
@@ -40,27 +41,7 @@ static inline float __tc_exp2(float x) {
   int e = (int)n + 126; int bits = (e < 1 ? 1 : e) << 23; float sc; memcpy(&sc, &bits, 4);
   return x != x ? x : x < -126.0f ? 0.0f : (p * 2.0f) * sc; }
 """,
-"fp8": """static inline float __tc_fp8_decode(unsigned char x, int e, int m, int fn) {
-  int bias = (1 << (e - 1)) - 1, ex = (x >> m) & ((1 << e) - 1), mant = x & ((1 << m) - 1); float s = (x & 0x80) ? -1.0f : 1.0f;
-  if (fn && (x & 0x7f) == 0x7f) return NAN;
-  if (!fn && ex == (1 << e) - 1) return mant ? NAN : s * INFINITY;
-  if (ex == 0) return s * ldexpf((float)mant / (1 << m), 1 - bias);
-  return s * ldexpf(1.0f + (float)mant / (1 << m), ex - bias); }
-static inline unsigned char __tc_fp8_encode(float f, int e, int m, int fn) {
-  if (f != f) return 0x7f;
-  if (fn && isinf(f)) return f > 0 ? 0x7e : 0xfe;   /* e4m3fn has no inf: saturate to +-448 like the reference */
-  unsigned char best = 0; float bd = INFINITY;
-  for (int c = 0; c < 128; c++) { float v = __tc_fp8_decode((unsigned char)c, e, m, fn); if (v != v || isinf(v)) continue;
-    float d = fabsf(v - fabsf(f)); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
-  if (!fn && isinf(f)) return f > 0 ? 0x7c : 0xfc;
-  return best | (signbit(f) ? 0x80 : 0);   /* magnitude codes only, then the sign: +0.0 is code 0, -0.0 is 0x80 */ }
-static inline float __tc_from_fp8e4m3(unsigned char x) { return __tc_fp8_decode(x, 4, 3, 1); }
-static inline unsigned char __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
-static inline float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
-static inline float __tc_from_fp8e5m2(unsigned char x) { return __tc_fp8_decode(x, 5, 2, 0); }
-static inline unsigned char __tc_to_fp8e5m2(float f) { return __tc_fp8_encode(f, 5, 2, 0); }
-static inline float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }
-""",
+"fp8": fp8_helpers("static inline"),
 }
 
 def _exp2_vec(n: int) -> str:

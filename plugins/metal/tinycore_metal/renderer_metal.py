@@ -9,6 +9,7 @@ from __future__ import annotations
 from tinycore.codegen.index_width import index_dtype
 from tinycore.renderer import TensorCore
 from tinycore.renderer.cstyle import CStyleRenderer
+from tinycore.renderer.fp8 import fp8_helpers
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import DType, dtypes, PtrDType
 
@@ -28,27 +29,7 @@ TENSOR_CORES = [TensorCore((8, 8, 8), di, do, 32, (2, 2, 2), f"simdgroup_8x8x8_{
                 for di, do in ((dtypes.float32, dtypes.float32), (dtypes.float16, dtypes.float32), (dtypes.float16, dtypes.float16),
                                (dtypes.bfloat16, dtypes.float32))]
 
-_FP8 = r"""/* fp8 in software: float in registers, the byte in memory */
-static inline float __tc_fp8_decode(uchar x, int e, int m, bool fn) {
-  int bias = (1 << (e - 1)) - 1, ex = (x >> m) & ((1 << e) - 1), mant = x & ((1 << m) - 1); float s = (x & 0x80) ? -1.0f : 1.0f;
-  if (fn && (x & 0x7f) == 0x7f) return NAN;
-  if (!fn && ex == (1 << e) - 1) return mant ? NAN : s * INFINITY;
-  return s * ldexp(ex ? 1.0f + float(mant) / float(1 << m) : float(mant) / float(1 << m), (ex ? ex : 1) - bias); }
-/* nearest code, ties to even; e4m3fn saturates inf to its max, e5m2 keeps inf */
-static inline uchar __tc_fp8_encode(float f, int e, int m, bool fn) {
-  if (isnan(f)) return 0x7f;
-  if (isinf(f)) return fn ? (f > 0 ? 0x7e : 0xfe) : (f > 0 ? 0x7c : 0xfc);
-  uchar best = 0; float bd = INFINITY;
-  for (int c = 0; c < 128; c++) { float v = __tc_fp8_decode(uchar(c), e, m, fn); if (isnan(v) || isinf(v)) continue;
-    float d = fabs(v - fabs(f)); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = uchar(c); } }
-  return best | (signbit(f) ? 0x80 : 0);   /* magnitude codes only, then the sign: +0.0 is code 0, -0.0 is 0x80 */ }
-static inline float __tc_from_fp8e4m3(uchar x) { return __tc_fp8_decode(x, 4, 3, true); }
-static inline uchar __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, true); }
-static inline float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
-static inline float __tc_from_fp8e5m2(uchar x) { return __tc_fp8_decode(x, 5, 2, false); }
-static inline uchar __tc_to_fp8e5m2(float f) { return __tc_fp8_encode(f, 5, 2, false); }
-static inline float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }
-"""
+_FP8 = fp8_helpers("static inline", byte="uchar", ldexp="ldexp", fabs="fabs")
 _BF16 = r"""/* bfloat emulated (before Metal 3.1): round to nearest even, NaN stays quiet NaN */
 static inline float __tc_from_bfloat16(ushort x) { return as_type<float>(uint(x) << 16); }
 static inline ushort __tc_to_bfloat16(float f) { uint u = as_type<uint>(f); if (isnan(f)) return 0x7fc0; return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }

@@ -6,6 +6,7 @@ small device helpers below. fp8 is always emulated (software, any arch). Tensor 
 (codegen/opt_tc.py) become mma.sync.m16n8k16 inline PTX (render_wmma, at the end)."""
 from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
+from tinycore.renderer.fp8 import fp8_helpers
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes
 
@@ -25,27 +26,7 @@ TCD float __tc_round_bfloat16(float f) { return __tc_from_bfloat16(__tc_to_bfloa
 TCD float __tc_from_half(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
 TCD unsigned short __tc_to_half(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 TCD float __tc_round_half(float f) { return __tc_from_half(__tc_to_half(f)); }
-TCD float __tc_fp8_decode(unsigned char x, int e, int m, int fn) {
-  int bias = (1 << (e - 1)) - 1, ex = (x >> m) & ((1 << e) - 1), mant = x & ((1 << m) - 1); float s = (x & 0x80) ? -1.0f : 1.0f;
-  if (fn && (x & 0x7f) == 0x7f) return NAN;
-  if (!fn && ex == (1 << e) - 1) return mant ? NAN : s * INFINITY;
-  if (ex == 0) return s * ldexpf((float)mant / (1 << m), 1 - bias);
-  return s * ldexpf(1.0f + (float)mant / (1 << m), ex - bias); }
-/* nearest code, ties to even; e4m3fn has no inf and saturates like the reference, e5m2 keeps inf */
-TCD unsigned char __tc_fp8_encode(float f, int e, int m, int fn) {
-  if (f != f) return 0x7f;
-  if (fabsf(f) == INFINITY) return fn ? (f > 0 ? 0x7e : 0xfe) : (f > 0 ? 0x7c : 0xfc);
-  unsigned char best = 0; float bd = INFINITY;
-  for (int c = 0; c < 128; c++) { float v = __tc_fp8_decode((unsigned char)c, e, m, fn); if (v != v || fabsf(v) == INFINITY) continue;
-    float d = fabsf(v - fabsf(f)); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (unsigned char)c; } }
-  return best | (signbit(f) ? 0x80 : 0);   /* magnitude codes only, then the sign: +0.0 is code 0, -0.0 is 0x80 */ }
-TCD float __tc_from_fp8e4m3(unsigned char x) { return __tc_fp8_decode(x, 4, 3, 1); }
-TCD unsigned char __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
-TCD float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
-TCD float __tc_from_fp8e5m2(unsigned char x) { return __tc_fp8_decode(x, 5, 2, 0); }
-TCD unsigned char __tc_to_fp8e5m2(float f) { return __tc_fp8_encode(f, 5, 2, 0); }
-TCD float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }
-"""
+""" + fp8_helpers("TCD")
 
 def parse_arch(arch: str | None) -> str:
   """'sm_90', '90', 'SM90' -> 'sm_90'."""

@@ -8,6 +8,7 @@ double is an error naming the device. Booleans live in buffers as bytes: OpenCL 
 implementation and forbids bool in kernel arguments."""
 from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
+from tinycore.renderer.fp8 import fp8_helpers
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes, PtrDType
 
@@ -26,27 +27,7 @@ TCF float __tc_from_bfloat16(ushort x) { return as_float((uint)x << 16); }
 TCF ushort __tc_to_bfloat16(float f) { uint u = as_uint(f); if (isnan(f)) return (ushort)0x7fc0; return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 TCF float __tc_round_bfloat16(float f) { return __tc_from_bfloat16(__tc_to_bfloat16(f)); }
 """
-_FP8 = r"""/* fp8 in software: float in registers, the byte in memory */
-TCF float __tc_fp8_decode(uchar x, int e, int m, int fn) {
-  int bias = (1 << (e - 1)) - 1, ex = (x >> m) & ((1 << e) - 1), mant = x & ((1 << m) - 1); float s = (x & 0x80) ? -1.0f : 1.0f;
-  if (fn && (x & 0x7f) == 0x7f) return NAN;
-  if (!fn && ex == (1 << e) - 1) return mant ? NAN : s * INFINITY;
-  return s * ldexp(ex ? 1.0f + (float)mant / (float)(1 << m) : (float)mant / (float)(1 << m), (ex ? ex : 1) - bias); }
-/* nearest code, ties to even; e4m3fn saturates inf to its max, e5m2 keeps inf */
-TCF uchar __tc_fp8_encode(float f, int e, int m, int fn) {
-  if (isnan(f)) return (uchar)0x7f;
-  if (isinf(f)) return fn ? (f > 0 ? (uchar)0x7e : (uchar)0xfe) : (f > 0 ? (uchar)0x7c : (uchar)0xfc);
-  uchar best = 0; float bd = INFINITY;
-  for (int c = 0; c < 128; c++) { float v = __tc_fp8_decode((uchar)c, e, m, fn); if (isnan(v) || isinf(v)) continue;
-    float d = fabs(v - fabs(f)); if (d < bd || (d == bd && !(c & 1))) { bd = d; best = (uchar)c; } }
-  return best | (signbit(f) ? 0x80 : 0);   /* magnitude codes only, then the sign: +0.0 is code 0, -0.0 is 0x80 */ }
-TCF float __tc_from_fp8e4m3(uchar x) { return __tc_fp8_decode(x, 4, 3, 1); }
-TCF uchar __tc_to_fp8e4m3(float f) { return __tc_fp8_encode(f, 4, 3, 1); }
-TCF float __tc_round_fp8e4m3(float f) { return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }
-TCF float __tc_from_fp8e5m2(uchar x) { return __tc_fp8_decode(x, 5, 2, 0); }
-TCF uchar __tc_to_fp8e5m2(float f) { return __tc_fp8_encode(f, 5, 2, 0); }
-TCF float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }
-"""
+_FP8 = fp8_helpers("TCF", byte="uchar", ldexp="ldexp", fabs="fabs")
 
 class CLRenderer(CStyleRenderer):
   name, device = "CL", "CL"
