@@ -27,14 +27,16 @@ def _same(got: np.ndarray, want: np.ndarray, what: str) -> None:
   np.testing.assert_array_equal(got[ok], want[ok], err_msg=what)
   np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(want[ok]), err_msg=f"{what}: sign of zero")
 
-@pytest.mark.parametrize("name", FP8)
-@pytest.mark.parametrize("dev", ["CPU", "CPU:LLVM", "CL", "EMU+NV", "EMU+METAL"])
-def test_fp8_cast_matches_reference_on_every_device(dev, name):
+def _cant_run(dev: str, dt) -> str | None:
   try:
-    with Context(DEV=dev):
-      if FP8[name] not in (Device[Device.DEFAULT].renderer.claimed_dtypes or {FP8[name]}): pytest.skip(f"{dev} doesn't claim {name}")
-  except pytest.skip.Exception: raise
-  except Exception as e: pytest.skip(f"{dev} is not available here: {e}")
+    with Context(DEV=dev): claimed = Device[Device.DEFAULT].renderer.claimed_dtypes
+  except Exception as e: return f"{dev} is not available here: {e}"
+  return None if claimed is None or dt in claimed else f"{dev} doesn't claim {dt.name}"
+
+@pytest.mark.parametrize("name", FP8)
+@pytest.mark.parametrize("dev", ["CPU", "CPU:LLVM", "CL", "EMU+NV", "EMU+METAL", "NV", "NV:PTX", "AMD:HIP", "METAL", "WEBGPU"])
+def test_fp8_cast_matches_reference_on_every_device(dev, name):
+  if (why := _cant_run(dev, FP8[name])) is not None: pytest.skip(why)
   x = _values(name)
   with Context(DEV=dev): got = _roundtrip(x, name)
   _same(got, bits_to_float(float_to_bits(x, FP8[name]), FP8[name]), f"{dev} {name} vs the numpy reference")
