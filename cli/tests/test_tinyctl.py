@@ -158,3 +158,18 @@ def test_doctor_real_cpu(registry):
   r = runner.invoke(app, ["doctor", "CPU", "--json"])
   cpu = [f for f in json.loads(r.stdout) if f["kind"] == "device"]
   assert cpu and cpu[0]["ok"] and cpu[0]["needs"] == "DEV=CPU:C"
+
+def test_docs_page_lists_every_exit_code_and_column(fakes):
+  """docs/tinyctl.md documents each exit status as the code defines it and every column the tables print."""
+  import os
+  from tinyctl.failures import EXIT_CODES
+  from tinyctl.app import _smi_table
+  doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "tinyctl.md")).read()
+  for code, what in EXIT_CODES.items(): assert f"| {code} | {what} |" in doc, (code, what)
+  smi_cols = [str(c.header) for c in _smi_table([]).columns]
+  listed = ["DEVICE", "IFACE", "RENDERER", "COUNT", "RESULT", "DEV=", "WHY", "NAME", "DISTRIBUTION, VERSION", "API", "DEVICES", "IMPORT",
+            "STATUS", "CAUSE", "NEEDS", "GIVES", "FIX"] + smi_cols
+  for out in (runner.invoke(app, ["device", "list"]).stdout, runner.invoke(app, ["plugins"]).stdout, runner.invoke(app, ["doctor"]).stdout):
+    heads = [h.strip() for ln in out.splitlines() if ln.startswith("┃") for h in ln.strip("┃").split("┃")]
+    assert heads and all(any(h in c for c in listed) for h in heads if h), heads   # a new column must be documented
+  for col in listed: assert col in doc, col
