@@ -96,3 +96,12 @@ def test_beam_progress_only_when_enabled(tmp_path, capsys, monkeypatch):
     beam = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("beam r_")]
     assert beam and re.search(r" \d+  variants timed, best \d+ us", beam[-1]), beam
   np.testing.assert_allclose(out, a @ b, atol=1e-4, rtol=1e-4); np.testing.assert_allclose(out2, a @ b, atol=1e-4, rtol=1e-4)
+
+def test_bar_interrupted_by_an_error_says_stopped_not_done():
+  out = io.StringIO()
+  with Context(PROGRESS=1), pytest.raises(KeyError):
+    with progress.Bar("kernels", total=3, delay=0.0, stream=out) as bar:
+      bar.advance(detail="1 compiled")
+      raise KeyError("boom")
+  last = out.getvalue().splitlines()[-1]
+  assert last.startswith("kernels 1/3  1 compiled; stopped") and not last.endswith("done"), last

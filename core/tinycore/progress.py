@@ -5,7 +5,7 @@ A bar stays hidden until its work has run for `delay` seconds, so quick work pri
 on a terminal when it is installed (core does not depend on it); otherwise, and on a pipe or a log file, a plain text
 line is written: rewritten in place on a terminal, one line per second elsewhere so logs stay readable."""
 from __future__ import annotations
-import sys, threading, time
+import os, sys, threading, time
 from typing import IO, Any
 from tinycore.helpers import ContextVar
 
@@ -38,7 +38,9 @@ class Bar:
     _watch(self)
 
   def __enter__(self) -> Bar: return self
-  def __exit__(self, *exc: object) -> None: self.close()
+  def __exit__(self, exc_type, *exc: object) -> None:
+    if exc_type is not None: self.detail = (self.detail + "; " if self.detail else "") + "stopped"   # not "done"
+    self.close()
 
   def advance(self, n: int = 1, detail: str | None = None) -> None:
     self.update(self.done + n, detail)
@@ -92,7 +94,7 @@ class _PlainDisplay:
     self.last = now
     try:
       if self.tty: self.stream.write("\r\x1b[2K" + bar.line() + ("\n" if final else ""))
-      else: self.stream.write(bar.line() + (" done" if final else "") + "\n")
+      else: self.stream.write(bar.line() + (" done" if final and not bar.detail.endswith("stopped") else "") + "\n")
       self.stream.flush()
     except (OSError, ValueError): pass   # a closed or broken stderr must not break the work being reported
 
@@ -137,6 +139,14 @@ _display: Any = None
 _wake = threading.Condition(_lock)
 _pending: list[Bar] = []
 _watcher: threading.Thread | None = None
+
+def _after_fork() -> None:
+  """A forked child has no watcher thread, and a lock the parent's watcher held at the fork would never be released."""
+  global _lock, _wake, _watcher, _display
+  _lock = threading.RLock()
+  _wake, _watcher, _display = threading.Condition(_lock), None, None
+  _pending.clear()
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork)
 
 def _watch(bar: Bar) -> None:
   global _watcher

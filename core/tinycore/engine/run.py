@@ -109,7 +109,8 @@ def lower_item(si) -> ExecItem:
 def lower_schedule(schedule: list) -> list[ExecItem]:
   """lower_item for each item. A first run can compile for a while: once it has taken over a second, a progress bar on
   stderr (tinycore.progress: terminals, or PROGRESS=1) counts kernels compiled and kernels taken from a cache."""
-  if not progress.enabled(): return [lower_item(si) for si in schedule]
+  # DEBUG>=4 prints each kernel's source as it compiles: a bar redrawn between those lines would garble them
+  if DEBUG >= 4 or not progress.enabled(): return [lower_item(si) for si in schedule]
   items, compiled, cached = [], 0, 0
   with progress.Bar("kernels", total=sum(not si.is_copy for si in schedule)) as bar:
     for si in schedule:
