@@ -24,6 +24,7 @@ from tinycore.dtype import dtypes
 from tinycore.helpers import ContextVar
 
 SMEM_GEMM = ContextVar("SMEM_GEMM", 1)   # 0: tensor-core kernels read their fragments straight from global memory (opt_tc.py)
+GEMM_TILE = ContextVar("GEMM_TILE", "")  # "BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE" instead of default_tile's choice
 ASYNC_COMMIT, ASYNC_WAIT, ASYNC = "async_commit", "async_wait", "async"   # BARRIER / STORE args
 LDMATRIX = "ldmatrix"                                                    # INDEX arg ("ldmatrix", matrices, trans)
 
@@ -165,6 +166,10 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
   tc, red, A, B, r, vec = plan
   din, dout = tc.dtype_in, tc.dtype_out
   M, N, K = A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg
+  if tile is None and GEMM_TILE.value:
+    v = [int(x) for x in str(GEMM_TILE.value).split(",")]
+    if len(v) != 7: raise ValueError(f"GEMM_TILE={GEMM_TILE.value!r}: expected BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE")
+    tile = GemmTile(*v[:6], bool(v[6]))  # type: ignore[arg-type]
   t = tile or default_tile(M, N, K, renderer, vec, din.itemsize)
   if t is None: return None
   if (why := valid_tile(t, M, N, K, renderer, vec, din.itemsize)) is not None: raise ValueError(f"GEMM tile {t}: {why}")

@@ -234,9 +234,9 @@ class Interpreter:
       raw = data[safe] if data.size else np.zeros(safe.shape, data.dtype)
     else:
       a, t = safe[mm], np.broadcast_to(self.lane[:, None] if n > 1 else self.lane, safe.shape)[mm]
+      shared_ops.check_not_pending(self, region, a, t, label, "read of")   # before init: an in-flight copy hasn't written yet
       if (bad := ~region.init[a]).any():
         self._fail(UninitializedRead, self._lanes_of(mm, bad), lambda l: f"read of uninitialized {label} at index {int(a[bad][0]) % region.size}")
-      shared_ops.check_not_pending(self, region, a, t, label, "read of")
       self._check_race(region, a, t, write=False, label=label)
       raw = region.data[safe]
     return np.where(mm, from_mem(raw, dt), 0).astype(reg_np(u.dtype))

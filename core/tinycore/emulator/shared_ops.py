@@ -79,10 +79,10 @@ def ldmatrix(it, u) -> np.ndarray:
     it._fail(OutOfBounds, oob, lambda l: f"out-of-bounds ldmatrix row of {label} at index {int(row[l])}..{int(row[l]) + 7} (size {region.size})")
   addr = (row + it.grp * region.size)[:, None] + np.arange(8)   # (N, 8): each providing lane's row
   a, t = addr[prov].reshape(-1), np.repeat(it.lane[prov], 8)
+  check_not_pending(it, region, a, t, label, "ldmatrix read of")
   if (bad := ~region.init[a]).any():
     i = int(np.flatnonzero(bad)[0])
     it._fail(UninitializedRead, it.lane == t[i], lambda l: f"ldmatrix read of uninitialized {label} at index {int(a[i]) % region.size}")
-  check_not_pending(it, region, a, t, label, "ldmatrix read of")
   it._check_race(region, a, t, write=False, label=label)
   rows = from_mem(region.data[addr.reshape(-1)], dt).reshape(W, 32, 8)   # [warp, providing lane, element]
   lane = np.arange(32)
