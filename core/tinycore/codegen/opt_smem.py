@@ -169,7 +169,7 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
   if tile is None and GEMM_TILE.value:
     v = [int(x) for x in str(GEMM_TILE.value).split(",")]
     if len(v) != 7: raise ValueError(f"GEMM_TILE={GEMM_TILE.value!r}: expected BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE")
-    tile = GemmTile(*v[:6], bool(v[6]))  # type: ignore[arg-type]
+    tile = GemmTile(v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]))
   t = tile or default_tile(M, N, K, renderer, vec, din.itemsize)
   if t is None: return None
   if (why := valid_tile(t, M, N, K, renderer, vec, din.itemsize)) is not None: raise ValueError(f"GEMM tile {t}: {why}")

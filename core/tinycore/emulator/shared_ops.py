@@ -20,7 +20,8 @@ def check_aligned(it, lanes_idx: np.ndarray, mm: np.ndarray, itemsize: int, alig
   """Every active lane's first element must sit on an `align`-byte boundary (16-byte copies and matrix rows)."""
   first, m = _vec_first(lanes_idx), mm[:, 0] if mm.ndim == 2 else mm
   if (bad := m & ((first * itemsize) % align != 0)).any():
-    it._fail(EmulatorError, bad, lambda l: f"misaligned {what}: element {int(first[l])} is byte {int(first[l]) * itemsize}, not a multiple of {align}")
+    it._fail(EmulatorError, bad, lambda l: f"misaligned {what}: element {int(first[l])} is byte {int(first[l]) * itemsize}, "
+             f"not a multiple of {align}")
 
 def issue_copy(it, u, region, idx, mm, val_bits, label: str):
   """An async STORE: checks now (bounds were checked by _addr), lands at the covering wait."""

@@ -5,7 +5,7 @@
 - the swizzled panels are bank-conflict free for ldmatrix's 8-row phases;
 - ptxas -v for sm_90: no spills, >= 2 blocks per SM on an H200 for the default tiles;
 - the SASS has HMMA, LDSM and LDGSTS (cuobjdump/nvdisasm from the nvidia-cuda-cuobjdump/-nvdisasm wheels)."""
-import os, re, shutil, subprocess, tempfile
+import os, subprocess, tempfile
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes

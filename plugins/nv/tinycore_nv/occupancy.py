@@ -44,7 +44,7 @@ def find_sass_tool() -> str | None:
     dirs += [os.path.join(p, sub, "bin") for p in nvidia.__path__ for sub in ("cu13", "cuda_cuobjdump", "cuda_nvdisasm")]
   except ImportError: pass
   for d in dirs:
-    if os.access(os.path.join(d, "cuobjdump"), os.X_OK) and (os.access(os.path.join(d, "nvdisasm"), os.X_OK) or shutil.which("nvdisasm")): 
+    if os.access(os.path.join(d, "cuobjdump"), os.X_OK) and (os.access(os.path.join(d, "nvdisasm"), os.X_OK) or shutil.which("nvdisasm")):
       return os.path.join(d, "cuobjdump")
   return shutil.which("cuobjdump") if shutil.which("nvdisasm") else None
 
