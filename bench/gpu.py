@@ -168,7 +168,8 @@ def main(argv=None) -> int:
     for k in ("tinycore_error", "torch_error"):
       if k in r: print(f"  {r['workload']}: {k.split('_')[0]} failed: {r[k]}")
   if args.json:
-    with open(args.json + ".tmp", "w") as f: json.dump({"device": str(dev.spec) if hasattr(dev, "spec") else args.device, "results": rows}, f, indent=1)
+    doc = {"device": str(getattr(dev, "spec", args.device)), "beam": args.beam, "results": rows}
+    with open(args.json + ".tmp", "w") as f: json.dump(doc, f, indent=1)
     os.replace(args.json + ".tmp", args.json)
   return 0
 

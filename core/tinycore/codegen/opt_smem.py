@@ -45,15 +45,37 @@ def gemm_actions(t: GemmTile) -> tuple:
   return (("SMEM_TILE", "gemm", (t.bm, t.bn, t.bk)), ("WARPS", "gemm", (t.warps_m, t.warps_n)), ("STAGES", "gemm", t.stages),
           ("SWIZZLE", "gemm", int(t.swizzle)))
 
+GEMM_ACTIONS = ("SMEM_TILE", "WARPS", "STAGES", "SWIZZLE")
+
+def is_gemm(opts) -> bool: return bool(opts) and isinstance(opts[0], tuple) and bool(opts[0]) and opts[0][0] in GEMM_ACTIONS
+
 def tile_from_actions(opts: tuple) -> GemmTile:
+  """The GemmTile that actions describe; InvalidOpt for anything malformed (a cached entry is untrusted input)."""
+  from tinycore.codegen.opt import InvalidOpt
   kw: dict = {}
-  for kind, _, arg in opts:
-    if kind == "SMEM_TILE": kw.update(bm=arg[0], bn=arg[1], bk=arg[2])
-    elif kind == "WARPS": kw.update(warps_m=arg[0], warps_n=arg[1])
-    elif kind == "STAGES": kw["stages"] = arg
-    elif kind == "SWIZZLE": kw["swizzle"] = bool(arg)
-    else: raise ValueError(f"not a GEMM tiling action: {kind!r}")
+  def ints(x, n: int) -> tuple:
+    if not (isinstance(x, tuple) and len(x) == n and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 for v in x)):
+      raise InvalidOpt(f"GEMM action argument {x!r}: expected {n} positive integers")
+    return x
+  for o in opts:
+    if not (isinstance(o, tuple) and len(o) == 3 and o[0] in GEMM_ACTIONS): raise InvalidOpt(f"not a GEMM tiling action: {o!r}")
+    kind, _, arg = o
+    if kind == "SMEM_TILE": kw.update(zip(("bm", "bn", "bk"), ints(arg, 3)))
+    elif kind == "WARPS": kw.update(zip(("warps_m", "warps_n"), ints(arg, 2)))
+    elif kind == "STAGES": kw["stages"] = ints((arg,), 1)[0]
+    elif not isinstance(arg, int) or arg not in (0, 1): raise InvalidOpt(f"SWIZZLE takes 0 or 1, got {arg!r}")
+    else: kw["swizzle"] = bool(arg)
   return GemmTile(**kw)
+
+def check_gemm_actions(k: UOp, renderer, opts: tuple) -> GemmTile:
+  """The tile, after checking that the actions fit kernel `k` on `renderer` (InvalidOpt otherwise)."""
+  from tinycore.codegen.opt import InvalidOpt
+  t = tile_from_actions(opts)
+  if (plan := _plan(k, renderer)) is None: raise InvalidOpt("GEMM actions on a kernel that isn't a shared-memory tensor-core matmul")
+  tc, _, A, B, r, vec = plan
+  if (why := valid_tile(t, A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg, renderer, vec, tc.dtype_in.itemsize)) is not None:
+    raise InvalidOpt(f"GEMM tile {t}: {why}")
+  return t
 
 def _const(x: UOp) -> int | None:
   from tinycore.codegen.opt import _simplify
@@ -144,9 +166,13 @@ def gemm_candidates(k: UOp, renderer) -> list[GemmTile]:
   tc, red, A, B, r, vec = plan
   M, N, K = (A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg)
   stages = (2, 3, 4) if getattr(renderer, "async_copy", 0) else (1,)
-  out = [GemmTile(bm, bn, bk, wm, wn, s, sw) for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (16, 32, 64)
-         for wm in (1, 2, 4) for wn in (1, 2, 4) for s in stages for sw in (True, False)]
-  return [t for t in out if valid_tile(t, M, N, K, renderer, vec, tc.dtype_in.itemsize) is None]
+  # 4 or 8 warps; the default first, then the others by how far their block tile is from it
+  first = default_tile(M, N, K, renderer, vec, tc.dtype_in.itemsize)
+  out = [GemmTile(bm, bn, bk, wm, wn, s, sw) for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 16)
+         for wm, wn in ((2, 2), (2, 4), (4, 2), (1, 4)) for s in stages for sw in (True, False)]
+  out = [t for t in out if t != first and valid_tile(t, M, N, K, renderer, vec, tc.dtype_in.itemsize) is None]
+  near = lambda t: (not t.swizzle, abs(t.bm * t.bn - 128 * 128), t.bk != 32, abs(t.stages - 3))
+  return ([first] if first else []) + sorted(out, key=near)
 
 def _plan(k: UOp, renderer):
   from tinycore.codegen.opt_tc import _match

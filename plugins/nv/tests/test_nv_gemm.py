@@ -202,3 +202,30 @@ def test_sass_has_tensor_core_matrix_load_and_async_copy():
   # per 32-wide k step a warp of the 64x32 warp tile issues 2 k16 steps x 4x4 mma, 2 x (4 A + 4 B) ldmatrix, and each
   # thread 4 16-byte copies (2 of A, 2 of B); the prologue adds 2 stages of copies
   assert c["HMMA"] == 32 and c["LDSM"] == 16 and c["LDGSTS"] == 12, c
+
+# ---- BEAM searches tiles (timed in the emulator here: which wins means nothing, that it is correct and cached does)
+
+@pytest.mark.needs_device
+def test_beam_searches_gemm_tiles_and_caches_them(tmp_path, capsys):
+  import json, glob
+  from tinycore.engine import run
+  import tinycore.codegen.search  # noqa: F401  (defines BEAM_DEBUG/BEAM_TIME_LIMIT, which Context sets only once they exist)
+  rng = np.random.default_rng(4)
+  a, b = rng.integers(-3, 4, (128, 64)).astype(np.float16), rng.integers(-3, 4, (64, 128)).astype(np.float16)
+  want = a.astype(np.float32) @ b.astype(np.float32)
+  run._runners.clear()
+  with Context(BEAM=1, IGNORE_BEAM_CACHE=1, CACHEDB=str(tmp_path), BEAM_DEBUG=1, BEAM_TIME_LIMIT=4):
+    np.testing.assert_array_equal((Tensor(a, device=DEV) @ Tensor(b, device=DEV)).numpy().astype(np.float32), want)
+  out = capsys.readouterr().out
+  assert "SMEM_TILE" in out and "variants in" in out   # tiles were timed
+  (entry,) = glob.glob(str(tmp_path / "beam" / "*" / "*.json"))
+  with open(entry) as f: assert isinstance(json.load(f), list)
+  run._runners.clear()
+  with Context(BEAM=1, IGNORE_BEAM_CACHE=0, CACHEDB=str(tmp_path), BEAM_DEBUG=1):
+    np.testing.assert_array_equal((Tensor(a, device=DEV) @ Tensor(b, device=DEV)).numpy().astype(np.float32), want)
+  assert "variants in" not in capsys.readouterr().out   # the cached winner, no search
+
+def test_gemm_actions_from_a_cache_are_checked():
+  from tinycore.codegen.opt import InvalidOpt
+  for bad in [(("SMEM_TILE", "gemm", (64, 64)),), (("SMEM_TILE", "gemm", (64, 64, -32)),), (("SWIZZLE", "gemm", 7),), (("STAGES", "gemm", "3"),)]:
+    with pytest.raises(InvalidOpt): tile_from_actions(bad)
