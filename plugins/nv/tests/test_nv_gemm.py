@@ -202,6 +202,7 @@ def test_sass_has_tensor_core_matrix_load_and_async_copy():
   # per 32-wide k step a warp of the 64x32 warp tile issues 2 k16 steps x 4x4 mma, 2 x (4 A + 4 B) ldmatrix, and each
   # thread 4 16-byte copies (2 of A, 2 of B); the prologue adds 2 stages of copies
   assert c["HMMA"] == 32 and c["LDSM"] == 16 and c["LDGSTS"] == 12, c
+  assert c["FADD"] == 0, c   # the running sums are the mma's C operand (codegen/mma_accumulate.py), no float adds
 
 # ---- BEAM searches tiles (timed in the emulator here: which wins means nothing, that it is correct and cached does)
 
