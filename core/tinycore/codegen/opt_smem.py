@@ -73,7 +73,7 @@ def check_gemm_actions(k: UOp, renderer, opts: tuple) -> GemmTile:
   t = tile_from_actions(opts)
   if (plan := _plan(k, renderer)) is None: raise InvalidOpt("GEMM actions on a kernel that isn't a shared-memory tensor-core matmul")
   tc, _, A, B, r, vec = plan
-  if (why := valid_tile(t, A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg, renderer, vec, tc.dtype_in.itemsize)) is not None:
+  if (why := valid_tile(t, A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg, renderer, vec, tc.dtype_in.itemsize, tc.dims)) is not None:
     raise InvalidOpt(f"GEMM tile {t}: {why}")
   return t
 
@@ -135,10 +135,11 @@ def bank_conflict_ways(rows: list[int], col: int, cols: int, vec: int, swizzle: 
   groups = [(off(r) * elem_bytes // 16) % 8 for r in rows]
   return max(groups.count(g) for g in set(groups))
 
-def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize: int) -> str | None:
-  """Why `t` doesn't fit (a sentence), or None."""
+def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16)) -> str | None:
+  """Why `t` doesn't fit (a sentence), or None. `dims`: the tensor-core instruction's (M0, N0, K0)."""
+  M0, N0, K0 = dims
   if M % t.bm or N % t.bn or K % t.bk: return f"tile {t.bm}x{t.bn}x{t.bk} doesn't divide {M}x{N}x{K}"
-  if t.bk % 16 or t.bm % (16 * t.warps_m) or t.bn % (8 * t.warps_n): return "warp tiles must be whole 16x8x16 instructions"
+  if t.bk % K0 or t.bm % (M0 * t.warps_m) or t.bn % (N0 * t.warps_n): return f"warp tiles must be whole {M0}x{N0}x{K0} instructions"
   if t.threads > (renderer.local_max or (1024,))[0]: return f"{t.threads} threads is more than a block may have"
   for rows, cols in ((t.bm, t.bk), (t.bn, t.bk)):
     if (rows * cols) % (vec * t.threads): return "the panels don't split into whole 16-byte copies per thread"
@@ -150,14 +151,14 @@ def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize
 
 def smem_bytes(t: GemmTile, itemsize: int) -> int: return t.stages * (t.bm + t.bn) * t.bk * itemsize
 
-def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int) -> GemmTile | None:
+def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16)) -> GemmTile | None:
   """The biggest preferred tile that fits (128x128x32 on 8 warps, 3 stages where copies are asynchronous)."""
   stages = 3 if getattr(renderer, "async_copy", 0) else 1
   for bm, bn, wm, wn in ((128, 128, 2, 4), (128, 64, 2, 2), (64, 128, 2, 2), (64, 64, 2, 2), (32, 64, 1, 2), (32, 32, 1, 2), (16, 32, 1, 2)):
     for bk in (32, 16):
       for s in (stages, 2) if stages > 1 else (1,):
         t = GemmTile(bm, bn, bk, wm, wn, s, True)
-        if valid_tile(t, M, N, K, renderer, vec, itemsize) is None: return t
+        if valid_tile(t, M, N, K, renderer, vec, itemsize, dims) is None: return t
   return None
 
 def gemm_candidates(k: UOp, renderer) -> list[GemmTile]:
@@ -167,10 +168,10 @@ def gemm_candidates(k: UOp, renderer) -> list[GemmTile]:
   M, N, K = (A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg)
   stages = (2, 3, 4) if getattr(renderer, "async_copy", 0) else (1,)
   # 4 or 8 warps; the default first, then the others by how far their block tile is from it
-  first = default_tile(M, N, K, renderer, vec, tc.dtype_in.itemsize)
+  first = default_tile(M, N, K, renderer, vec, tc.dtype_in.itemsize, tc.dims)
   out = [GemmTile(bm, bn, bk, wm, wn, s, sw) for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 16)
          for wm, wn in ((2, 2), (2, 4), (4, 2), (1, 4)) for s in stages for sw in (True, False)]
-  out = [t for t in out if t != first and valid_tile(t, M, N, K, renderer, vec, tc.dtype_in.itemsize) is None]
+  out = [t for t in out if t != first and valid_tile(t, M, N, K, renderer, vec, tc.dtype_in.itemsize, tc.dims) is None]
   near = lambda t: (not t.swizzle, abs(t.bm * t.bn - 128 * 128), t.bk != 32, abs(t.stages - 3))
   return ([first] if first else []) + sorted(out, key=near)
 
@@ -178,7 +179,7 @@ def _plan(k: UOp, renderer):
   from tinycore.codegen.opt_tc import _match
   if (mt := _match(k, renderer)) is None: return None
   tc, red, a, b, m, n, r = mt
-  if tc.dims != (16, 8, 16) or tc.threads != 32: return None   # the fragment and matrix-load shapes below are m16n8k16's
+  if tc.threads != 32 or tc.elements_per_thread[2] * 32 != tc.dims[0] * tc.dims[1]: return None   # warp-wide, C spread over lanes
   vec = (getattr(renderer, "async_copy", 0) or 16) // tc.dtype_in.itemsize
   A, B = _operand(a, m, r, vec), _operand(b, n, r, vec)
   if A is None or B is None: return None
@@ -196,10 +197,12 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
     v = [int(x) for x in str(GEMM_TILE.value).split(",")]
     if len(v) != 7: raise ValueError(f"GEMM_TILE={GEMM_TILE.value!r}: expected BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE")
     tile = GemmTile(v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]))
-  t = tile or default_tile(M, N, K, renderer, vec, din.itemsize)
+  t = tile or default_tile(M, N, K, renderer, vec, din.itemsize, tc.dims)
   if t is None: return None
-  if (why := valid_tile(t, M, N, K, renderer, vec, din.itemsize)) is not None: raise ValueError(f"GEMM tile {t}: {why}")
-  asyn, mload = getattr(renderer, "async_copy", 0), getattr(renderer, "matrix_load", False)
+  if (why := valid_tile(t, M, N, K, renderer, vec, din.itemsize, tc.dims)) is not None: raise ValueError(f"GEMM tile {t}: {why}")
+  M0, N0, K0 = tc.dims
+  # ldmatrix moves 8x8 matrices of 16-bit elements: m16n8k16's fragments (other shapes gather element by element)
+  asyn, mload = getattr(renderer, "async_copy", 0), getattr(renderer, "matrix_load", False) and tc.dims == (16, 8, 16) and din.itemsize == 2
   T, S, nk = t.threads, t.stages, K // t.bk
   fa, fb, fc = tc.frags
   # block and thread ids: dim 0 = thread + T * column block, dim 1 = row block
@@ -260,7 +263,7 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
     slot = index_const(0)
 
   def frag(op: _Operand, smem: UOp, tiles0: UOp, s: int, j: int, is_a: bool) -> UOp:
-    """This lane's A (16x16) or B (16x8) fragment for k16 step s of instruction tile j."""
+    """This lane's A (M0 x K0) or B (K0 x N0) fragment for k step s (of K0) of instruction tile j."""
     n_el = tc.elements_per_thread[0 if is_a else 1]
     if mload:
       # A: four 8x8 matrices at (outer, k) offsets (0,0) (8,0) (0,8) (8,8); B: two at (0,0) (0,8); lane l gives row l%8 of
@@ -274,31 +277,31 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
       return UOp(Ops.LOAD, din.vec(n_el), (ind, bar))
     els = []
     for e in range(n_el):
-      if is_a: ro, co = fa(lane, e); o, kk = tiles0 + 16 * j + ro, 16 * s + co
-      else: rk, cn = fb(lane, e); o, kk = tiles0 + 8 * j + cn, 16 * s + rk
+      if is_a: ro, co = fa(lane, e); o, kk = tiles0 + M0 * j + ro, K0 * s + co
+      else: rk, cn = fb(lane, e); o, kk = tiles0 + N0 * j + cn, K0 * s + rk
       row, col = (kk, o) if op.kmajor else (o, kk)
       els.append(UOp(Ops.LOAD, din, (UOp(Ops.INDEX, smem.dtype, (smem, addr(op, slot, row, col))), bar)))
     return UOp(Ops.VECTORIZE, din.vec(n_el), tuple(els))
 
-  wm, wn = wtm // 16, wtn // 8
-  zero = UOp(Ops.VECTORIZE, dout.vec(4), tuple(UOp.const(dout, 0) for _ in range(4)))
+  wm, wn, ec = wtm // M0, wtn // N0, tc.elements_per_thread[2]
+  zero = UOp(Ops.VECTORIZE, dout.vec(ec), tuple(UOp.const(dout, 0) for _ in range(ec)))
   acc = [[zero] * wn for _ in range(wm)]
   frag_loads = []
-  for s in range(t.bk // 16):
+  for s in range(t.bk // K0):
     afr = [frag(A, sa, wrow, s, i, True) for i in range(wm)]
     bfr = [frag(B, sb, wcol, s, j, False) for j in range(wn)]
     frag_loads += afr + bfr
-    acc = [[UOp(Ops.WMMA, dout.vec(4), (afr[i], bfr[j], acc[i][j]), (tc.name, tc.dims)) for j in range(wn)] for i in range(wm)]
+    acc = [[UOp(Ops.WMMA, dout.vec(ec), (afr[i], bfr[j], acc[i][j]), (tc.name, tc.dims)) for j in range(wn)] for i in range(wm)]
   if not asyn:   # the next step's copies overwrite the panels: every warp must have read them first
     extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(frag_loads)))
   stores = []
   for i in range(wm):
     for j in range(wn):
-      for e in range(4):
+      for e in range(ec):
         total = UOp(Ops.REDUCE, dout, (UOp(Ops.GEP, dout, (acc[i][j],), (e,)), kt), Ops.ADD)
         val = total if red.dtype == dout else UOp(Ops.CAST, red.dtype, (total,))
         rc, cc = fc(lane, e)
-        stores.append(k.src[0].substitute({red: val, A.outer: bm0 + wrow + 16 * i + rc, B.outer: bn0 + wcol + 8 * j + cc}))
+        stores.append(k.src[0].substitute({red: val, A.outer: bm0 + wrow + M0 * i + rc, B.outer: bn0 + wcol + N0 * j + cc}))
   # the copies and barriers reached from no store go first: the linearizer then emits what they read from outside the
   # k loop before it (and, inside it, issues the next step's copies as soon as the barrier allows)
   k = _simplify(k.replace(src=tuple(extra) + tuple(stores)))

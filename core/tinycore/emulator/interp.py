@@ -296,5 +296,6 @@ class Interpreter:
     lay = [np.array(x) for x in (tc.a, tc.b, tc.c)]
     A, Bm, C = np.zeros((W, M, K), np.float32), np.zeros((W, K, Nn), np.float32), np.zeros((W, M, Nn), np.float32)
     for mat, l, x in ((A, lay[0], ops[0]), (Bm, lay[1], ops[1]), (C, lay[2], ops[2])): mat[:, l[..., 0], l[..., 1]] = x
+    if tc.round_inputs is not None: A, Bm = tc.round_inputs(A), tc.round_inputs(Bm)
     D = cast(A @ Bm + C, dtypes.float32, tc.dtype_out)   # fp32 accumulate, rounded to the output type
     return D[:, lay[2][..., 0], lay[2][..., 1]].reshape(self.N, -1).astype(reg_np(u.dtype))

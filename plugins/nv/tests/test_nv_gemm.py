@@ -230,3 +230,39 @@ def test_gemm_actions_from_a_cache_are_checked():
   from tinycore.codegen.opt import InvalidOpt
   for bad in [(("SMEM_TILE", "gemm", (64, 64)),), (("SMEM_TILE", "gemm", (64, 64, -32)),), (("SWIZZLE", "gemm", 7),), (("STAGES", "gemm", "3"),)]:
     with pytest.raises(InvalidOpt): tile_from_actions(bad)
+
+# ---- TF32 (fp32 operands on tensor cores, only under ALLOW_TF32=1)
+
+@pytest.mark.needs_device
+def test_tf32_only_when_asked_and_rounded_like_the_hardware():
+  from tinycore_nv.tensor_cores import round_tf32
+  rng = np.random.default_rng(5)
+  a, b = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((64, 128)).astype(np.float32)
+  exact = a.astype(np.float64) @ b.astype(np.float64)
+  with Context(ALLOW_TF32=1):
+    p = get_program(_ast((128, 64), (64, 128), dtypes.float32), EmulatedRenderer(_renderer(), nv_model("NV", "sm_90")))
+    got = (Tensor(a, device=DEV) @ Tensor(b, device=DEV)).numpy()
+  assert _is_smem(p) and any(u.op is Ops.WMMA and "tf32" in u.arg[0] for u in p.uops)
+  np.testing.assert_allclose(got, round_tf32(a).astype(np.float64) @ round_tf32(b).astype(np.float64), rtol=1e-5, atol=1e-4)
+  assert np.abs(got - exact).max() > 1e-3   # really reduced precision: it is TF32, not fp32
+  p32 = get_program(_ast((128, 64), (64, 128), dtypes.float32), EmulatedRenderer(_renderer(), nv_model("NV", "sm_90")))
+  assert not any(u.op is Ops.WMMA for u in p32.uops)
+  np.testing.assert_allclose((Tensor(a, device=DEV) @ Tensor(b, device=DEV)).numpy(), exact, rtol=1e-5, atol=1e-4)
+
+def test_tf32_rounding_is_nearest_ties_away():
+  from tinycore_nv.tensor_cores import round_tf32
+  one_ulp = np.float32(2.0 ** -10)
+  x = np.array([1 + one_ulp / 2, 1 + one_ulp / 2 - 2.0 ** -23, -(1 + one_ulp / 2), np.inf, 1 + one_ulp], np.float32)
+  np.testing.assert_array_equal(round_tf32(x), np.array([1 + one_ulp, 1, -(1 + one_ulp), np.inf, 1 + one_ulp], np.float32))
+  assert np.isnan(round_tf32(np.array([np.nan], np.float32)))[0]
+
+@needs_nvrtc
+@pytest.mark.skipif(find_sass_tool() is None, reason="cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+def test_tf32_kernel_ptxas_and_sass():
+  from tinycore_nv.occupancy import sass_counts
+  with Context(ALLOW_TF32=1): p, cubin, log = _cubin_and_log(dtypes.float32)
+  use = ptxas_usage(log)
+  assert use["spill_stores"] == 0 and use["spill_loads"] == 0, log
+  assert blocks_per_sm(use["registers"], use["smem"], p.local_size[0], H200) >= 2, use
+  c = sass_counts(cubin)
+  assert c["HMMA"] > 0 and c["LDGSTS"] > 0 and c["FADD"] == 0, c

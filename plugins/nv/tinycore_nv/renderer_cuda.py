@@ -20,6 +20,7 @@ _HELPERS = r"""#ifndef INFINITY
 #endif
 #define TCD static __device__ __forceinline__
 template <class T, class F> TCD T __tc_bits(F f) { static_assert(sizeof(T) == sizeof(F), "bitcast size"); T t; memcpy(&t, &f, sizeof(T)); return t; }
+TCD unsigned __tc_tf32(float f) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
 TCD float __tc_from_bfloat16(unsigned short x) { return __uint_as_float((unsigned int)x << 16); }
 TCD unsigned short __tc_to_bfloat16(float f) { unsigned int u = __float_as_uint(f); if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }
 TCD float __tc_round_bfloat16(float f) { return __tc_from_bfloat16(__tc_to_bfloat16(f)); }
@@ -152,6 +153,12 @@ class CUDARenderer(CStyleRenderer):
       pairs = [f"((unsigned)({bits(xs[i])}) | ((unsigned)({bits(xs[i + 1])}) << 16))" for i in range(0, len(xs), 2)]
       return [f"unsigned {r[u]}[{len(pairs)}] = {{{', '.join(pairs)}}};"]
     a, b, c = (r[s] for s in u.src[:3])
+    if u.src[0].dtype.scalar() == dtypes.float32:   # tf32: float fragments, rounded by cvt.rna on the way in
+      ops = ", ".join([f'"=f"({r[u]}[{i}])' for i in range(4)])
+      ins = ", ".join([f'"r"(__tc_tf32({a}[{i}]))' for i in range(4)] + [f'"r"(__tc_tf32({b}[{i}]))' for i in range(2)] + [f'"f"({c}[{i}])' for i in range(4)])
+      return [f"float {r[u]}[4];",
+              f'asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, '
+              f'{{%10,%11,%12,%13}};" : {ops} : {ins});']
     ty = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}[u.src[0].dtype.scalar()]
     ops = ", ".join([f'"=f"({r[u]}[{i}])' for i in range(4)])
     ins = ", ".join([f'"r"({a}[{i}])' for i in range(4)] + [f'"r"({b}[{i}])' for i in range(2)] + [f'"f"({c}[{i}])' for i in range(4)])
