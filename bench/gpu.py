@@ -3,8 +3,8 @@
   .venv/bin/python bench/gpu.py                     # every workload; BEAM=2 (winners cached on disk, later runs pay nothing)
   .venv/bin/python bench/gpu.py --only mm_fp16_8192,attention --beam 0 --json out.json
 
-Rows: matmul 4096^3 and 8192^3 in fp32 (torch with TF32 off), tf32 (torch with TF32 on; tinycore has no TF32 path
-yet and runs fp32: the ratio says what that costs), fp16 and bf16; a conv (implicit GEMM shape of a ResNet stage);
+Rows: matmul 4096^3 and 8192^3 in fp32 (TF32 off on both sides), tf32 (torch allow_tf32, tinycore ALLOW_TF32=1),
+fp16 and bf16; a conv (implicit GEMM shape of a ResNet stage);
 causal attention B=8 H=16 S=2048 D=128 (torch: scaled_dot_product_attention); one decode step of a 7B-shaped LLM
 layer (fp16, 4096 wide, SwiGLU 11008, a 2048-token KV cache). Each cell is the median of timed runs after warm-up,
 tinycore under TinyJit; `tc/torch` = torch time / tinycore time (above 1: tinycore is faster).
@@ -24,7 +24,7 @@ class Workload:
   flops: float
   tinycore: Callable      # (dev) -> zero-arg step returning a realized Tensor
   torch: Callable         # (torch, dev) -> zero-arg step
-  tf32: bool = False      # torch may use TF32 tensor cores for fp32 matmuls in this row
+  tf32: bool = False      # both may use TF32 tensor cores for fp32 matmuls in this row
 
 def _mm(n: int, dt: str, tf32: bool = False) -> Workload:
   def tc(dev):
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
   for w in sel:
     row: dict = {"workload": w.name}
     try:
-      with Context(BEAM=args.beam):
+      with Context(BEAM=args.beam, ALLOW_TF32=int(w.tf32)):
         row["tinycore_s"] = statistics.median(_time(w.tinycore(args.device), dev.synchronize, args.reps, args.budget))
     except Exception as e: row["tinycore_error"] = f"{type(e).__name__}: {e}"
     try:

@@ -120,6 +120,7 @@ def _swizzled(row: UOp, col: UOp, cols: int, vec: int, swizzle: bool) -> UOp:
   c ^ f(r). f spreads 8 consecutive rows over 8 distinct 16-byte bank groups: with C chunks a row, rows r and r+8/C
   share a group unswizzled, so f(r) = (r // (8/C)) % C (C < 8), r % 8 (C >= 8)."""
   nch = cols // vec
+  row, col = (index_const(x) if isinstance(x, int) else x for x in (row, col))   # a fragment coordinate may be a plain int
   if not swizzle or nch == 1: return row * cols + col
   f = (row // (8 // nch)) % nch if nch < 8 else row % 8
   return row * cols + ((col // vec) ^ f) * vec + col % vec
@@ -187,15 +188,17 @@ def _plan(k: UOp, renderer):
 
 def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
   """The kernel as a shared-memory-staged tensor-core GEMM, or None where it doesn't apply (then opt_tc.py's)."""
-  if not SMEM_GEMM or not getattr(renderer, "has_shared", False) or (plan := _plan(k, renderer)) is None: return None
+  if not SMEM_GEMM or not getattr(renderer, "shared_staging", False) or (plan := _plan(k, renderer)) is None: return None
   from tinycore.codegen.gpudims import to_gpu_dims
   from tinycore.codegen.opt import _simplify
   tc, red, A, B, r, vec = plan
   din, dout = tc.dtype_in, tc.dtype_out
   M, N, K = A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg
   if tile is None and GEMM_TILE.value:
-    v = [int(x) for x in str(GEMM_TILE.value).split(",")]
-    if len(v) != 7: raise ValueError(f"GEMM_TILE={GEMM_TILE.value!r}: expected BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE")
+    parts = str(GEMM_TILE.value).split(",")
+    if len(parts) != 7 or not all(x.strip().isdigit() for x in parts):
+      raise ValueError(f"GEMM_TILE={GEMM_TILE.value!r}: expected 7 integers BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE (like 128,128,32,2,4,3,1)")
+    v = [int(x) for x in parts]
     tile = GemmTile(v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]))
   t = tile or default_tile(M, N, K, renderer, vec, din.itemsize, tc.dims)
   if t is None: return None

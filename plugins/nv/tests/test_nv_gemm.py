@@ -266,3 +266,37 @@ def test_tf32_kernel_ptxas_and_sass():
   assert blocks_per_sm(use["registers"], use["smem"], p.local_size[0], H200) >= 2, use
   c = sass_counts(cubin)
   assert c["HMMA"] > 0 and c["LDGSTS"] > 0 and c["FADD"] == 0, c
+
+def test_gemm_tile_env_errors_say_what_is_expected():
+  with pytest.raises(ValueError, match=r"GEMM_TILE='128,x'.*7 integers"):
+    with Context(GEMM_TILE="128,x"): get_program(_ast((128, 64), (64, 128), dtypes.half), _renderer())
+  with pytest.raises(ValueError, match=r"doesn't divide 128x128x64"):
+    with Context(GEMM_TILE="256,128,32,2,4,3,1"): get_program(_ast((128, 64), (64, 128), dtypes.half), _renderer())
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("trans", [False, True])
+def test_ldmatrix_follows_the_ptx_isa(trans):
+  """A hand-built warp: lane 8j+i gives row i of matrix j (16 bytes); lane l receives row l//4, elements 2(l%4) and
+  2(l%4)+1 of each matrix, transposed with .trans (PTX ISA, ldmatrix, "fragment layout")."""
+  from tinycore.uop import UOp
+  lds = UOp(Ops.DEFINE_LOCAL, dtypes.half.ptr(4 * 64, "local"), (), 0)
+  out = UOp(Ops.DEFINE_GLOBAL, dtypes.half.ptr(32 * 8), (), 0)
+  inp = UOp(Ops.DEFINE_GLOBAL, dtypes.half.ptr(4 * 64), (), 1)
+  lane = UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, 32),), ("gidx0", 32))
+  def st(buf, idx, val): return UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, buf.dtype, (buf, idx)), val))
+  fill = [st(lds, lane * 8 + e, UOp(Ops.LOAD, dtypes.half, (UOp(Ops.INDEX, inp.dtype, (inp, lane * 8 + e)),))) for e in range(8)]
+  bar = UOp(Ops.BARRIER, dtypes.void, tuple(fill))
+  # matrix j is stored at rows 8j..8j+7 (row-major, 8 halves a row): lane 8j+i points at row 8j+i
+  frag = UOp(Ops.LOAD, dtypes.half.vec(8), (UOp(Ops.INDEX, lds.dtype, (lds, lane * 8), ("ldmatrix", 4, trans)), bar))
+  nodes: list = []
+  for u in [st(out, lane * 8 + e, UOp(Ops.GEP, dtypes.half, (frag,), (e,))) for e in range(8)]:
+    nodes += [s for s in u.toposort() if s not in nodes]   # a flat program: every source before its use, each node once
+  mats = np.arange(4 * 64, dtype=np.float16)   # element value = its address
+  got = np.zeros(32 * 8, np.float16)
+  name, decoded = serialize.decode(serialize.decode_bytes(serialize.encode("ldm", nodes)))
+  Interpreter(decoded, nv_model("NV", "sm_90"), name).run((got, mats), (1, 1, 1), (32, 1, 1), ())
+  M = mats.reshape(4, 8, 8).astype(np.float32)
+  for l in range(32):
+    for j in range(4):
+      want = M[j, l // 4, 2 * (l % 4):2 * (l % 4) + 2] if not trans else M[j, 2 * (l % 4):2 * (l % 4) + 2, l // 4]
+      np.testing.assert_array_equal(got.reshape(32, 8)[l, 2 * j:2 * j + 2].astype(np.float32), want, err_msg=f"lane {l} matrix {j}")

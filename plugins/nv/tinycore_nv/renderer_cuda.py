@@ -63,7 +63,7 @@ class CUDARenderer(CStyleRenderer):
   local_max = (1024, 1024, 64)             # block dims; __launch_bounds__ keeps big blocks launchable
   shared_max = 48 * 1024                   # static __shared__ limit (more needs the dynamic opt-in)
   # codegen/opt_smem.py: cp.async moves 16 bytes global->shared without registers (sm_80+), ldmatrix loads mma fragments
-  async_copy, matrix_load = 0, False
+  shared_staging, async_copy, matrix_load = True, 0, False
   kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
   def __init__(self, arch: str | None = None, native_half: bool | None = None, compiler=None):
     from tinycore_nv.nvrtc import find_cuda_include
