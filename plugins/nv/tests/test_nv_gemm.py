@@ -200,8 +200,10 @@ def test_sass_has_tensor_core_matrix_load_and_async_copy():
   _, cubin, _ = _cubin_and_log(dtypes.half)
   c = sass_counts(cubin)
   # per 32-wide k step a warp of the 64x32 warp tile issues 2 k16 steps x 4x4 mma, 2 x (4 A + 4 B) ldmatrix, and each
-  # thread 4 16-byte copies (2 of A, 2 of B); the prologue adds 2 stages of copies
-  assert c["HMMA"] == 32 and c["LDSM"] == 16 and c["LDGSTS"] == 12, c
+  # thread 4 16-byte copies (2 of A, 2 of B); the prologue adds 2 stages of copies. (ptxas 13 keeps the loop rolled:
+  # 32/16/12; another version may unroll it, so the ratios are what is checked)
+  assert c["HMMA"] >= 32 and c["HMMA"] % 32 == 0 and c["HMMA"] == 2 * c["LDSM"], c
+  assert c["LDGSTS"] >= 12 and c["LDGSTS"] % 4 == 0, c
   assert c["FADD"] == 0, c   # the running sums are the mma's C operand (codegen/mma_accumulate.py), no float adds
 
 # ---- BEAM searches tiles (timed in the emulator here: which wins means nothing, that it is correct and cached does)
