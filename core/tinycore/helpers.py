@@ -111,6 +111,8 @@ _context_hooks: list = []
 DEBUG, BEAM, NOOPT, JIT = ContextVar("DEBUG", 0), ContextVar("BEAM", 0), ContextVar("NOOPT", 0), ContextVar("JIT", 1)
 IGNORE_BEAM_CACHE, CCACHE, CACHEDB = ContextVar("IGNORE_BEAM_CACHE", 0), ContextVar("CCACHE", 1), ContextVar("CACHEDB", "")
 TRACK_REWRITES, SPEC = ContextVar("TRACK_REWRITES", 0), ContextVar("SPEC", 0)
+# tensor cores that take float32 operands (NVIDIA TF32: a 10-bit mantissa) only when asked, like torch's allow_tf32
+ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)
 class DevVar(ContextVar):
   """DEV, with the first target's fields as strings ('' when unset), as tinygrad's tests read them (DEV.renderer == "LLVM")."""
   def _first(self):

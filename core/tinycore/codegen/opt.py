@@ -362,6 +362,10 @@ def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:
   return list(dict.fromkeys(cands))
 
 def optimize(k: UOp, renderer: Renderer, opts: tuple[Opt, ...] | None = None) -> UOp:
+  from tinycore.codegen.opt_smem import is_gemm, check_gemm_actions, smem_gemm
+  if is_gemm(opts):   # a shared-memory GEMM tile (BEAM's choice for a GPU tensor-core matmul)
+    if (g := smem_gemm(k, renderer, check_gemm_actions(k, renderer, opts))) is None: raise InvalidOpt("shared-memory GEMMs are off (SMEM_GEMM=0)")
+    return g
   # GPUs (thread indices): register tiles + workgroup shape live in opt_gpu.py; it maps the output loops to threads itself
   if opts is None and renderer.has_local:
     from tinycore.codegen.opt_gpu import optimize_gpu

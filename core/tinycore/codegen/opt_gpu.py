@@ -7,7 +7,8 @@
    (n = u*N/TN + n'), so a warp's loads and stores of each copy stay coalesced; the other axis is split contiguous.
 2. Workgroup shape: with two or more output dims the threads form a 16x16 square (a block reuses a 16-row panel of
    one operand and a 16-column panel of the other from L1), not 256x1.
-3. Tensor cores (opt_tc.py): a half matmul becomes mma.sync m16n8k16 WMMAs, one warp per 16x8 output tile.
+3. Tensor cores: a half matmul is tiled through shared memory (opt_smem.py: block tiles, pipelined copies, warp tiles),
+   or where its operands don't allow that, becomes WMMAs fed straight from global memory (opt_tc.py).
 The tile is the renderer's `register_tile` (default 4x8); `GPU_TILE=TM,TN` overrides it (`GPU_TILE=1,1` turns it off);
 `NOGPUOPT=1` skips all of it; `TC=0` skips tensor cores."""
 from __future__ import annotations
@@ -74,7 +75,9 @@ def optimize_gpu(k: UOp, renderer: Renderer) -> UOp:
   from tinycore.codegen.gpudims import to_gpu_dims
   from tinycore.codegen.opt_tc import tensor_core
   if NOGPUOPT: return k
-  if (tc := tensor_core(k, renderer)) is not None: return tc
+  from tinycore.codegen.opt_smem import smem_gemm
+  # tensor-core matmuls: staged through shared memory where the operands allow it (opt_smem.py), else fragments from global
+  if (tc := smem_gemm(k, renderer)) is not None or (tc := tensor_core(k, renderer)) is not None: return tc
   # TM rows (y axis) x TN columns (x axis)
   tm, tn = (int(v) for v in str(GPU_TILE.value).split(",")) if GPU_TILE.value else renderer.register_tile
   k, _ = register_tile(k, tm, tn)

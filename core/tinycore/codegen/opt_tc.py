@@ -10,7 +10,7 @@ Launch: dim 0 = lane + threads * (column tile), dim 1 = row tile, any other outp
 from __future__ import annotations
 from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes
-from tinycore.helpers import ContextVar
+from tinycore.helpers import ContextVar, ALLOW_TF32
 from tinycore.codegen.opt import _bound, _globals, _simplify
 
 TC = ContextVar("TC", 1)
@@ -23,7 +23,7 @@ def _strip(x: UOp, din) -> UOp | None:
 
 def _match(k: UOp, renderer):
   """(tensor core, REDUCE, A operand, B operand, m axis, n axis, k axis) or None."""
-  tcs = [t for t in getattr(renderer, "tensor_cores", None) or [] if t.frags is not None]
+  tcs = [t for t in getattr(renderer, "tensor_cores", None) or [] if t.frags is not None and (ALLOW_TF32 or t.dtype_in != dtypes.float32)]
   if not TC or not tcs or len(k.src) != 1: return None
   reds = [u for u in k.toposort() if u.op is Ops.REDUCE]
   if len(reds) != 1 or reds[0].arg is not Ops.ADD or len(reds[0].src) != 2: return None

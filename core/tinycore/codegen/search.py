@@ -46,7 +46,7 @@ def _tuples(x):
   """JSON's lists back to the tuples actions and range args are made of."""
   return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
 
-def _cached_opts(path: str, k0: UOp) -> tuple | None:
+def _cached_opts(path: str, k0: UOp, renderer=None) -> tuple | None:
   """The cached winner for this kernel, or None when there is none usable. An entry that isn't a regular small JSON file
   of actions, or whose actions don't fit the kernel (a poisoned or stale entry: an amount that doesn't divide its axis
   would compute garbage), is dropped with a warning so the search runs again."""
@@ -56,7 +56,9 @@ def _cached_opts(path: str, k0: UOp) -> tuple | None:
   else:
     try:
       if not isinstance(opts, tuple): raise O.InvalidOpt(f"expected a list of actions, got {type(opts).__name__}")
-      O.apply_opts(k0, opts)
+      from tinycore.codegen.opt_smem import is_gemm, check_gemm_actions
+      if is_gemm(opts): check_gemm_actions(k0, renderer, opts)
+      else: O.apply_opts(k0, opts)
       return opts
     except O.InvalidOpt as e: why = str(e)
     except Exception as e: why = f"its actions fail on this kernel: {type(e).__name__}: {e}"   # e.g. CantVectorize
@@ -74,7 +76,7 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   base = get_program(ast, renderer, opts=())
   path = beam_cache_path(renderer, base.src)
   k0 = graph_rewrite(lower_kernel(ast), symbolic)
-  if not IGNORE_BEAM_CACHE and (cached := _cached_opts(path, k0)) is not None: return cached
+  if not IGNORE_BEAM_CACHE and (cached := _cached_opts(path, k0, renderer)) is not None: return cached
   if base.vars: return O.heuristic_opts(k0, renderer)   # symbolic sizes: no timing
   # scratch buffers of the kernel's sizes; values don't matter for timing
   glob = sorted({u.arg: u for u in base.uops if u.op is Ops.DEFINE_GLOBAL}.items())
@@ -112,7 +114,13 @@ def _search(k0: UOp, renderer, width: int, time_opts, timed: dict, st: float, ba
   beam: list[tuple] = [()]
   time_opts(())
   time_opts(O.heuristic_opts(k0, renderer))
-  while True:
+  from tinycore.codegen.opt_smem import gemm_candidates, gemm_actions
+  # a GPU tensor-core matmul: the search is over shared-memory GEMM tiles (block, warps, stages, swizzle), default first
+  for i, t in enumerate(gemm_candidates(k0, renderer) if renderer.has_local else []):
+    if i and time.perf_counter() - st > BEAM_TIME_LIMIT.value: break
+    time_opts(gemm_actions(t))
+    beam = []
+  while beam:
     nxt: list[tuple] = []
     for opts in beam:
       try: k = O.apply_opts(k0, opts)

@@ -5,3 +5,5 @@ class OutOfBounds(EmulatorError): pass
 class UninitializedRead(EmulatorError): pass
 class MissingBarrier(EmulatorError):
   """Two threads of a workgroup touched the same local address with no barrier between (a data race)."""
+class AsyncCopyPending(EmulatorError):
+  """Shared memory touched while an asynchronous copy into it is in flight (a cp.async with no wait_group covering it)."""

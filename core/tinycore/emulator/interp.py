@@ -14,6 +14,7 @@ from tinycore.helpers import prod, getenv
 from tinycore.emulator.alu import alu, cast, bitcast, reg_np, mem_np, to_mem, from_mem
 from tinycore.emulator.errors import EmulatorError, OutOfBounds, UninitializedRead, MissingBarrier
 from tinycore.emulator.model import ExecModel
+from tinycore.emulator import shared_ops
 
 MAX_LANES = getenv("EMU_LANES", 1 << 15)   # lanes (threads) interpreted per numpy op
 
@@ -25,6 +26,7 @@ class _Local:
     self.init = np.zeros(n, bool)
     self.w_tid, self.w_ep, self.r_ep = np.full(n, -1), np.full(n, -1), np.full(n, -1)
     self.r_min, self.r_max = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    self.pending = np.zeros(n, np.int32)   # asynchronous copies in flight into each address (shared_ops.py)
 
 class Interpreter:
   def __init__(self, nodes: list, model: ExecModel, name: str = "kernel"):
@@ -48,6 +50,10 @@ class Interpreter:
       if u.op not in (Ops.LOAD, Ops.STORE) or not u.src or u.src[0].op is not Ops.INDEX: continue
       ind = u.src[0]
       if not ind.src or ind.src[0].op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): continue
+      if isinstance(ind.arg, tuple) and ind.arg and ind.arg[0] == "ldmatrix":   # n elements gathered across the warp
+        if u.op is not Ops.LOAD or u.dtype.scalar() != ind.src[0].dtype.base.scalar() or u.dtype.count != 2 * ind.arg[1]:
+          raise EmulatorError(f"{self.name}: op {i} ldmatrix of {ind.arg[1]} matrices can't give {u.dtype}")
+        continue
       n = ind.arg[1] if isinstance(ind.arg, tuple) and ind.arg and ind.arg[0] == "vec" else 1
       val = u.dtype if u.op is Ops.LOAD else u.src[1].dtype if len(u.src) > 1 else None
       base = ind.src[0].dtype.base
@@ -97,6 +103,7 @@ class Interpreter:
     self.active = np.ones(N, bool)
     self.ifs: list[np.ndarray] = []
     self.epoch = 0
+    self.async_open: list = []; self.async_groups: list = []
     self.locals: dict[int, _Local] = {}
     v: list = [None] * len(self.nodes)
     self.v = v
@@ -158,7 +165,11 @@ class Interpreter:
         c = np.broadcast_to(v[pos[id(u.src[0])]], (N,)).astype(bool)
         self.ifs.append(c & self.ifs[-1] if self.ifs else c)
       elif op is Ops.ENDIF: self.ifs.pop()
-      elif op is Ops.BARRIER: self._barrier()
+      elif op is Ops.BARRIER:
+        if u.arg is None: self._barrier()
+        elif u.arg[0] == "async_commit": shared_ops.commit(self)
+        elif u.arg[0] == "async_wait": shared_ops.wait(self, int(u.arg[1]))
+        else: raise EmulatorError(f"{self.name}: unknown barrier {u.arg!r}")
       elif op is Ops.WMMA: v[pc] = self._wmma(u)
       elif op is Ops.SINK: pass
       else: raise EmulatorError(f"{self.name}: the emulator can't execute {op.name}")
@@ -215,6 +226,7 @@ class Interpreter:
     return region, idx, mm, dt, label, n
 
   def _load(self, u):
+    if isinstance(u.src[0].arg, tuple) and u.src[0].arg and u.src[0].arg[0] == "ldmatrix": return shared_ops.ldmatrix(self, u)
     region, idx, mm, dt, label, n = self._addr(u)
     safe = np.where(mm, idx, 0)
     if region is None:
@@ -222,6 +234,7 @@ class Interpreter:
       raw = data[safe] if data.size else np.zeros(safe.shape, data.dtype)
     else:
       a, t = safe[mm], np.broadcast_to(self.lane[:, None] if n > 1 else self.lane, safe.shape)[mm]
+      shared_ops.check_not_pending(self, region, a, t, label, "read of")   # before init: an in-flight copy hasn't written yet
       if (bad := ~region.init[a]).any():
         self._fail(UninitializedRead, self._lanes_of(mm, bad), lambda l: f"read of uninitialized {label} at index {int(a[bad][0]) % region.size}")
       self._check_race(region, a, t, write=False, label=label)
@@ -232,9 +245,11 @@ class Interpreter:
     region, idx, mm, dt, label, n = self._addr(u)
     val = np.broadcast_to(self.v[self.pos[id(u.src[1])]], idx.shape)
     bits = to_mem(val, dt)
+    if u.arg == "async": return shared_ops.issue_copy(self, u, region, idx, mm, bits, label)
     if region is None: self.mem[u.src[0].src[0].arg][idx[mm]] = bits[mm]
     else:
       a, t = idx[mm], np.broadcast_to(self.lane[:, None] if n > 1 else self.lane, idx.shape)[mm]
+      shared_ops.check_not_pending(self, region, a, t, label, "write to")
       self._check_race(region, a, t, write=True, label=label)
       region.data[a], region.init[a] = bits[mm], True
       region.w_tid[a], region.w_ep[a] = t, self.epoch
@@ -281,5 +296,6 @@ class Interpreter:
     lay = [np.array(x) for x in (tc.a, tc.b, tc.c)]
     A, Bm, C = np.zeros((W, M, K), np.float32), np.zeros((W, K, Nn), np.float32), np.zeros((W, M, Nn), np.float32)
     for mat, l, x in ((A, lay[0], ops[0]), (Bm, lay[1], ops[1]), (C, lay[2], ops[2])): mat[:, l[..., 0], l[..., 1]] = x
+    if tc.round_inputs is not None: A, Bm = tc.round_inputs(A), tc.round_inputs(Bm)
     D = cast(A @ Bm + C, dtypes.float32, tc.dtype_out)   # fp32 accumulate, rounded to the output type
     return D[:, lay[2][..., 0], lay[2][..., 1]].reshape(self.N, -1).astype(reg_np(u.dtype))

@@ -22,6 +22,8 @@ class TCLayout:
   a: Layout
   b: Layout
   c: Layout
+  # what the instruction does to A and B before multiplying (NVIDIA's tf32: float32 rounded to a 10-bit mantissa)
+  round_inputs: Callable | None = field(default=None, compare=False)
   def __post_init__(self):
     M, N, K = self.dims
     for nm, lay, (R, C) in (("a", self.a, (M, K)), ("b", self.b, (K, N)), ("c", self.c, (M, N))):

@@ -63,10 +63,10 @@ class _RunnerCache(dict):
 _runners: dict[tuple, CompiledRunner] = _RunnerCache()
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
   """Compile `ast` for `device` once per process (and once per machine through the compiler's disk cache)."""
-  from tinycore.helpers import BEAM, NOOPT
+  from tinycore.helpers import BEAM, NOOPT, ALLOW_TF32
   dev = Device[device]
-  # BEAM and NOOPT choose the kernel's optimizations: a runner made under other values is another kernel
-  key = (device, str(dev.spec), ast, BEAM.value, NOOPT.value)
+  # BEAM, NOOPT and ALLOW_TF32 choose the kernel's optimizations: a runner made under other values is another kernel
+  key = (device, str(dev.spec), ast, BEAM.value, NOOPT.value, ALLOW_TF32.value)
   if (r := _runners.get(key)) is not None: return r
   from tinycore.codegen import get_program
   opts = None

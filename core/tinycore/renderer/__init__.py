@@ -75,6 +75,12 @@ class Renderer:
   # has_local: outputs per thread (TM rows, TN columns) of a reduce kernel's register tile (codegen/opt_gpu.py);
   # 4x8 was fastest on an H200, a CPU under OpenCL (PoCL) wants 8x8. GPU_TILE=TM,TN overrides it
   register_tile: tuple[int, int] = (4, 8)
+  # shared-memory GEMM staging (codegen/opt_smem.py), where the renderer opts in: bytes one asynchronous global->shared copy moves (0: copies are
+  # plain loads and stores between barriers), and whether a warp loads tensor-core fragments from shared memory with
+  # one cooperative instruction (NVIDIA ldmatrix)
+  shared_staging: bool = False   # opts in: the renderer renders DEFINE_LOCAL, BARRIER and opt_smem.py's copies
+  async_copy: int = 0
+  matrix_load: bool = False
   def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
     """For a float32 matmul (M, K) @ (K, N): copy the right operand into panels [N/p][K][p] of p columns first, so the
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).

@@ -142,6 +142,10 @@ class CStyleRenderer(Renderer):
   def render_wmma(self, u: UOp, r: dict) -> list[str]:
     """Lines declaring r[u] for a WMMA, or the VECTORIZE/GEP around one (codegen/opt_tc.py); dialects with tensor cores."""
     raise NotImplementedError(f"{type(self).__name__} can't render {u.op.name}")
+  def render_extra(self, u: UOp, r: dict) -> list[str] | None:
+    """Lines for `u` (setting r[u]) where the dialect renders it itself, else None: GPU dialects render DEFINE_LOCAL,
+    BARRIER and shared-memory copies (codegen/opt_smem.py) here."""
+    return None
   typedefs = ""
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     return self.prelude + self.typedefs + f"{self.kernel_prefix}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
@@ -159,6 +163,9 @@ class CStyleRenderer(Renderer):
     def line(s: str): body.append("  " * depth + s)
     for u in uops:
       op = u.op
+      if (extra := self.render_extra(u, r)) is not None:   # the dialect's own (shared memory, barriers, async copies)
+        for ln in extra: line(ln)
+        continue
       if op is Ops.DEFINE_GLOBAL:
         r[u] = f"data{u.arg}"
         bufs.append((u.arg, r[u], u.dtype))

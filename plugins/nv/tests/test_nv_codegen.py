@@ -104,5 +104,9 @@ def test_mma_fragments_follow_the_ptx_isa():
   assert [frag_a(5, i) for i in range(2)] == [(1, 2), (1, 3)] and [frag_b(5, i) for i in range(4)] == [(2, 1), (3, 1), (10, 1), (11, 1)]
   assert [frag_c(31, i) for i in range(4)] == [(7, 6), (7, 7), (15, 6), (15, 7)]
   lays = layouts("sm_90")
-  assert [t.name for t in lays] == [t.name for t in tensor_cores("sm_90")] == ["mma_m16n8k16_half_float", "mma_m16n8k16_bfloat16_float"]
+  assert [t.name for t in lays] == [t.name for t in tensor_cores("sm_90")] == ["mma_m16n8k16_half_float", "mma_m16n8k16_bfloat16_float",
+                                                                              "mma_m16n8k8_tf32_float"]
+  # m16n8k8 .tf32, lane 5 (groupID 1, threadID_in_group 1): a0..a3 = (1,1),(9,1),(1,5),(9,5); b0,b1 = (1,1),(5,1)
+  from tinycore_nv.tensor_cores import frag_a_tf32, frag_b_tf32
+  assert [frag_a_tf32(5, i) for i in range(4)] == [(1, 1), (9, 1), (1, 5), (9, 5)] and [frag_b_tf32(5, i) for i in range(2)] == [(1, 1), (5, 1)]
   assert lays[0].a[5][:2] == ((1, 2), (1, 3)) and layouts("sm_75") == () and tensor_cores("sm_75") == []

@@ -9,6 +9,7 @@ from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.renderer.fp8 import fp8_helpers
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes
+from tinycore.codegen.opt_smem import ASYNC, ASYNC_COMMIT, ASYNC_WAIT, LDMATRIX
 
 DEFAULT_ARCH = "sm_80"
 
@@ -20,6 +21,7 @@ _HELPERS = r"""#ifndef INFINITY
 #endif
 #define TCD static __device__ __forceinline__
 template <class T, class F> TCD T __tc_bits(F f) { static_assert(sizeof(T) == sizeof(F), "bitcast size"); T t; memcpy(&t, &f, sizeof(T)); return t; }
+TCD unsigned __tc_tf32(float f) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
 TCD float __tc_from_bfloat16(unsigned short x) { return __uint_as_float((unsigned int)x << 16); }
 TCD unsigned short __tc_to_bfloat16(float f) { unsigned int u = __float_as_uint(f); if (f != f) return 0x7fc0; return (unsigned short)((u + 0x7fff + ((u >> 16) & 1)) >> 16); }
 TCD float __tc_round_bfloat16(float f) { return __tc_from_bfloat16(__tc_to_bfloat16(f)); }
@@ -40,14 +42,17 @@ class CUDARenderer(CStyleRenderer):
   has_local, has_shared = True, True
   global_max = (2**31 - 1, 65535, 65535)   # grid dims (in blocks)
   local_max = (1024, 1024, 64)             # block dims; __launch_bounds__ keeps big blocks launchable
-  shared_max = 48 * 1024
+  shared_max = 48 * 1024                   # static __shared__ limit (more needs the dynamic opt-in)
+  # codegen/opt_smem.py: cp.async moves 16 bytes global->shared without registers (sm_80+), ldmatrix loads mma fragments
+  shared_staging, async_copy, matrix_load = True, 0, False
   kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
   def __init__(self, arch: str | None = None, native_half: bool | None = None, compiler=None):
     from tinycore_nv.nvrtc import find_cuda_include
     self.arch = parse_arch(arch)
     # mma.sync.m16n8k16 f16/bf16 -> f32 exists from sm_80 (tensor_cores.py: the same layouts the emulator runs)
-    from tinycore_nv.tensor_cores import tensor_cores
+    from tinycore_nv.tensor_cores import tensor_cores, has_mma
     self.tensor_cores = tensor_cores(self.arch)
+    if has_mma(self.arch): self.async_copy, self.matrix_load = 16, True
     self.native_half = find_cuda_include() is not None if native_half is None else native_half
     self.type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
     self.emulated = {dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
@@ -76,6 +81,41 @@ class CUDARenderer(CStyleRenderer):
     if self.native_half and dt in (dtypes.float16, dtypes.bfloat16) and src not in (dtypes.float32, dtypes.float64, dtypes.bool): x = f"(float)({x})"
     if self.native_half and src == dtypes.bool and dt in (dtypes.float16, dtypes.bfloat16): x = f"(float)({x})"
     return super().cast(x, src, dt)
+  def render(self, name: str, uops: list[UOp]) -> str:
+    # 16-byte global loads that only feed a shared-memory store are copies (no register value): render_extra pairs them
+    self._copies = {u.src[1] for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL and u.src[1].op is Ops.LOAD
+                    and u.src[1].dtype.count * u.src[1].dtype.itemsize == 16}
+    return super().render(name, uops)
+  def render_extra(self, u: UOp, r: dict) -> list[str] | None:
+    """Shared memory (opt_smem.py): __shared__ panels, barriers, cp.async groups, 16-byte copies and ldmatrix."""
+    def smem_ptr(ind: UOp) -> str: return f"(unsigned)__cvta_generic_to_shared({r[ind.src[0]]}+{r[ind.src[1]]})"
+    if u.op is Ops.DEFINE_LOCAL:
+      r[u] = f"smem{u.arg}"
+      return [f"__shared__ __align__(16) {self.ctype(self.emulated.get(u.dtype.base, u.dtype.base))} {r[u]}[{u.dtype.size}];"]
+    if u.op is Ops.BARRIER:
+      if u.arg is None: return ["__syncthreads();"]
+      if u.arg[0] == ASYNC_COMMIT: return ['asm volatile("cp.async.commit_group;" ::: "memory");']
+      if u.arg[0] == ASYNC_WAIT: return [f'asm volatile("cp.async.wait_group {int(u.arg[1])};" ::: "memory");']
+      raise NotImplementedError(f"CUDA can't render barrier {u.arg!r}")
+    if u.op is Ops.LOAD and u in self._copies:
+      ind = u.src[0]
+      r[u] = f"({r[ind.src[0]]}+{r[ind.src[1]]})"
+      return []
+    if u.op is Ops.STORE and u.src[1] in self._copies:
+      src, dst = u.src[1].src[0], u.src[0]
+      if u.arg == ASYNC:
+        line = f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"({smem_ptr(dst)}), "l"({r[u.src[1]]}) : "memory");'
+      else: line = f"*(uint4*)({r[dst.src[0]]}+{r[dst.src[1]]}) = *(const uint4*){r[u.src[1]]};"
+      return [f"if ({r[src.src[2]]}) {line}" if len(src.src) > 2 else line]
+    if u.op is Ops.LOAD and isinstance(u.src[0].arg, tuple) and u.src[0].arg[0] == LDMATRIX:
+      _, mats, trans = u.src[0].arg
+      r[u] = f"frag{id(u):x}"
+      outs = ", ".join(f'"=r"({r[u]}[{i}])' for i in range(mats))
+      regs = ",".join(f"%{i}" for i in range(mats))
+      return [f"unsigned {r[u]}[{mats}];",
+              f'asm volatile("ldmatrix.sync.aligned.m8n8.x{mats}{".trans" if trans else ""}.shared.b16 {{{regs}}}, [%{mats}];" : {outs} : '
+              f'"r"({smem_ptr(u.src[0])}));']
+    return None
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the block size caps registers per thread, so a 1024-thread block always launches
     head = f"{self.kernel_prefix}__launch_bounds__({self.threads}) void {name}({', '.join(params)}) {{\n"
@@ -94,6 +134,12 @@ class CUDARenderer(CStyleRenderer):
       pairs = [f"((unsigned)({bits(xs[i])}) | ((unsigned)({bits(xs[i + 1])}) << 16))" for i in range(0, len(xs), 2)]
       return [f"unsigned {r[u]}[{len(pairs)}] = {{{', '.join(pairs)}}};"]
     a, b, c = (r[s] for s in u.src[:3])
+    if u.src[0].dtype.scalar() == dtypes.float32:   # tf32: float fragments, rounded by cvt.rna on the way in
+      ops = ", ".join([f'"=f"({r[u]}[{i}])' for i in range(4)])
+      ins = ", ".join([f'"r"(__tc_tf32({a}[{i}]))' for i in range(4)] + [f'"r"(__tc_tf32({b}[{i}]))' for i in range(2)] + [f'"f"({c}[{i}])' for i in range(4)])
+      return [f"float {r[u]}[4];",
+              f'asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, '
+              f'{{%10,%11,%12,%13}};" : {ops} : {ins});']
     ty = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}[u.src[0].dtype.scalar()]
     ops = ", ".join([f'"=f"({r[u]}[{i}])' for i in range(4)])
     ins = ", ".join([f'"r"({a}[{i}])' for i in range(4)] + [f'"r"({b}[{i}])' for i in range(2)] + [f'"f"({c}[{i}])' for i in range(4)])

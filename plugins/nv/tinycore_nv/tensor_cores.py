@@ -11,17 +11,32 @@ def frag_a(l, i): return l // 4 + 8 * ((i >> 1) & 1), (l % 4) * 2 + (i & 1) + 8 
 def frag_b(l, i): return (l % 4) * 2 + (i & 1) + 8 * (i >> 1), l // 4
 def frag_c(l, i): return l // 4 + 8 * (i >> 1), (l % 4) * 2 + (i & 1)
 INPUTS = (dtypes.float16, dtypes.bfloat16)   # -> float32 accumulation
+# mma.m16n8k8 .tf32 (sec. 9.7.14.5.7): a_i is row g+8*(i&1), col t+4*(i>>1); b_i is row t+4*i, col g; c as above.
+# fp32 operands are rounded to TF32 (10-bit mantissa, cvt.rna): codegen uses it only under ALLOW_TF32=1 (opt_tc.py)
+def frag_a_tf32(l, i): return l // 4 + 8 * (i & 1), l % 4 + 4 * (i >> 1)
+def frag_b_tf32(l, i): return l % 4 + 4 * i, l // 4
+TF32 = "mma_m16n8k8_tf32_float"
 
 def has_mma(arch: str) -> bool: return int(arch[3:].rstrip("af")) >= 80
 
 def tensor_cores(arch: str) -> list[TensorCore]:
   """What the CUDA and PTX renderers declare for `arch` (sm_XX)."""
   if not has_mma(arch): return []
-  return [TensorCore((16, 8, 16), di, dtypes.float32, 32, (8, 4, 4), f"mma_m16n8k16_{di.name}_float", (frag_a, frag_b, frag_c)) for di in INPUTS]
+  return [TensorCore((16, 8, 16), di, dtypes.float32, 32, (8, 4, 4), f"mma_m16n8k16_{di.name}_float", (frag_a, frag_b, frag_c)) for di in INPUTS] \
+    + [TensorCore((16, 8, 8), dtypes.float32, dtypes.float32, 32, (4, 2, 4), TF32, (frag_a_tf32, frag_b_tf32, frag_c))]
+
+def round_tf32(x):
+  """float32 -> the nearest TF32 value, ties away from zero (cvt.rna.tf32.f32), on a numpy array; inf/nan unchanged."""
+  import numpy as np
+  b = np.asarray(x, np.float32).view(np.uint32)
+  r = np.where((b & 0x7f800000) == 0x7f800000, b, (b + np.uint32(0x1000)) & np.uint32(0xffffe000))
+  return r.astype(np.uint32).view(np.float32)
 
 def layouts(arch: str) -> tuple:
   """The emulator's per-lane tables for the same instructions (names match the renderers' WMMA args)."""
   from tinycore.emulator.model import TCLayout, layout
   if not has_mma(arch): return ()
   return tuple(TCLayout(f"mma_m16n8k16_{di.name}_{dtypes.float32.name}", (16, 8, 16), di, dtypes.float32, 32,
-                        layout(32, 8, frag_a), layout(32, 4, frag_b), layout(32, 4, frag_c)) for di in INPUTS)
+                        layout(32, 8, frag_a), layout(32, 4, frag_b), layout(32, 4, frag_c)) for di in INPUTS) \
+    + (TCLayout(TF32, (16, 8, 8), dtypes.float32, dtypes.float32, 32, layout(32, 4, frag_a_tf32), layout(32, 2, frag_b_tf32),
+                layout(32, 4, frag_c), round_inputs=round_tf32),)

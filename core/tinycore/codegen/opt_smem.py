@@ -1,0 +1,311 @@
+"""Shared-memory GEMM tiling for tensor-core matmuls (GPUs): a block of threads computes a BM x BN output tile, staging
+BM x BK panels of A and BK x BN panels of B through shared memory, STAGES deep, while its warps (WARPS_M x WARPS_N, each
+a (BM/WARPS_M) x (BN/WARPS_N) warp tile of tensor-core instruction tiles) read their fragments from it.
+
+Everything is a parameter (a `GemmTile`, written as actions for BEAM: `gemm_actions`), and what the hardware offers is
+a renderer capability, so one generator serves every GPU plugin:
+- `renderer.async_copy` (bytes per asynchronous global->shared copy, 0 = none): with it (NVIDIA cp.async, sm_80+)
+  the panels for step k+STAGES-1 are in flight while step k computes; copies are grouped (commit) and waited for
+  (wait_group STAGES-2) before a barrier. Without it (AMD LDS, Metal threadgroup memory) each step copies
+  synchronously with plain vector loads/stores between two barriers.
+- `renderer.matrix_load` (a warp-cooperative fragment load from shared memory, NVIDIA ldmatrix): each lane gives one
+  8-element row address, lanes receive the fragment layout; `.trans` when the panel is stored k-major. Without it
+  fragments are gathered element by element with the TensorCore's `frags`.
+Copies move `vector` elements (16 bytes) per thread and instruction, so global loads are 128-bit wide; shared panels
+are stored row by row in 16-byte chunks, the chunk index XOR-swizzled by the row (`swizzle`) so that the 8 rows one
+matrix load (or one 8-lane phase of a copy) touches land in 8 different 16-byte bank groups. The epilogue (bias,
+activation, cast: whatever the kernel's store does to the reduce) runs on the accumulators in registers.
+
+Launch: dim 0 = thread + threads * (column block), dim 1 = row block, any other output axes stay grid dims."""
+from __future__ import annotations
+from dataclasses import dataclass
+from tinycore.uop import UOp, Ops, index_const
+from tinycore.dtype import dtypes
+from tinycore.helpers import ContextVar
+
+SMEM_GEMM = ContextVar("SMEM_GEMM", 1)   # 0: tensor-core kernels read their fragments straight from global memory (opt_tc.py)
+GEMM_TILE = ContextVar("GEMM_TILE", "")  # "BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE" instead of default_tile's choice
+ASYNC_COMMIT, ASYNC_WAIT, ASYNC = "async_commit", "async_wait", "async"   # BARRIER / STORE args
+LDMATRIX = "ldmatrix"                                                    # INDEX arg ("ldmatrix", matrices, trans)
+
+@dataclass(frozen=True)
+class GemmTile:
+  bm: int = 128
+  bn: int = 128
+  bk: int = 32
+  warps_m: int = 2
+  warps_n: int = 4
+  stages: int = 3
+  swizzle: bool = True
+  @property
+  def threads(self) -> int: return 32 * self.warps_m * self.warps_n
+
+def gemm_actions(t: GemmTile) -> tuple:
+  """The tile as optimization actions (what BEAM searches and caches)."""
+  return (("SMEM_TILE", "gemm", (t.bm, t.bn, t.bk)), ("WARPS", "gemm", (t.warps_m, t.warps_n)), ("STAGES", "gemm", t.stages),
+          ("SWIZZLE", "gemm", int(t.swizzle)))
+
+GEMM_ACTIONS = ("SMEM_TILE", "WARPS", "STAGES", "SWIZZLE")
+
+def is_gemm(opts) -> bool: return bool(opts) and isinstance(opts[0], tuple) and bool(opts[0]) and opts[0][0] in GEMM_ACTIONS
+
+def tile_from_actions(opts: tuple) -> GemmTile:
+  """The GemmTile that actions describe; InvalidOpt for anything malformed (a cached entry is untrusted input)."""
+  from tinycore.codegen.opt import InvalidOpt
+  kw: dict = {}
+  def ints(x, n: int) -> tuple:
+    if not (isinstance(x, tuple) and len(x) == n and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 for v in x)):
+      raise InvalidOpt(f"GEMM action argument {x!r}: expected {n} positive integers")
+    return x
+  for o in opts:
+    if not (isinstance(o, tuple) and len(o) == 3 and o[0] in GEMM_ACTIONS): raise InvalidOpt(f"not a GEMM tiling action: {o!r}")
+    kind, _, arg = o
+    if kind == "SMEM_TILE": kw.update(zip(("bm", "bn", "bk"), ints(arg, 3)))
+    elif kind == "WARPS": kw.update(zip(("warps_m", "warps_n"), ints(arg, 2)))
+    elif kind == "STAGES": kw["stages"] = ints((arg,), 1)[0]
+    elif not isinstance(arg, int) or arg not in (0, 1): raise InvalidOpt(f"SWIZZLE takes 0 or 1, got {arg!r}")
+    else: kw["swizzle"] = bool(arg)
+  return GemmTile(**kw)
+
+def check_gemm_actions(k: UOp, renderer, opts: tuple) -> GemmTile:
+  """The tile, after checking that the actions fit kernel `k` on `renderer` (InvalidOpt otherwise)."""
+  from tinycore.codegen.opt import InvalidOpt
+  t = tile_from_actions(opts)
+  if (plan := _plan(k, renderer)) is None: raise InvalidOpt("GEMM actions on a kernel that isn't a shared-memory tensor-core matmul")
+  tc, _, A, B, r, vec = plan
+  if (why := valid_tile(t, A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg, renderer, vec, tc.dtype_in.itemsize, tc.dims)) is not None:
+    raise InvalidOpt(f"GEMM tile {t}: {why}")
+  return t
+
+def _const(x: UOp) -> int | None:
+  from tinycore.codegen.opt import _simplify
+  x = _simplify(x)
+  return x.arg if x.op is Ops.CONST else None
+
+def _affine(idx: UOp) -> tuple[int, dict] | None:
+  """(base, {range: stride}) of an index that is affine in its RANGEs (checked at 0, 1 and 2 of each), else None."""
+  rngs = [u for u in idx.toposort() if u.op is Ops.RANGE]
+  zero = {r: index_const(0) for r in rngs}
+  if (base := _const(idx.substitute(zero))) is None: return None
+  strides = {}
+  for r in rngs:
+    s1, s2 = _const(idx.substitute({**zero, r: index_const(1)})), _const(idx.substitute({**zero, r: index_const(2)}))
+    if s1 is None or s2 is None or s2 - base != 2 * (s1 - base): return None
+    strides[r] = s1 - base
+  return base, strides
+
+@dataclass(frozen=True)
+class _Operand:
+  """One matmul operand as a shared panel: rows x cols elements, `kmajor` when its rows are k (the outer axis is the
+  contiguous one in memory), else rows are the outer axis (m or n) and k is contiguous."""
+  load: UOp
+  outer: UOp
+  kmajor: bool
+
+def _operand(x: UOp, outer: UOp, r: UOp, vec: int) -> _Operand | None:
+  if x.op is not Ops.LOAD or x.src[0].op is not Ops.INDEX or len(x.src[0].src) != 2: return None   # gated (padded) loads: no
+  if (aff := _affine(x.src[0].src[1])) is None: return None
+  base, strides = aff
+  sk, so = strides.get(r, 0), strides.get(outer, 0)
+  if sk == 1: kmajor = False
+  elif so == 1: kmajor = True
+  else: return None
+  contig = outer if kmajor else r
+  # 16-byte copies need 16-byte aligned rows: every other stride and the base a multiple of the vector
+  if base % vec or any(s % vec for rr, s in strides.items() if rr is not contig): return None
+  return _Operand(x, outer, kmajor)
+
+def _swizzled(row: UOp, col: UOp, cols: int, vec: int, swizzle: bool) -> UOp:
+  """Element offset of (row, col) in a panel of `cols` columns stored in `vec`-element chunks: chunk c of row r sits at
+  c ^ f(r). f spreads 8 consecutive rows over 8 distinct 16-byte bank groups: with C chunks a row, rows r and r+8/C
+  share a group unswizzled, so f(r) = (r // (8/C)) % C (C < 8), r % 8 (C >= 8)."""
+  nch = cols // vec
+  row, col = (index_const(x) if isinstance(x, int) else x for x in (row, col))   # a fragment coordinate may be a plain int
+  if not swizzle or nch == 1: return row * cols + col
+  f = (row // (8 // nch)) % nch if nch < 8 else row % 8
+  return row * cols + ((col // vec) ^ f) * vec + col % vec
+
+def bank_conflict_ways(rows: list[int], col: int, cols: int, vec: int, swizzle: bool, elem_bytes: int = 2) -> int:
+  """How many 16-byte accesses (one per row, at column `col`) share a bank group: 1 is conflict-free. For tests and
+  BEAM's cost model; the same address function the kernel uses, on Python ints."""
+  nch = cols // vec
+  def off(r):
+    if not swizzle or nch == 1: return r * cols + col
+    f = (r // (8 // nch)) % nch if nch < 8 else r % 8
+    return r * cols + ((col // vec) ^ f) * vec + col % vec
+  groups = [(off(r) * elem_bytes // 16) % 8 for r in rows]
+  return max(groups.count(g) for g in set(groups))
+
+def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16)) -> str | None:
+  """Why `t` doesn't fit (a sentence), or None. `dims`: the tensor-core instruction's (M0, N0, K0)."""
+  M0, N0, K0 = dims
+  if M % t.bm or N % t.bn or K % t.bk: return f"tile {t.bm}x{t.bn}x{t.bk} doesn't divide {M}x{N}x{K}"
+  if t.bk % K0 or t.bm % (M0 * t.warps_m) or t.bn % (N0 * t.warps_n): return f"warp tiles must be whole {M0}x{N0}x{K0} instructions"
+  if t.threads > (renderer.local_max or (1024,))[0]: return f"{t.threads} threads is more than a block may have"
+  for rows, cols in ((t.bm, t.bk), (t.bn, t.bk)):
+    if (rows * cols) % (vec * t.threads): return "the panels don't split into whole 16-byte copies per thread"
+  if any(c % vec or (c // vec) & (c // vec - 1) for c in (t.bm, t.bn, t.bk)): return "panel rows must be a power of two of 16-byte chunks"
+  if getattr(renderer, "async_copy", 0) and t.stages < 2: return "asynchronous copies pipeline at least 2 stages"
+  if not getattr(renderer, "async_copy", 0) and t.stages != 1: return "without asynchronous copies there is one stage"
+  if (nb := smem_bytes(t, itemsize)) > renderer.shared_max: return f"{nb} bytes of shared memory, the device has {renderer.shared_max}"
+  return None
+
+def smem_bytes(t: GemmTile, itemsize: int) -> int: return t.stages * (t.bm + t.bn) * t.bk * itemsize
+
+def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16)) -> GemmTile | None:
+  """The biggest preferred tile that fits (128x128x32 on 8 warps, 3 stages where copies are asynchronous)."""
+  stages = 3 if getattr(renderer, "async_copy", 0) else 1
+  for bm, bn, wm, wn in ((128, 128, 2, 4), (128, 64, 2, 2), (64, 128, 2, 2), (64, 64, 2, 2), (32, 64, 1, 2), (32, 32, 1, 2), (16, 32, 1, 2)):
+    for bk in (32, 16):
+      for s in (stages, 2) if stages > 1 else (1,):
+        t = GemmTile(bm, bn, bk, wm, wn, s, True)
+        if valid_tile(t, M, N, K, renderer, vec, itemsize, dims) is None: return t
+  return None
+
+def gemm_candidates(k: UOp, renderer) -> list[GemmTile]:
+  """The tiles BEAM may try for kernel `k` (empty when it isn't a shared-memory GEMM)."""
+  if (plan := _plan(k, renderer)) is None: return []
+  tc, red, A, B, r, vec = plan
+  M, N, K = (A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg)
+  stages = (2, 3, 4) if getattr(renderer, "async_copy", 0) else (1,)
+  # 4 or 8 warps; the default first, then the others by how far their block tile is from it
+  first = default_tile(M, N, K, renderer, vec, tc.dtype_in.itemsize, tc.dims)
+  out = [GemmTile(bm, bn, bk, wm, wn, s, sw) for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 16)
+         for wm, wn in ((2, 2), (2, 4), (4, 2), (1, 4)) for s in stages for sw in (True, False)]
+  out = [t for t in out if t != first and valid_tile(t, M, N, K, renderer, vec, tc.dtype_in.itemsize, tc.dims) is None]
+  near = lambda t: (not t.swizzle, abs(t.bm * t.bn - 128 * 128), t.bk != 32, abs(t.stages - 3))
+  return ([first] if first else []) + sorted(out, key=near)
+
+def _plan(k: UOp, renderer):
+  from tinycore.codegen.opt_tc import _match
+  if (mt := _match(k, renderer)) is None: return None
+  tc, red, a, b, m, n, r = mt
+  if tc.threads != 32 or tc.elements_per_thread[2] * 32 != tc.dims[0] * tc.dims[1]: return None   # warp-wide, C spread over lanes
+  vec = (getattr(renderer, "async_copy", 0) or 16) // tc.dtype_in.itemsize
+  A, B = _operand(a, m, r, vec), _operand(b, n, r, vec)
+  if A is None or B is None: return None
+  return tc, red, A, B, r, vec
+
+def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
+  """The kernel as a shared-memory-staged tensor-core GEMM, or None where it doesn't apply (then opt_tc.py's)."""
+  if not SMEM_GEMM or not getattr(renderer, "shared_staging", False) or (plan := _plan(k, renderer)) is None: return None
+  from tinycore.codegen.gpudims import to_gpu_dims
+  from tinycore.codegen.opt import _simplify
+  tc, red, A, B, r, vec = plan
+  din, dout = tc.dtype_in, tc.dtype_out
+  M, N, K = A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg
+  if tile is None and GEMM_TILE.value:
+    parts = str(GEMM_TILE.value).split(",")
+    if len(parts) != 7 or not all(x.strip().isdigit() for x in parts):
+      raise ValueError(f"GEMM_TILE={GEMM_TILE.value!r}: expected 7 integers BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE (like 128,128,32,2,4,3,1)")
+    v = [int(x) for x in parts]
+    tile = GemmTile(v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]))
+  t = tile or default_tile(M, N, K, renderer, vec, din.itemsize, tc.dims)
+  if t is None: return None
+  if (why := valid_tile(t, M, N, K, renderer, vec, din.itemsize, tc.dims)) is not None: raise ValueError(f"GEMM tile {t}: {why}")
+  M0, N0, K0 = tc.dims
+  # ldmatrix moves 8x8 matrices of 16-bit elements: m16n8k16's fragments (other shapes gather element by element)
+  asyn, mload = getattr(renderer, "async_copy", 0), getattr(renderer, "matrix_load", False) and tc.dims == (16, 8, 16) and din.itemsize == 2
+  T, S, nk = t.threads, t.stages, K // t.bk
+  fa, fb, fc = tc.frags
+  # block and thread ids: dim 0 = thread + T * column block, dim 1 = row block
+  t0 = UOp(Ops.RANGE, dtypes.index, (index_const(T * (N // t.bn)),), ("g", 1001))
+  t1 = UOp(Ops.RANGE, dtypes.index, (index_const(M // t.bm),), ("g", 1000))
+  tid, bm0, bn0 = t0 % T, t1 * t.bm, t0 // T * t.bn
+  lane, warp = tid % 32, tid // 32
+  wtm, wtn = t.bm // t.warps_m, t.bn // t.warps_n
+  wrow, wcol = warp // t.warps_n * wtm, warp % t.warps_n * wtn
+  kt = UOp(Ops.RANGE, dtypes.index, (index_const(nk),), r.arg)
+
+  # panels: A is BM x BK (m rows) or BK x BM (k rows), B likewise with n; one copy per stage
+  def shape(op: _Operand, outer: int) -> tuple[int, int]: return (t.bk, outer) if op.kmajor else (outer, t.bk)
+  (ra, ca), (rb, cb) = shape(A, t.bm), shape(B, t.bn)
+  sa = UOp(Ops.DEFINE_LOCAL, din.ptr(S * ra * ca, "local"), (), 0)
+  sb = UOp(Ops.DEFINE_LOCAL, din.ptr(S * rb * cb, "local"), (), 1)
+  def addr(op: _Operand, slot, row, col) -> UOp:
+    rows, cols = shape(op, t.bm if op is A else t.bn)
+    return slot * (rows * cols) + _swizzled(row, col, cols, vec, t.swizzle)
+
+  def copies(step, slot, gate, after) -> list[UOp]:
+    """This thread's share of the 16-byte copies of both panels for k step `step` into stage `slot`; `gate` (a bool
+    UOp) turns them off past the last step."""
+    if gate is not None and (g := _const(gate)) is not None:
+      if not g: return []
+      gate = None
+    out = []
+    for op, smem, o0, outer in ((A, sa, bm0, t.bm), (B, sb, bn0, t.bn)):
+      rows, cols = shape(op, outer)
+      nch = cols // vec
+      for i in range(rows * cols // (vec * T)):
+        c = tid + T * i
+        row, col = c // nch, c % nch * vec
+        o, kk = (col, row) if op.kmajor else (row, col)
+        ind = op.load.src[0]
+        gidx = ind.src[1].substitute({op.outer: o0 + o, r: step * t.bk + kk})
+        src = UOp(Ops.INDEX, ind.dtype, (ind.src[0], gidx) + ((gate,) if gate is not None else ()), ("vec", vec))
+        val = UOp(Ops.LOAD, din.vec(vec), (src,))
+        dst = UOp(Ops.INDEX, smem.dtype, (smem, addr(op, slot, row, col)), ("vec", vec))
+        out.append(UOp(Ops.STORE, dtypes.void, (dst, val) + after, ASYNC if asyn else None))
+    return out
+
+  # the pipeline: stages 0..S-2 in flight before the loop; step kt waits for its group, then issues step kt+S-1
+  extra: list[UOp] = []
+  if asyn:
+    commit = None
+    for s in range(S - 1):
+      cps = copies(index_const(s), index_const(s), None, ()) if s < nk else []
+      commit = UOp(Ops.BARRIER, dtypes.void, tuple(cps) + ((commit,) if commit is not None else ()), (ASYNC_COMMIT,))
+    ready = UOp(Ops.BARRIER, dtypes.void, (commit, kt), (ASYNC_WAIT, S - 2))
+    bar = UOp(Ops.BARRIER, dtypes.void, (ready,))
+    nxt = kt + (S - 1)
+    cps = copies(nxt, nxt % S, UOp(Ops.CMPLT, dtypes.bool, (nxt, index_const(nk))), (bar,))
+    extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(cps) + (kt,), (ASYNC_COMMIT,)))   # once per step, even when empty
+    slot = kt % S
+  else:
+    bar = UOp(Ops.BARRIER, dtypes.void, tuple(copies(kt, index_const(0), None, ())))
+    slot = index_const(0)
+
+  def frag(op: _Operand, smem: UOp, tiles0: UOp, s: int, j: int, is_a: bool) -> UOp:
+    """This lane's A (M0 x K0) or B (K0 x N0) fragment for k step s (of K0) of instruction tile j."""
+    n_el = tc.elements_per_thread[0 if is_a else 1]
+    if mload:
+      # A: four 8x8 matrices at (outer, k) offsets (0,0) (8,0) (0,8) (8,8); B: two at (0,0) (0,8); lane l gives row l%8 of
+      # matrix l//8 (x2 reads lanes 0-15's addresses: the others repeat them)
+      mats, ln = ((4, lane) if is_a else (2, lane % 16))
+      mat, i8 = ln // 8, ln % 8
+      oo, ko = ((mat % 2) * 8, (mat // 2) * 8) if is_a else (index_const(0), mat * 8)
+      o, kk = tiles0 + (16 if is_a else 8) * j + oo, 16 * s + ko
+      row, col = (kk + i8, o) if op.kmajor else (o + i8, kk)
+      ind = UOp(Ops.INDEX, smem.dtype, (smem, addr(op, slot, row, col)), (LDMATRIX, mats, op.kmajor))
+      return UOp(Ops.LOAD, din.vec(n_el), (ind, bar))
+    els = []
+    for e in range(n_el):
+      if is_a: ro, co = fa(lane, e); o, kk = tiles0 + M0 * j + ro, K0 * s + co
+      else: rk, cn = fb(lane, e); o, kk = tiles0 + N0 * j + cn, K0 * s + rk
+      row, col = (kk, o) if op.kmajor else (o, kk)
+      els.append(UOp(Ops.LOAD, din, (UOp(Ops.INDEX, smem.dtype, (smem, addr(op, slot, row, col))), bar)))
+    return UOp(Ops.VECTORIZE, din.vec(n_el), tuple(els))
+
+  wm, wn, ec = wtm // M0, wtn // N0, tc.elements_per_thread[2]
+  zero = UOp(Ops.VECTORIZE, dout.vec(ec), tuple(UOp.const(dout, 0) for _ in range(ec)))
+  acc = [[zero] * wn for _ in range(wm)]
+  frag_loads = []
+  for s in range(t.bk // K0):
+    afr = [frag(A, sa, wrow, s, i, True) for i in range(wm)]
+    bfr = [frag(B, sb, wcol, s, j, False) for j in range(wn)]
+    frag_loads += afr + bfr
+    acc = [[UOp(Ops.WMMA, dout.vec(ec), (afr[i], bfr[j], acc[i][j]), (tc.name, tc.dims)) for j in range(wn)] for i in range(wm)]
+  if not asyn:   # the next step's copies overwrite the panels: every warp must have read them first
+    extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(frag_loads)))
+  stores = []
+  for i in range(wm):
+    for j in range(wn):
+      for e in range(ec):
+        total = UOp(Ops.REDUCE, dout, (UOp(Ops.GEP, dout, (acc[i][j],), (e,)), kt), Ops.ADD)
+        val = total if red.dtype == dout else UOp(Ops.CAST, red.dtype, (total,))
+        rc, cc = fc(lane, e)
+        stores.append(k.src[0].substitute({red: val, A.outer: bm0 + wrow + M0 * i + rc, B.outer: bn0 + wcol + N0 * j + cc}))
+  # the copies and barriers reached from no store go first: the linearizer then emits what they read from outside the
+  # k loop before it (and, inside it, issues the next step's copies as soon as the barrier allows)
+  k = _simplify(k.replace(src=tuple(extra) + tuple(stores)))
+  return to_gpu_dims(k, T, (T, 1))
