@@ -287,8 +287,16 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         return (first, wide), apply_opt(k2, wide)
       return (first,), k2
     b2 = _bound(sec[0])
-    second = ("UPCAST", sec[0].arg, 8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4)
-    k3, opts = apply_opt(k2, second), (first, second)
+    rows, lead, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4), (first,), amt
+    if first[0] == "VEC" and (blk := renderer.register_block) is not None:
+      # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
+      # they don't divide), so each broadcast element of the row operand feeds cols/amt FMAs
+      rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and b2 // r >= 2), 4)
+      if blk[1] > amt and blk[1] % amt == 0 and (b // amt) % (blk[1] // amt) == 0:
+        widen = ("UPCAST", g.arg, blk[1] // amt)
+        k2, lead, tile_w = apply_opt(k2, widen), (first, widen), blk[1]
+    second = ("UPCAST", sec[0].arg, rows)
+    k3, opts = apply_opt(k2, second), lead + (second,)
     # when the operand streamed along the vector axis outgrows the last-level cache (a 2048^2 matmul's B), put that
     # axis outermost: each thread then keeps one panel of it hot while the other operand streams (measured 38 -> 54
     # GFLOP/s at 2048^3; at 1024^3 the default order is faster)
@@ -300,7 +308,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     big = max((ind.src[0].dtype.size * ind.src[0].dtype.base.itemsize for ind in wide), default=0)  # type: ignore[union-attr]
     # (packed panels, where the tile took the whole vector axis, always: one 16-column panel stays in L2 while the
     # other operand streams past it)
-    packed = b == amt and panel and panel[0].arg != g.arg
+    packed = b == tile_w and panel and panel[0].arg != g.arg
     if glob and len(panel) == 1 and glob[0].arg != panel[0].arg and (big > (8 << 20) or packed):
       swap = ("SWAP", glob[0].arg, panel[0].arg)
       k3, opts = apply_opt(k3, swap), opts + (swap,)  # type: ignore[assignment]

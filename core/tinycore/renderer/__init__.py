@@ -75,6 +75,9 @@ class Renderer:
   # has_local: outputs per thread (TM rows, TN columns) of a reduce kernel's register tile (codegen/opt_gpu.py);
   # 4x8 was fastest on an H200, a CPU under OpenCL (PoCL) wants 8x8. GPU_TILE=TM,TN overrides it
   register_tile: tuple[int, int] = (4, 8)
+  # no thread indices (a CPU): (rows, columns) of float32 accumulators a matmul's output tile keeps in vector registers
+  # (codegen/opt.py widens the vector axis to `columns` and unrolls `rows` rows). None: the generic 8 x 16 choice
+  register_block: tuple[int, int] | None = None
   def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
     """For a float32 matmul (M, K) @ (K, N): copy the right operand into panels [N/p][K][p] of p columns first, so the
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).
