@@ -287,7 +287,8 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         return (first, wide), apply_opt(k2, wide)
       return (first,), k2
     b2 = _bound(sec[0])
-    rows, lead, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4), (first,), amt
+    rows, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4), amt
+    lead: tuple[Opt, ...] = (first,)
     if first[0] == "VEC" and (blk := renderer.register_block) is not None:
       # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
       # they don't divide), so each broadcast element of the row operand feeds cols/amt FMAs
