@@ -312,7 +312,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     packed = b == tile_w and panel and panel[0].arg != g.arg
     if glob and len(panel) == 1 and glob[0].arg != panel[0].arg and (big > (8 << 20) or packed):
       swap = ("SWAP", glob[0].arg, panel[0].arg)
-      k3, opts = apply_opt(k3, swap), opts + (swap,)  # type: ignore[assignment]
+      k3, opts = apply_opt(k3, swap), opts + (swap,)
     return opts, k3
   reds = [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]
   for r in reversed(reds):
@@ -321,7 +321,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       n = 16 if b % 16 == 0 else 8 if b % 8 == 0 else None
       if n:
         try:
-          opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)  # type: ignore[assignment]
+          opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)
           # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
           # each vector load feeds several accumulators
           if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
@@ -339,7 +339,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     if b and b <= 16 and len(reds) == 1:
       # a short reduce (the 10-wide gradient of a classifier head) unrolled whole, and 4 rows of an output axis that
       # share the other operand's loads
-      opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)  # type: ignore[assignment]
+      opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)
       if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
       return opts, k2
   # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole
