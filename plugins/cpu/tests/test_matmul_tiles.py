@@ -88,3 +88,18 @@ def test_batched_and_big_tile(monkeypatch):
   np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=2e-4, atol=2e-4)
   monkeypatch.setattr(Device["CPU"].renderer, "matmul_panels", lambda *a: 32)
   np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b.T.copy(), device="CPU").T).numpy(), _ref(a, b), rtol=2e-4, atol=2e-4)
+
+def test_batched_right_operands_pack(monkeypatch):
+  """Attention's q @ k^T: a batch of transposed right operands, each packed into its own panels (the default policy
+  packs from 512 rows of q), and a forced packing of an odd-sized batch, against numpy."""
+  rng = np.random.default_rng(5)
+  q, k = rng.standard_normal((2, 3, 512, 64)).astype(np.float32), rng.standard_normal((2, 3, 512, 64)).astype(np.float32)
+  out = Tensor(q, device="CPU") @ Tensor(k, device="CPU").transpose(-1, -2)
+  if Device["CPU"].renderer.matmul_panels(512, 64, 512, True):
+    assert len([si for si in out.schedule() if not si.is_copy]) == 2   # the panel copy, then the matmul
+  np.testing.assert_allclose(out.numpy(), _ref(q, k.swapaxes(-1, -2)), rtol=1e-4, atol=1e-4)
+  monkeypatch.setattr(Device["CPU"].renderer, "matmul_panels", lambda *a: 32)
+  a, b = rng.standard_normal((3, 17, 40)).astype(np.float32), rng.standard_normal((3, 40, 96)).astype(np.float32)
+  out = Tensor(a, device="CPU") @ Tensor(b, device="CPU")
+  assert len([si for si in out.schedule() if not si.is_copy]) == 2
+  np.testing.assert_allclose(out.numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
