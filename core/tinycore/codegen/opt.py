@@ -289,7 +289,8 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     b2 = _bound(sec[0])
     rows, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4), amt
     lead: tuple[Opt, ...] = (first,)
-    if first[0] == "VEC" and (blk := renderer.register_block) is not None:
+    blk = renderer.register_block if first[0] == "VEC" else None
+    if blk is not None:
       # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
       # they don't divide), so each broadcast element of the row operand feeds cols/amt FMAs
       rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and b2 // r >= 2), 4)
@@ -298,6 +299,12 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         k2, lead, tile_w = apply_opt(k2, widen), (first, widen), blk[1]
     second = ("UPCAST", sec[0].arg, rows)
     k3, opts = apply_opt(k2, second), lead + (second,)
+    if blk is not None and tile_w < blk[1] and (w3 := blk[1] // 16) >= 2:
+      # a vector narrower than the block that its own axis can't widen (a conv's 56-wide rows take 8 lanes): fill the
+      # block's registers along a third output axis the other operand doesn't vary with (a conv's output rows: 8 channels
+      # x 2 rows x 8 lanes, each weight broadcast feeding 2 FMAs; one core 83 -> 100 GFLOP/s on the bench's conv)
+      third = [h for h in _second_axes(k3, g.arg) if h.arg != sec[0].arg and _bound(h) % w3 == 0 and _bound(h) // w3 >= 2]
+      if third: k3, opts = apply_opt(k3, ("UPCAST", third[0].arg, w3)), opts + (("UPCAST", third[0].arg, w3),)
     # when the operand streamed along the vector axis outgrows the last-level cache (a 2048^2 matmul's B), put that
     # axis outermost: each thread then keeps one panel of it hot while the other operand streams (measured 38 -> 54
     # GFLOP/s at 2048^3; at 1024^3 the default order is faster)

@@ -103,3 +103,17 @@ def test_batched_right_operands_pack(monkeypatch):
   out = Tensor(a, device="CPU") @ Tensor(b, device="CPU")
   assert len([si for si in out.schedule() if not si.is_copy]) == 2
   np.testing.assert_allclose(out.numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
+
+def _np_conv(x, w, pad):
+  from numpy.lib.stride_tricks import sliding_window_view
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+  return np.einsum("nchwij,ocij->nohw", sliding_window_view(xp, w.shape[2:], axis=(2, 3)), w.astype(np.float64))
+
+@pytest.mark.parametrize("n,ci,h,wd,co", [(2, 8, 12, 16, 16), (1, 3, 9, 56, 8), (2, 16, 14, 24, 32), (1, 4, 7, 17, 5)])
+def test_conv_tiles(n, ci, h, wd, co):
+  """Convolutions take the register block along output channels x rows x 8/16 lanes of a row (a third output axis
+  where the row's lanes can't widen); odd sizes fall back to smaller tiles. Against numpy in float64."""
+  rng = np.random.default_rng(n * 1000 + ci * 100 + h + wd + co)
+  x, w = rng.standard_normal((n, ci, h, wd)).astype(np.float32), rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
+  out = Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), padding=1).numpy()
+  np.testing.assert_allclose(out, _np_conv(x, w, 1), rtol=1e-4, atol=1e-4)
