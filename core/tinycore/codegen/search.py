@@ -73,14 +73,12 @@ def _cached_opts(path: str, k0: UOp) -> tuple | None:
   return None
 
 def beam_search(ast: UOp, dev, width: int) -> tuple:
-  from tinycore.codegen import get_program, lower_kernel
-  from tinycore.rewrite import graph_rewrite
-  from tinycore.symbolic import symbolic
+  from tinycore.codegen import get_program, prepare_kernel
   from tinycore.device import Buffer
   renderer = dev.renderer
   base = get_program(ast, renderer, opts=())
   path = beam_cache_path(renderer, base.src)
-  k0 = graph_rewrite(lower_kernel(ast), symbolic)
+  k0 = prepare_kernel(ast, renderer.device)   # the kernel get_program applies the actions to (ranges split, device rules)
   if not IGNORE_BEAM_CACHE and (cached := _cached_opts(path, k0)) is not None: return cached
   if base.vars: return O.heuristic_opts(k0, renderer)   # symbolic sizes: no timing
   # scratch buffers of the kernel's sizes; values don't matter for timing
