@@ -4,8 +4,8 @@ cache sizes (/sys/devices/system/cpu/cpu0/cache). The C renderer turns the answe
 The microkernel is rows x cols float32 accumulators held in vector registers: each step of the reduce loads cols/16
 vectors of the packed right operand, broadcasts `rows` elements of the left one and issues rows*cols/16 FMAs. With
 AVX-512 (32 registers of 16 floats) 8x32 keeps 16 accumulators + 2 operand vectors + a broadcast in registers and
-issues 16 FMAs per 10 loads (one core: 155 GFLOP/s at 1024^3 against 97 for the 8x16 tile); with 16 registers (AVX2,
-NEON) 4x16 is the biggest tile that doesn't spill."""
+issues 16 FMAs per 10 loads (one thread at 1024^3: 146-155 GFLOP per CPU-second against 122-127 for the 8x16 tile over
+16-column panels); with 16 registers (AVX2, NEON) 4x16 is the biggest tile that doesn't spill."""
 from __future__ import annotations
 import functools, os
 from dataclasses import dataclass
