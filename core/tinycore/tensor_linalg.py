@@ -120,9 +120,11 @@ class LinalgMixin(TensorBase):
   def _panels(self, x: Tensor) -> Tensor:
     """This right operand (K, N) of x @ self, read through a panel-major copy where the device asks for one
     (Renderer.matmul_panels) and the matmul is big enough to pay for the copy: the same values, a better layout."""
-    if self.ndim != 2 or self.dtype != dtypes.float32 or x.dtype != dtypes.float32 or not isinstance(self.device, str): return self
-    (K, N), M = self.shape, prod(x.shape[:-1])
-    if not all(isinstance(v, int) for v in (K, N, M)): return self
+    if self.ndim < 2 or self.dtype != dtypes.float32 or x.dtype != dtypes.float32 or not isinstance(self.device, str): return self
+    # a batch of right operands (attention's k^T): each is packed, against the rows of its own left operand
+    (K, N), M = self.shape[-2:], (prod(x.shape[:-1]) if self.ndim == 2 else x.shape[-2])
+    batch = self.shape[:-2]
+    if not all(isinstance(v, int) for v in (K, N, M, *batch)): return self
     u = self.uop
     while u.op in GroupOp.Movement and u.op is not Ops.PERMUTE: u = u.src[0]
     transposed = u.op is Ops.PERMUTE and u.arg[-1] != len(u.arg) - 1
@@ -130,7 +132,9 @@ class LinalgMixin(TensorBase):
     # the device's own policy (Renderer.matmul_panels): whether the copy pays depends on its caches and vector width
     p = Device[self.device].renderer.matmul_panels(M, K, N, transposed)
     if not p or N % p: return self
-    return self.reshape(K, N // p, p).permute(1, 0, 2).contiguous().permute(1, 0, 2).reshape(K, N)
+    nb = len(batch)
+    panels = (*range(nb), nb + 1, nb, nb + 2)   # (..., K, N/p, p) <-> (..., N/p, K, p)
+    return self.reshape(*batch, K, N // p, p).permute(*panels).contiguous().permute(*panels).reshape(*batch, K, N)
   def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
     Tensor = tensor_type()
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device)

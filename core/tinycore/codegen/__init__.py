@@ -30,20 +30,25 @@ def _estimate(uops: list[UOp]) -> tuple[int, int]:
       mem += mult * dt.itemsize * dt.count
   return ops, mem
 
+def prepare_kernel(ast: UOp, device: str) -> UOp:
+  """The kernel the optimizer's actions apply to: lowered, simplified, its divided ranges split (codegen/split.py), with
+  the device's kernel-stage rules. BEAM searches this same kernel, so the axes it names are the ones get_program sees."""
+  from tinycore.stages import apply_stage
+  from tinycore.rewrite import graph_rewrite
+  from tinycore.symbolic import symbolic
+  from tinycore.codegen.split import split_ranges
+  return apply_stage(split_ranges(graph_rewrite(lower_kernel(ast), symbolic)), device, "kernel")
+
 def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device: str | None = None) -> ProgramSpec:
   """`opts`: optimization actions to apply (codegen/opt.py); None uses the heuristic, () none. `device`: whose plugin rules
   apply at the kernel and program stages (tinycore/stages.py); default the renderer's own device."""
-  from tinycore.stages import apply_stage, apply_program_stage
-  device = device or renderer.device
+  from tinycore.stages import apply_program_stage
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
   from tinycore.codegen.opt import optimize
   from tinycore.helpers import NOOPT
-  k = lower_kernel(ast)
-  k = graph_rewrite(k, symbolic)
-  from tinycore.codegen.split import split_ranges
-  k = split_ranges(k)
-  k = apply_stage(k, device, "kernel")
+  device = device or renderer.device
+  k = prepare_kernel(ast, device)
   if not NOOPT or opts: k = optimize(k, renderer, opts)
   if renderer.has_local:
     from tinycore.codegen.gpudims import to_gpu_dims

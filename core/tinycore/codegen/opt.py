@@ -287,8 +287,24 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         return (first, wide), apply_opt(k2, wide)
       return (first,), k2
     b2 = _bound(sec[0])
-    second = ("UPCAST", sec[0].arg, 8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4)
-    k3, opts = apply_opt(k2, second), (first, second)
+    rows, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4), amt
+    lead: tuple[Opt, ...] = (first,)
+    blk = renderer.register_block if first[0] == "VEC" else None
+    if blk is not None:
+      # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
+      # they don't divide), so each broadcast element of the row operand feeds cols/amt FMAs
+      rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and b2 // r >= 2), 4)
+      if blk[1] > amt and blk[1] % amt == 0 and (b // amt) % (blk[1] // amt) == 0:
+        widen = ("UPCAST", g.arg, blk[1] // amt)
+        k2, lead, tile_w = apply_opt(k2, widen), (first, widen), blk[1]
+    second = ("UPCAST", sec[0].arg, rows)
+    k3, opts = apply_opt(k2, second), lead + (second,)
+    if blk is not None and tile_w < blk[1] and (w3 := blk[1] // 16) >= 2:
+      # a vector narrower than the block that its own axis can't widen (a conv's 56-wide rows take 8 lanes): fill the
+      # block's registers along a third output axis the other operand doesn't vary with (a conv's output rows: 8 channels
+      # x 2 rows x 8 lanes, each weight broadcast feeding 2 FMAs; one core 83 -> 100 GFLOP/s on the bench's conv)
+      third = [h for h in _second_axes(k3, g.arg) if h.arg != sec[0].arg and _bound(h) % w3 == 0 and _bound(h) // w3 >= 2]
+      if third: k3, opts = apply_opt(k3, ("UPCAST", third[0].arg, w3)), opts + (("UPCAST", third[0].arg, w3),)
     # when the operand streamed along the vector axis outgrows the last-level cache (a 2048^2 matmul's B), put that
     # axis outermost: each thread then keeps one panel of it hot while the other operand streams (measured 38 -> 54
     # GFLOP/s at 2048^3; at 1024^3 the default order is faster)
@@ -300,10 +316,10 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     big = max((ind.src[0].dtype.size * ind.src[0].dtype.base.itemsize for ind in wide), default=0)  # type: ignore[union-attr]
     # (packed panels, where the tile took the whole vector axis, always: one 16-column panel stays in L2 while the
     # other operand streams past it)
-    packed = b == amt and panel and panel[0].arg != g.arg
+    packed = b == tile_w and panel and panel[0].arg != g.arg
     if glob and len(panel) == 1 and glob[0].arg != panel[0].arg and (big > (8 << 20) or packed):
       swap = ("SWAP", glob[0].arg, panel[0].arg)
-      k3, opts = apply_opt(k3, swap), opts + (swap,)  # type: ignore[assignment]
+      k3, opts = apply_opt(k3, swap), opts + (swap,)
     return opts, k3
   reds = [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]
   for r in reversed(reds):
@@ -312,7 +328,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       n = 16 if b % 16 == 0 else 8 if b % 8 == 0 else None
       if n:
         try:
-          opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)  # type: ignore[assignment]
+          opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)
           # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
           # each vector load feeds several accumulators
           if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
@@ -330,7 +346,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     if b and b <= 16 and len(reds) == 1:
       # a short reduce (the 10-wide gradient of a classifier head) unrolled whole, and 4 rows of an output axis that
       # share the other operand's loads
-      opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)  # type: ignore[assignment]
+      opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)
       if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
       return opts, k2
   # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole

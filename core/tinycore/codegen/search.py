@@ -1,7 +1,7 @@
 """BEAM search: time real compiled variants of a kernel and keep the fastest (`BEAM=n`, n = beam width).
 
-Each round extends every kept candidate by one more optimization action (tile axis and width, then a second tile axis,
-then the loop order), compiles and times the new variants on scratch buffers, and keeps the n fastest. The winner is
+Each round extends every kept candidate by one more optimization action (tile axis and width, a wider tile of several
+vectors, a second tile axis, then the loop order), compiles and times the new variants on scratch buffers, and keeps the n fastest. The winner is
 cached on disk per (renderer, kernel) so a later process pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
 from __future__ import annotations
 import contextlib, hashlib, json, os, time, warnings
@@ -29,12 +29,20 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
       if O._bound(r) and O._bound(r) >= 64 and O._unit_stride(k, r):
         out += [("UPCAST_R", r.arg, a) for a in (4, 8, 16) if O._bound(r) % a == 0]
     return out
-  if kinds[-1] in ("VEC", "UPCAST") and len(applied) == 1:
-    return [("UPCAST", g.arg, a) for g in O._second_axes(k, applied[0][1])[:2] for a in (2, 4, 8)
-            if O._bound(g) % a == 0 and O._bound(g) // a >= 2]
+  first = applied[0][1]
+  # a widened tile: the first action's axis unrolled again (2 or 4 vectors side by side, the CPU register block)
+  widened = len(applied) == 2 and applied[1][0] == "UPCAST" and applied[1][1] == first
+  if kinds[0] in ("VEC", "UPCAST") and (len(applied) == 1 or widened):
+    second = [("UPCAST", g.arg, a) for g in O._second_axes(k, first)[:2] for a in (2, 4, 8)
+              if O._bound(g) % a == 0 and O._bound(g) // a >= 2]
+    if widened or kinds[0] != "VEC": return second
+    rest = next((O._bound(r) for r in O._globals(k) if r.arg == first), None)   # None: the vector took the whole axis
+    return [("UPCAST", first, a) for a in (2, 4) if rest and rest % a == 0] + second
   if "SWAP" not in kinds and kinds[0] in ("VEC", "UPCAST"):
+    # the outermost loop (split across threads) swapped with another output axis: the vector axis, or the axis of the
+    # packed panels the vector walks inside, so one panel stays in cache per thread
     glob = O._globals(k)
-    if glob and glob[0].arg != applied[0][1]: return [("SWAP", glob[0].arg, applied[0][1])]
+    return [("SWAP", glob[0].arg, g.arg) for g in glob[1:]] if glob else []
   return []
 
 def beam_cache_path(renderer, unoptimized_src: str) -> str:
@@ -68,14 +76,12 @@ def _cached_opts(path: str, k0: UOp, renderer=None) -> tuple | None:
   return None
 
 def beam_search(ast: UOp, dev, width: int) -> tuple:
-  from tinycore.codegen import get_program, lower_kernel
-  from tinycore.rewrite import graph_rewrite
-  from tinycore.symbolic import symbolic
+  from tinycore.codegen import get_program, prepare_kernel
   from tinycore.device import Buffer
   renderer = dev.renderer
   base = get_program(ast, renderer, opts=())
   path = beam_cache_path(renderer, base.src)
-  k0 = graph_rewrite(lower_kernel(ast), symbolic)
+  k0 = prepare_kernel(ast, renderer.device)   # the kernel get_program applies the actions to (ranges split, device rules)
   if not IGNORE_BEAM_CACHE and (cached := _cached_opts(path, k0, renderer)) is not None: return cached
   if base.vars: return O.heuristic_opts(k0, renderer)   # symbolic sizes: no timing
   # scratch buffers of the kernel's sizes; values don't matter for timing

@@ -70,19 +70,24 @@ class CRenderer(CStyleRenderer):
   prelude = _HEADER
   vector_types = True   # GCC/clang vector extensions: codegen may emit float.vec(n) loads, math and stores
   def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
-    # 16 columns: one 64-byte line per panel row = the vector tile (2048^3: 52 -> 107 GFLOP/s per thread). Measured on a
-    # 2-core x86: a transposed operand (x @ W.T) gathers 16 strided floats per step, so the copy pays from ~512 rows of
-    # x or a 4 MB operand; a row-major one only in a big matmul (1024^3 and up: walking it down its rows misses the TLB
-    # and the prefetcher); never under 256 rows (decode matvecs would copy weights every token)
+    # panels as wide as the register block (tiling.py): each k step of the microkernel reads one 128-byte row of its
+    # panel, and the panel stays in L2 while the rows of x stream past it. Measured on a 2-core x86: a transposed
+    # operand (x @ W.T) gathers strided floats per step, so the copy pays from ~512 rows of x or a 4 MB operand; a
+    # row-major one only in a big matmul (1024^3 and up: walking it down its rows misses the TLB and the prefetcher);
+    # never under 256 rows (decode matvecs would copy weights every token)
     big = K * N * 4 >= (4 << 20)
     if K < 64 or M < 256 or not ((transposed and (M >= 512 or big)) or (big and M * K * N >= (1 << 30))): return 0
-    return 16
+    return self.tiling.panel_width(K)
   # half too is held as float: clang on x86 has no _Float16 arithmetic without AVX512-FP16; F16C converts in hardware
   emulated = {**CStyleRenderer.emulated, dtypes.float16: dtypes.uint16}
   var_prologue: list[str] = []
   def __init__(self, compiler=None):
     from tinycore_cpu.compiler_c import CCompiler
+    from tinycore_cpu.tiling import host_tiling
     self.compiler = compiler or CCompiler()
+    # the matmul microkernel this machine's vector registers hold (8x32 floats with AVX-512), and its caches
+    self.tiling = host_tiling()
+    self.register_block = (self.tiling.rows, self.tiling.cols)
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     text = "\n".join(self.var_prologue + body)
     parts = "".join(code for trigger, code in _PRELUDE_PARTS.items() if trigger in text)

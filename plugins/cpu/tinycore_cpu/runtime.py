@@ -2,7 +2,7 @@
 
 ctypes releases the GIL for the duration of a foreign call, so chunks of the outermost loop run truly in parallel."""
 from __future__ import annotations
-import ctypes, os, tempfile, time, functools, itertools
+import ctypes, os, tempfile, threading, time, functools, itertools
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.device import LRUAllocator
 from tinycore.helpers import env_value, EnvError
@@ -81,6 +81,25 @@ def _kept_dir() -> str | None:
   atexit.register(shutil.rmtree, d, True)
   return d
 
+# a kernel of at least this much work (FLOPs + bytes) is cut into CHUNKS_PER_THREAD pieces per thread, taken in turn
+# by whichever thread is free: on a shared machine one core is often busy with another process, and with one fixed
+# half each the kernel waited for the slow half (a 1024^3 matmul: ~2x the one-thread time at load 4)
+DYNAMIC_WORK, CHUNKS_PER_THREAD = 1 << 24, 4
+
+def _run_split(fxn, args: list, n: int, threads: int, work: int) -> None:
+  chunks = min(n, threads * (CHUNKS_PER_THREAD if work >= DYNAMIC_WORK else 1))
+  step = -(-n // chunks)
+  starts, lock = iter(range(0, n, step)), threading.Lock()
+  def worker():
+    while True:
+      with lock: s = next(starts, None)
+      if s is None: return
+      fxn(*args, ctypes.c_int64(s), ctypes.c_int64(min(s + step, n)))
+  # the calling thread works too: one thread hand-off fewer per kernel (decode runs ~100 small ones)
+  futs = [_pool().submit(worker) for _ in range(threads - 1)]
+  worker()
+  for f in futs: f.result()
+
 class CPUProgram:
   def __init__(self, name: str, lib: bytes):
     self.name = name
@@ -105,11 +124,6 @@ class CPUProgram:
     # waking a pool thread costs ~30-80 us here: below ~2 MB of traffic one core finishes sooner
     threads = min(cpu_count(), n) if work >= 1 << 21 else 1
     if threads <= 1: self.fxn(*args, ctypes.c_int64(0), ctypes.c_int64(n))
-    else:
-      step = -(-n // threads)
-      # the calling thread runs the first chunk itself: one thread hand-off fewer per kernel (decode runs ~100 small ones)
-      futs = [_pool().submit(self.fxn, *args, ctypes.c_int64(s), ctypes.c_int64(min(s + step, n))) for s in range(step, n, step)]
-      self.fxn(*args, ctypes.c_int64(0), ctypes.c_int64(min(step, n)))
-      for f in futs: f.result()
+    else: _run_split(self.fxn, args, n, threads, work)
     if GUARD is not None: GUARD.after_call(self.name, bufs)
     if wait: return time.perf_counter() - st

@@ -1,0 +1,119 @@
+"""The CPU matmul microkernel (tiling.py + the register block in codegen/opt.py): the tile the machine asks for, and the
+values it computes at sizes around the vector width (16), the tile (8 rows x 32 columns) and one off each, against
+numpy in float64. Each shape runs through the default policy and with the right operand forced into packed panels."""
+import numpy as np
+import pytest
+from tinycore import Tensor, Device, dtypes
+from tinycore.codegen import lower_kernel
+from tinycore.codegen.opt import heuristic_opts
+from tinycore.codegen.split import split_ranges
+from tinycore.rewrite import graph_rewrite
+from tinycore.symbolic import symbolic
+from tinycore_cpu.tiling import CacheSizes, Tiling, _parse_size, read_caches, tiling_for
+pytestmark = pytest.mark.needs_device
+
+def test_tile_from_isa_flags():
+  caches = CacheSizes(48 << 10, 2 << 20, 64 << 20)
+  assert (tiling_for({"avx2", "fma", "avx512f"}, caches).rows, tiling_for({"avx512f"}, caches).cols) == (8, 32)
+  assert (tiling_for({"avx2", "fma"}, caches).rows, tiling_for({"asimd"}, caches).cols) == (4, 16)
+
+def test_panel_width_follows_l2():
+  t = Tiling(8, 32, CacheSizes(48 << 10, 2 << 20, 64 << 20))
+  assert t.panel_width(1024) == 32 and t.panel_width(8192) == 32   # 32 x 8192 floats = 1 MiB = half of L2
+  assert t.panel_width(8193) == 0                                   # a panel that can't stay in L2: don't pack
+
+def test_cache_sizes_from_sysfs(tmp_path):
+  for i, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "64K"), ("2", "Unified", "2048K"),
+                                           ("3", "Unified", "480M")]):
+    d = tmp_path / f"index{i}"
+    d.mkdir()
+    for name, v in (("level", level), ("type", kind), ("size", size)): (d / name).write_text(v + "\n")
+  assert read_caches(str(tmp_path)) == CacheSizes(48 << 10, 2 << 20, 480 << 20)
+  assert read_caches(str(tmp_path / "missing")) == CacheSizes()   # no sysfs: the defaults
+  assert [_parse_size(s) for s in ("32K", "1M", "12", "", "K", "-4K", "0K")] == [32 << 10, 1 << 20, 12, None, None, None, None]
+
+def _kernel(out: Tensor):
+  return split_ranges(graph_rewrite(lower_kernel(out.schedule()[-1].ast), symbolic))
+
+def test_heuristic_picks_the_register_block(monkeypatch):
+  """1024^3 with B in 32-wide panels: 16-lane vectors, widened to 2 per row, 8 rows, the panel loop outermost (one
+  panel stays in L2 per thread). Set on the renderer, so it holds on any machine."""
+  r = Device["CPU"].renderer
+  if not r.vector_types: pytest.skip("the renderer has no vector types")
+  monkeypatch.setattr(r, "register_block", (8, 32))
+  monkeypatch.setattr(r, "matmul_panels", lambda *a: 32)
+  a, b = Tensor.empty(1024, 1024, device="CPU"), Tensor.empty(1024, 1024, device="CPU")
+  for rhs in (b, b.T):
+    opts = heuristic_opts(_kernel(a @ rhs), r)
+    assert opts == (("VEC", ("g", 2), 16), ("UPCAST", ("g", 2), 2), ("UPCAST", ("g", 0), 8), ("SWAP", ("g", 0), ("g", 1))), opts
+  monkeypatch.setattr(r, "register_block", (4, 16))   # 16 registers (AVX2): 4 rows of one vector
+  opts = heuristic_opts(_kernel(a @ b), r)
+  assert ("UPCAST", ("g", 0), 4) in opts and not any(o[0] == "UPCAST" and o[1] == ("g", 2) for o in opts), opts
+
+SHAPES = [(1, 1, 1), (15, 16, 17), (16, 16, 16), (17, 17, 17), (31, 33, 32), (33, 31, 33), (32, 32, 32), (7, 9, 31),
+          (9, 17, 33), (8, 64, 32), (16, 40, 64), (24, 5, 96), (64, 48, 96), (256, 64, 256), (1, 256, 64), (96, 1, 64)]
+
+def _ref(a, b): return a.astype(np.float64) @ b.astype(np.float64)
+
+@pytest.mark.parametrize("packed", [False, True], ids=["default", "panels"])
+@pytest.mark.parametrize("M,K,N", SHAPES)
+def test_matmul_shapes(M, K, N, packed, monkeypatch):
+  r = Device["CPU"].renderer
+  if packed: monkeypatch.setattr(r, "matmul_panels", lambda *a: 32)
+  rng = np.random.default_rng(M * 10000 + K * 100 + N)
+  a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+  tol = 1e-5 * np.sqrt(K) + 1e-5
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=tol, atol=tol)
+  bt = np.ascontiguousarray(b.T)   # x @ W.T: the weight stored (N, K)
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(bt, device="CPU").T).numpy(), _ref(a, b), rtol=tol, atol=tol)
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16])
+def test_half_inputs(dt, monkeypatch):
+  monkeypatch.setattr(Device["CPU"].renderer, "matmul_panels", lambda *a: 32)
+  rng = np.random.default_rng(3)
+  a, b = rng.standard_normal((33, 64)).astype(np.float32), rng.standard_normal((64, 96)).astype(np.float32)
+  ta, tb = Tensor(a, device="CPU").cast(dt), Tensor(b, device="CPU").cast(dt)
+  ra, rb = ta.cast(dtypes.float32).numpy(), tb.cast(dtypes.float32).numpy()   # the rounded inputs
+  out = (ta @ tb).cast(dtypes.float32).numpy()
+  # float32 accumulation, one rounding of the result to the half type
+  np.testing.assert_allclose(out, _ref(ra, rb), rtol=1e-2 if dt == dtypes.bfloat16 else 2e-3, atol=3e-2 if dt == dtypes.bfloat16 else 1e-2)
+
+def test_batched_and_big_tile(monkeypatch):
+  """A batch of matmuls, and a 256 x 320 x 512 one through the default policy (the 8x32 tile, not divisible by every
+  candidate), against numpy."""
+  rng = np.random.default_rng(4)
+  a, b = rng.standard_normal((3, 40, 24)).astype(np.float32), rng.standard_normal((3, 24, 64)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
+  a, b = rng.standard_normal((256, 320)).astype(np.float32), rng.standard_normal((320, 512)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=2e-4, atol=2e-4)
+  monkeypatch.setattr(Device["CPU"].renderer, "matmul_panels", lambda *a: 32)
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b.T.copy(), device="CPU").T).numpy(), _ref(a, b), rtol=2e-4, atol=2e-4)
+
+def test_batched_right_operands_pack(monkeypatch):
+  """Attention's q @ k^T: a batch of transposed right operands, each packed into its own panels (the default policy
+  packs from 512 rows of q), and a forced packing of an odd-sized batch, against numpy."""
+  rng = np.random.default_rng(5)
+  q, k = rng.standard_normal((2, 3, 512, 64)).astype(np.float32), rng.standard_normal((2, 3, 512, 64)).astype(np.float32)
+  out = Tensor(q, device="CPU") @ Tensor(k, device="CPU").transpose(-1, -2)
+  if Device["CPU"].renderer.matmul_panels(512, 64, 512, True):
+    assert len([si for si in out.schedule() if not si.is_copy]) == 2   # the panel copy, then the matmul
+  np.testing.assert_allclose(out.numpy(), _ref(q, k.swapaxes(-1, -2)), rtol=1e-4, atol=1e-4)
+  monkeypatch.setattr(Device["CPU"].renderer, "matmul_panels", lambda *a: 32)
+  a, b = rng.standard_normal((3, 17, 40)).astype(np.float32), rng.standard_normal((3, 40, 96)).astype(np.float32)
+  out = Tensor(a, device="CPU") @ Tensor(b, device="CPU")
+  assert len([si for si in out.schedule() if not si.is_copy]) == 2
+  np.testing.assert_allclose(out.numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
+
+def _np_conv(x, w, pad):
+  from numpy.lib.stride_tricks import sliding_window_view
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+  return np.einsum("nchwij,ocij->nohw", sliding_window_view(xp, w.shape[2:], axis=(2, 3)), w.astype(np.float64))
+
+@pytest.mark.parametrize("n,ci,h,wd,co", [(2, 8, 12, 16, 16), (1, 3, 9, 56, 8), (2, 16, 14, 24, 32), (1, 4, 7, 17, 5)])
+def test_conv_tiles(n, ci, h, wd, co):
+  """Convolutions take the register block along output channels x rows x 8/16 lanes of a row (a third output axis
+  where the row's lanes can't widen); odd sizes fall back to smaller tiles. Against numpy in float64."""
+  rng = np.random.default_rng(n * 1000 + ci * 100 + h + wd + co)
+  x, w = rng.standard_normal((n, ci, h, wd)).astype(np.float32), rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
+  out = Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), padding=1).numpy()
+  np.testing.assert_allclose(out, _np_conv(x, w, 1), rtol=1e-4, atol=1e-4)
