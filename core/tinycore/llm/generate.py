@@ -12,7 +12,7 @@ from tinycore.llm.tokenizer import Tokenizer
 from tinycore.llm.chat import apply_chat_template
 
 class LLM:
-  def __init__(self, path: str, max_context: int = 512, chunk: int = 32):
+  def __init__(self, path: str, max_context: int = 512, chunk: int = 32, int8_activations: bool | None = None):
     # a chunk below 1 made the prefill loop's range empty: generation ran without the prompt in the cache
     if not (isinstance(chunk, int) and chunk >= 1): raise ValueError(f"prefill chunk must be an integer >= 1, got {chunk!r}")
     if not (isinstance(max_context, int) and max_context >= 2): raise ValueError(f"max_context must be an integer >= 2, got {max_context!r}")
@@ -22,7 +22,9 @@ class LLM:
     else:
       self.kv, w = load_gguf_raw(path)
       self.cfg = Config.from_gguf(self.kv, w)
-    self.model = Transformer(self.cfg, w, max_context)
+    # int8 activations for block-quantized matmuls where the device has kernels for them (llm/quant_linear.py); LLM_INT8=0: float
+    if int8_activations is None: int8_activations = os.environ.get("LLM_INT8", "1") != "0"
+    self.model = Transformer(self.cfg, w, max_context, int8_activations=int8_activations)
     self.tok = Tokenizer(self.kv)
     self.max_context, self.chunk = self.model.max_context, min(chunk, self.model.max_context)
     self.weight_bytes = sum(q.nbytes for q in w.values())
