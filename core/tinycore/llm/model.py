@@ -14,6 +14,7 @@ from tinycore.dtype import dtypes
 from tinycore.uop import UOp
 from tinycore.llm.weights import QWeight
 from tinycore.llm.quant_linear import quant_linear
+from tinycore.llm.progress import LoadProgress
 
 # rotate halves, not pairs
 NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}
@@ -96,10 +97,17 @@ class Transformer:
     for i in range(cfg.n_layers):
       _split_gate_up(weights, f"blk.{i}.", cfg.hidden)
       _fuse_qkv(weights, f"blk.{i}.")
-    self.norms = {k: v.dequant().realize() for k, v in weights.items() if len(v.shape) == 1}  # norms/biases: small, float32
     # the embedding table is read row by row from the file (QWeight.rows); on the device only when it is also the output
-    for k, v in weights.items():
-      if k != "token_embd.weight" or k == self.out_name: v.realize()
+    load = [k for k in weights if len(weights[k].shape) != 1 and (k != "token_embd.weight" or k == self.out_name)]
+    small = [k for k in weights if len(weights[k].shape) == 1]
+    with LoadProgress(len(load) + len(small), sum(weights[k].nbytes for k in load + small)) as bar:
+      self.norms = {}
+      for k in small:   # norms/biases: small, float32
+        self.norms[k] = weights[k].dequant().realize()
+        bar.advance(weights[k].nbytes)
+      for k in load:
+        weights[k].realize()
+        bar.advance(weights[k].nbytes)
     def inv_freq(theta: float, scale: float) -> Tensor:
       inv = 1.0 / (theta ** (np.arange(0, cfg.rope_dim, 2, dtype=np.float64) / cfg.rope_dim))
       if "rope_freqs.weight" in weights: inv = inv / weights["rope_freqs.weight"].numpy().astype(np.float64)   # llama 3.1 scaling
