@@ -36,6 +36,7 @@ class _Spec:
 
 class _Runner:
   """An ExecItem runner for one quant_matmul launch; shapes are fixed at build time and checked there."""
+  direct = True   # TinyJit's fast replay may call it without an ExecItem (engine/jit.py)
   def __init__(self, prg, p: _Spec, vals: tuple[int, ...]): self.prg, self.p, self.vals = prg, p, vals
   def __call__(self, bufs: list[Buffer], var_vals, wait=False):
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=(1, 1, 1), vals=self.vals, wait=wait,
