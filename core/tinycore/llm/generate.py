@@ -5,6 +5,7 @@ import math, os, time
 from typing import Iterator
 import numpy as np
 from tinycore.uop import Variable
+from tinycore.tensor import Tensor
 from tinycore.engine.jit import TinyJit
 from tinycore.llm.weights import load_gguf_raw
 from tinycore.llm.model import Config, Transformer
@@ -31,21 +32,23 @@ class LLM:
     self.v_dec = Variable("pos", 0, self.max_context - 1)
     self.v_pre = Variable("start_pos", 0, self.max_context - self.chunk)
     self._decode = TinyJit(lambda x, pos: self.model(x, pos)[:, -1].contiguous())
-    self._prefill = TinyJit(lambda x, pos: self.model(x, pos).contiguous())
+    # prefill stops before the output matmul: only the prompt's last token needs logits (the head is the biggest matmul)
+    self._prefill = TinyJit(lambda x, pos: self.model(x, pos, head=False).contiguous())
 
   def prefill(self, toks: list[int], start: int = 0) -> np.ndarray:
     """Run `toks` at positions start.. in chunks (the last one padded: its extra cache rows are rewritten before any
     read); the logits of the last token."""
     if start + len(toks) > self.max_context: raise ValueError(f"{start + len(toks)} tokens don't fit the context of {self.max_context}")
-    last = None
+    last = hidden = None
     for s in range(0, len(toks), self.chunk):
       part = toks[s:s + self.chunk]
       p = start + s
       if p > self.max_context - self.chunk:   # too near the end for a full chunk: token by token
-        for j, t in enumerate(part): last = self.decode(t, p + j)
+        for j, t in enumerate(part): last, hidden = self.decode(t, p + j), None
         continue
       x = self.model.embed(part + [0] * (self.chunk - len(part)))
-      last = self._prefill(x, self.v_pre.bind(p)).numpy()[0, len(part) - 1]
+      hidden, last = self._prefill(x, self.v_pre.bind(p)).numpy()[0, len(part) - 1], None
+    if hidden is not None: last = self.model.head(Tensor(hidden.reshape(1, 1, -1))).numpy()[0, 0]
     return last
 
   def decode(self, tok: int, pos: int) -> np.ndarray:

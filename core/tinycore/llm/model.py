@@ -150,8 +150,9 @@ class Transformer:
       out = (a * c - b * s).unsqueeze(-1).cat((a * s + b * c).unsqueeze(-1), dim=-1).reshape(xr.shape)
     return out if rest is None else out.cat(rest, dim=-1)
 
-  def __call__(self, x: Tensor, pos: int | UOp) -> Tensor:
-    """x: (1, T, dim) embeddings of the tokens at positions pos..pos+T-1 -> logits (1, T, vocab). Writes the cache."""
+  def __call__(self, x: Tensor, pos: int | UOp, head: bool = True) -> Tensor:
+    """x: (1, T, dim) embeddings of the tokens at positions pos..pos+T-1 -> logits (1, T, vocab), or with head=False the
+    last layer's output (1, T, dim), for `head` to finish the rows that need logits. Writes the cache."""
     cfg, T, M = self.cfg, x.shape[1], self.max_context
     # the position as a value: a symbolic-length sum counts to pos inside the kernel, so no Python int is baked in
     pv = Tensor.ones(M)[:pos].sum() if isinstance(pos, UOp) else Tensor(float(pos))
@@ -216,8 +217,12 @@ class Transformer:
       if post_ffw or (y := self.qlin(act, b + "ffn_down", res=x)) is None:
         y = (x + self.post_norm(self.lin(act, b + "ffn_down"), b + "post_ffw_norm.weight")).contiguous()   # one residual buffer per step
       x = y
-    head = self.out_name[:-len(".weight")]
-    if (out := self.qlin(x, head, norm="output_norm.weight")) is None: out = self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), head)
+    return self.head(x) if head else x
+
+  def head(self, x: Tensor) -> Tensor:
+    """The final norm and the output matmul: hidden states (..., dim) -> logits (..., vocab)."""
+    cfg, name = self.cfg, self.out_name[:-len(".weight")]
+    if (out := self.qlin(x, name, norm="output_norm.weight")) is None: out = self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), name)
     return (out * (1 / cfg.final_softcap)).tanh() * cfg.final_softcap if cfg.final_softcap else out
 
   def post_norm(self, y: Tensor, name: str) -> Tensor:
