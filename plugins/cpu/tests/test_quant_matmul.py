@@ -11,7 +11,8 @@ import pytest
 from tinycore.llm.quant_encode import quantize
 from tinycore.nn.gguf import DEQUANT, GGML_TYPES
 
-FORMATS = {"Q4_0": (32, 18), "Q8_0": (32, 34), "Q4_K": (256, 144), "Q6_K": (256, 210)}
+FORMATS = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q4_K": (256, 144), "Q5_K": (256, 176),
+           "Q6_K": (256, 210)}
 TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
 SRC = os.path.join(os.path.dirname(__file__), "..", "tinycore_cpu", "quant_matmul.c")
 CC = shutil.which(os.environ.get("CC", "") or "gcc") or shutil.which("clang") or shutil.which("cc")
@@ -58,10 +59,11 @@ def call(lib, kind, x, raw, up=None, g=None, res=None, eps=1e-5, rows=None):
   return out
 
 @pytest.mark.parametrize("kind", list(FORMATS))
-def test_exact_on_the_int8_grid(lib, kind):
+@pytest.mark.parametrize("t", [1, 3, 6], ids=["decode", "few", "tiled"])   # 6: a row unpacked once, 4 tokens + 2 (VNNI)
+def test_exact_on_the_int8_grid(lib, kind, t):
   k = 512 if FORMATS[kind][0] == 256 else 96   # 96: an odd number of blocks (three), the tail after the paired loop
   raw, w = weights(kind, 37, k, 1)
-  x = on_grid(3, k, 2)
+  x = on_grid(t, k, 2)
   want = x.astype(np.float64) @ w.T
   got = call(lib, kind, x, raw)
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
@@ -71,8 +73,8 @@ def test_swiglu_and_residual(lib, kind):
   k = 256 if FORMATS[kind][0] == 256 else 64
   raw, w = weights(kind, 20, k, 3)
   raw_up, wu = weights(kind, 20, k, 4)
-  x = on_grid(2, k, 5)
-  res = np.random.default_rng(6).standard_normal((2, 20)).astype(np.float32)
+  x = on_grid(5, k, 5)
+  res = np.random.default_rng(6).standard_normal((5, 20)).astype(np.float32)
   g, u = x.astype(np.float64) @ w.T, x.astype(np.float64) @ wu.T
   tol = dict(rtol=1e-5, atol=1e-5 * np.abs(g).max() * max(1.0, np.abs(u).max()))
   np.testing.assert_allclose(call(lib, kind, x, raw, up=raw_up), g / (1 + np.exp(-g)) * u, **tol)
@@ -92,10 +94,10 @@ def test_norm_within_the_quantization_bound(lib, kind):
   k = 512 if FORMATS[kind][0] == 256 else 128
   raw, w = weights(kind, 24, k, 9)
   rng = np.random.default_rng(10)
-  x, gw, eps = rng.standard_normal((3, k)).astype(np.float32) * 3, rng.uniform(0.5, 1.5, k).astype(np.float32), 1e-5
+  x, gw, eps = rng.standard_normal((5, k)).astype(np.float32) * 3, rng.uniform(0.5, 1.5, k).astype(np.float32), 1e-5
   xn = x.astype(np.float64) / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps) * gw
   want = xn @ w.T
-  step = np.abs(xn).reshape(3, -1, 32).max(-1) / 127                       # (T, blocks): each block's grid step
+  step = np.abs(xn).reshape(5, -1, 32).max(-1) / 127                       # (T, blocks): each block's grid step
   bound = (step[:, None, :] / 2 * np.abs(w).reshape(1, 24, -1, 32).sum(-1)).sum(-1)   # (T, N)
   got = call(lib, kind, x, raw, g=gw, eps=eps)
   err = np.abs(got - want)
