@@ -52,3 +52,20 @@ def test_decode_step_launches_few_kernels(pair):
   # per layer: 4 matmuls (norms, SwiGLU and residual adds folded in), 1 rope + KV-cache write, 4 attention (scores, max,
   # sum, weighted values); per step: the position, cos and sin, the head and the logits copy. Before: 14 per layer
   assert step <= 9 * n + 6, step
+
+def test_quant_linear_checks_its_inputs():
+  """Shapes and sizes are checked against the buffers before the kernel walks them (it trusts what it is given)."""
+  if not _has_kernels(): pytest.skip(f"{Device.DEFAULT} has no quant_matmul kernels")
+  from tinycore.tensor import Tensor
+  from tinycore.llm.weights import QWeight
+  from tinycore.llm.quant_linear import quant_linear
+  w = QWeight("Q4_0", (8, 64), {"raw": Tensor(np.zeros((8, 36), np.uint8))}, 8 * 36).realize()
+  x = Tensor(np.ones((1, 2, 64), np.float32)).realize()
+  assert quant_linear(x, w).shape == (1, 2, 8)
+  with pytest.raises(ValueError, match="inner size 64"): quant_linear(Tensor(np.ones((1, 1, 32), np.float32)), w)
+  short = QWeight("Q4_0", (8, 64), {"raw": Tensor(np.zeros((8, 30), np.uint8))}, 8 * 36)
+  with pytest.raises(ValueError, match="has 240 bytes, expected 288"): quant_linear(x, short)
+  with pytest.raises(ValueError, match="residual of shape"): quant_linear(x, w, res=Tensor(np.ones((1, 2, 7), np.float32)))
+  with pytest.raises(ValueError, match="norm weight of shape"): quant_linear(x, w, norm=Tensor(np.ones(63, np.float32)))
+  from tinycore.dtype import dtypes
+  assert quant_linear(x.cast(dtypes.float16), w) is None   # float32 activations only: anything else takes the generated kernels

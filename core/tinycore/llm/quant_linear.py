@@ -70,6 +70,7 @@ def quant_linear(x: Tensor, w: QWeight, *, up: QWeight | None = None, norm: Tens
     if tuple(norm.shape) != (K,): raise ValueError(f"quant_linear: norm weight of shape {norm.shape}, expected ({K},)")
     bufs.append(_buffer(norm.cast(dtypes.float32) if norm.dtype != dtypes.float32 else norm))
   if res is not None:
+    if res.dtype != dtypes.float32: raise TypeError(f"quant_linear: residual must be float32, got {res.dtype}")
     if tuple(res.shape) != (*lead, N): raise ValueError(f"quant_linear: residual of shape {res.shape}, expected {(*lead, N)}")
     bufs.append(_buffer(res))
   out = Buffer(dev, T * N, dtypes.float32).allocate()

@@ -482,7 +482,10 @@ static void row_all_tokens(unpack_fn fn, const uint8_t *row, int K, int T, const
     /* activations, then per token its act_t, then two unpacked rows (gate and up) and their block floats, 2T outputs */ \
     size_t row_bytes = (size_t)K + (size_t)(K / 16) * 2 * sizeof(float);                                                \
     char *mem = (char *)malloc(act_bytes + (size_t)T * sizeof(act_t) + 2 * row_bytes + 2 * (size_t)T * sizeof(float) + 64); \
-    if (!mem) return;                                                                                                   \
+    if (!mem) { /* out of memory: NaN rows, never stale ones */                                                       \
+      for (long long r = start; r < end; r++) for (int t = 0; t < T; t++) out[(size_t)t * N + r] = NAN;                  \
+      return;                                                                                                           \
+    }                                                                                                                   \
     int8_t *qbuf = (int8_t *)mem;                                                                                       \
     float *dbuf = (float *)(qbuf + (size_t)T * K);                                                                      \
     int32_t *sbuf = (int32_t *)(dbuf + (size_t)T * (K / 32));                                                           \
