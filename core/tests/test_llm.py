@@ -50,7 +50,8 @@ CONFIGS = {"f32_gqa": dict(), "f16_tied": dict(qtype="F16", tied=True, n_kv_head
 def model(request, tmp_path_factory):
   p = str(tmp_path_factory.mktemp("llm") / f"{request.param}.gguf")
   tiny_llama(p, seed=len(request.param), **CONFIGS[request.param])
-  return request.param, p, LLM(p, max_context=32, chunk=8)
+  # float activations: the exact numpy reference below (the int8-activation kernels have their own tests, test_llm_int8.py)
+  return request.param, p, LLM(p, max_context=32, chunk=8, int8_activations=False)
 
 def test_forward_matches_numpy(model):
   name, p, llm = model

@@ -150,23 +150,39 @@ class CapturedJit(Generic[R]):
       from tinycore.tensor_random import refill_keys
       refill_keys(self.rng_keys)
     for (j, i), k in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_bufs[k]
-    if var_vals or DEBUG.value >= 2 or not self._launch_fast():
+    if DEBUG.value >= 2 or not self._launch_fast(var_vals):
       for ei in self.jit_cache: ei.run(var_vals)
     self.free_inputs()
 
-  def _launch_fast(self) -> bool:
-    """Launch every kernel straight from its program with the device handles gathered first (no ExecItem, no dict of
-    Variables, no counters per item); False, with nothing launched, where that isn't possible (a copy, a Variable, a
-    buffer not allocated yet: the first replay after capture allocates through ExecItem.run)."""
+  def _launch_fast(self, var_vals: dict[UOp, int]) -> bool:
+    """Launch every kernel straight from its program with the device handles gathered first (no ExecItem, no counters
+    per item); Variables (a decode step's position) are looked up per kernel that uses them. False, with nothing
+    launched, where that isn't possible (a copy, a buffer not allocated yet: the first replay after capture allocates
+    through ExecItem.run). A runner other than a compiled kernel takes part when it says so (`direct = True`): it is
+    then called as runner(bufs, var_vals)."""
     if (plan := self.__dict__.get("_fast")) is None:
       from tinycore.engine.run import CompiledRunner
-      ok = all(type(ei.runner) is CompiledRunner and not ei.runner.p.vars and ei.runner._static_size for ei in self.jit_cache)
-      plan = self.__dict__["_fast"] = [(ei.runner.prg, ei.bufs, ei.runner.p) for ei in self.jit_cache] if ok else []
-      self.__dict__["_fast_work"] = (sum(p.ops for _, _, p in plan), sum(p.mem for _, _, p in plan))
+      ok = all(type(ei.runner) is CompiledRunner or getattr(ei.runner, "direct", False) for ei in self.jit_cache)
+      plan = self.__dict__["_fast"] = [(ei.runner, ei.bufs, ei.var_vals, type(ei.runner) is CompiledRunner) for ei in self.jit_cache] if ok else []
+      ps = [getattr(r, "p", None) for r, _, _, _ in plan]
+      self.__dict__["_fast_work"] = (sum(p.ops for p in ps if p is not None), sum(p.mem for p in ps if p is not None))
     if not plan: return False
-    try: handles = [[b._buf for b in bufs] for _, bufs, _ in plan]
+    try: handles = [[b._buf for b in bufs] if compiled else None for _, bufs, _, compiled in plan]
     except AttributeError: return False
-    for (prg, _, p), h in zip(plan, handles): prg(*h, global_size=p.global_size, local_size=p.local_size, vals=(), wait=False, work=p.ops + p.mem)
+    if any(not b.is_allocated() for r, bufs, _, compiled in plan if not compiled for b in bufs): return False
+    from tinycore.engine.run import sym_infer
+    for (r, bufs, own_vars, compiled), h in zip(plan, handles):
+      vv = {**own_vars, **var_vals} if own_vars else var_vals
+      if not compiled:
+        r(bufs, vv)
+        continue
+      p = r.p
+      if p.vars:
+        vals = tuple([vv[v] for v in p.vars])
+        r._check_bounds(bufs, vals)
+      else: vals = ()
+      gs = p.global_size if r._static_size else tuple(sym_infer(g, vv) for g in p.global_size)
+      r.prg(*h, global_size=gs, local_size=p.local_size, vals=vals, wait=False, work=p.ops + p.mem)
     ops, mem = self.__dict__["_fast_work"]
     GlobalCounters.kernel_count += len(plan)
     GlobalCounters.global_ops += ops

@@ -21,7 +21,7 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
   for _ in range(n_decode):
     t = time.perf_counter(); llm.decode(tok, pos); times.append(time.perf_counter() - t); pos += 1
   dec = times[2:] if len(times) > 4 else times   # the first decode calls run plain / capture
-  cache = sum(c.nbytes() if hasattr(c, "nbytes") else c.numel() * 4 for kv in llm.model.cache for c in kv)
+  cache = sum(c.nbytes() if hasattr(c, "nbytes") else c.numel() * 4 for c in llm.model.cache)
   st.update(first_token_s=first, prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * float(np.median(dec)),
             weights_mib=llm.weight_bytes / 2**20, kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
   return st
@@ -71,6 +71,9 @@ def main(argv=None):
                   help="tokens of context (prompt + reply), the KV cache's size; at most the model's own")
   ap.add_argument("--debug", action="store_true", help="on an error, show the full traceback (so does DEBUG=1)")
   ap.add_argument("--chunk", type=_ranged(int, 1), default=32, help="prefill chunk size (tokens per jitted prefill call)")
+  ap.add_argument("--float-activations", action="store_true",
+                  help="keep activations float32 in quantized matmuls (default: int8 per 32 values where the device has kernels "
+                       "for it, as llama.cpp does; LLM_INT8=0 does the same)")
   ap.add_argument("--benchmark", action="store_true", help="print prefill and decode tokens/s and memory use on a random prompt")
   ap.add_argument("--warmup", action="store_true", help="run a short generation first, so compiling kernels is not timed")
   ap.add_argument("--serve", action="store_true", help="serve /v1/chat/completions (on 127.0.0.1 unless --host says otherwise)")
@@ -86,7 +89,7 @@ def main(argv=None):
   from tinycore import Device
   from tinycore.errors import DevSpecError, EnvError, TinycoreError
   t = time.perf_counter()
-  try: llm = LLM(a.model, a.max_context, a.chunk)
+  try: llm = LLM(a.model, a.max_context, a.chunk, int8_activations=False if a.float_activations else None)
   except (TinycoreError, DevSpecError, EnvError): raise   # the device or the environment, not the file: run() reports it
   except (ValueError, OSError) as e:   # a broken or hostile file: one line, not a traceback
     print(f"error: can't load {a.model}: {e}", file=sys.stderr)

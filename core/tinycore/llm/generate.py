@@ -5,6 +5,7 @@ import math, os, time
 from typing import Iterator
 import numpy as np
 from tinycore.uop import Variable
+from tinycore.tensor import Tensor
 from tinycore.engine.jit import TinyJit
 from tinycore.llm.weights import load_gguf_raw
 from tinycore.llm.model import Config, Transformer
@@ -12,7 +13,7 @@ from tinycore.llm.tokenizer import Tokenizer
 from tinycore.llm.chat import apply_chat_template
 
 class LLM:
-  def __init__(self, path: str, max_context: int = 512, chunk: int = 32):
+  def __init__(self, path: str, max_context: int = 512, chunk: int = 32, int8_activations: bool | None = None):
     # a chunk below 1 made the prefill loop's range empty: generation ran without the prompt in the cache
     if not (isinstance(chunk, int) and chunk >= 1): raise ValueError(f"prefill chunk must be an integer >= 1, got {chunk!r}")
     if not (isinstance(max_context, int) and max_context >= 2): raise ValueError(f"max_context must be an integer >= 2, got {max_context!r}")
@@ -22,28 +23,32 @@ class LLM:
     else:
       self.kv, w = load_gguf_raw(path)
       self.cfg = Config.from_gguf(self.kv, w)
-    self.model = Transformer(self.cfg, w, max_context)
+    # int8 activations for block-quantized matmuls where the device has kernels for them (llm/quant_linear.py); LLM_INT8=0: float
+    if int8_activations is None: int8_activations = os.environ.get("LLM_INT8", "1") != "0"
+    self.model = Transformer(self.cfg, w, max_context, int8_activations=int8_activations)
     self.tok = Tokenizer(self.kv)
     self.max_context, self.chunk = self.model.max_context, min(chunk, self.model.max_context)
     self.weight_bytes = sum(q.nbytes for q in w.values())
     self.v_dec = Variable("pos", 0, self.max_context - 1)
     self.v_pre = Variable("start_pos", 0, self.max_context - self.chunk)
     self._decode = TinyJit(lambda x, pos: self.model(x, pos)[:, -1].contiguous())
-    self._prefill = TinyJit(lambda x, pos: self.model(x, pos).contiguous())
+    # prefill stops before the output matmul: only the prompt's last token needs logits (the head is the biggest matmul)
+    self._prefill = TinyJit(lambda x, pos: self.model(x, pos, head=False).contiguous())
 
   def prefill(self, toks: list[int], start: int = 0) -> np.ndarray:
     """Run `toks` at positions start.. in chunks (the last one padded: its extra cache rows are rewritten before any
     read); the logits of the last token."""
     if start + len(toks) > self.max_context: raise ValueError(f"{start + len(toks)} tokens don't fit the context of {self.max_context}")
-    last = None
+    last = hidden = None
     for s in range(0, len(toks), self.chunk):
       part = toks[s:s + self.chunk]
       p = start + s
       if p > self.max_context - self.chunk:   # too near the end for a full chunk: token by token
-        for j, t in enumerate(part): last = self.decode(t, p + j)
+        for j, t in enumerate(part): last, hidden = self.decode(t, p + j), None
         continue
       x = self.model.embed(part + [0] * (self.chunk - len(part)))
-      last = self._prefill(x, self.v_pre.bind(p)).numpy()[0, len(part) - 1]
+      hidden, last = self._prefill(x, self.v_pre.bind(p)).numpy()[0, len(part) - 1], None
+    if hidden is not None: last = self.model.head(Tensor(hidden.reshape(1, 1, -1))).numpy()[0, 0]
     return last
 
   def decode(self, tok: int, pos: int) -> np.ndarray:

@@ -13,6 +13,8 @@ from tinycore.tensor import Tensor
 from tinycore.dtype import dtypes
 from tinycore.uop import UOp
 from tinycore.llm.weights import QWeight
+from tinycore.llm.quant_linear import quant_linear
+from tinycore.llm.progress import LoadProgress
 
 # rotate halves, not pairs
 NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}
@@ -85,8 +87,9 @@ def _split_gate_up(w: dict[str, QWeight], b: str, hidden: int):
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
 
 class Transformer:
-  def __init__(self, cfg: Config, weights: dict[str, QWeight], max_context: int = 512):
+  def __init__(self, cfg: Config, weights: dict[str, QWeight], max_context: int = 512, int8_activations: bool = True):
     self.cfg, self.w = cfg, weights
+    self.int8_activations = int8_activations   # block-quantized matmuls through the device's int8 kernels (llm/quant_linear.py)
     self.max_context = min(max_context, cfg.ctx)
     for k in ("token_embd.weight", "output_norm.weight"):
       if k not in weights: raise ValueError(f"GGUF file has no tensor {k!r}")
@@ -94,10 +97,17 @@ class Transformer:
     for i in range(cfg.n_layers):
       _split_gate_up(weights, f"blk.{i}.", cfg.hidden)
       _fuse_qkv(weights, f"blk.{i}.")
-    self.norms = {k: v.dequant().realize() for k, v in weights.items() if len(v.shape) == 1}  # norms/biases: small, float32
     # the embedding table is read row by row from the file (QWeight.rows); on the device only when it is also the output
-    for k, v in weights.items():
-      if k != "token_embd.weight" or k == self.out_name: v.realize()
+    load = [k for k in weights if len(weights[k].shape) != 1 and (k != "token_embd.weight" or k == self.out_name)]
+    small = [k for k in weights if len(weights[k].shape) == 1]
+    with LoadProgress(len(load) + len(small), sum(weights[k].nbytes for k in load + small)) as bar:
+      self.norms = {}
+      for k in small:   # norms/biases: small, float32
+        self.norms[k] = weights[k].dequant().realize()
+        bar.advance(weights[k].nbytes)
+      for k in load:
+        weights[k].realize()
+        bar.advance(weights[k].nbytes)
     def inv_freq(theta: float, scale: float) -> Tensor:
       inv = 1.0 / (theta ** (np.arange(0, cfg.rope_dim, 2, dtype=np.float64) / cfg.rope_dim))
       if "rope_freqs.weight" in weights: inv = inv / weights["rope_freqs.weight"].numpy().astype(np.float64)   # llama 3.1 scaling
@@ -105,12 +115,22 @@ class Transformer:
     self.inv_freq = inv_freq(cfg.theta, cfg.rope_scale)
     # gemma 3's sliding layers rotate with their own base and without the global layers' scaling
     self.inv_freq_local = inv_freq(cfg.theta_local, 1.0) if cfg.theta_local is not None else None
-    shp = (1, cfg.n_kv_heads, self.max_context, cfg.head_dim)
-    self.cache = [(Tensor.zeros(*shp).contiguous().realize(), Tensor.zeros(*shp).contiguous().realize()) for _ in range(cfg.n_layers)]
+    # a layer's keys and values in one buffer (2, 1, kv heads, context, head dim): one kernel writes both each step
+    shp = (2, 1, cfg.n_kv_heads, self.max_context, cfg.head_dim)
+    self.cache = [Tensor.zeros(*shp).contiguous().realize() for _ in range(cfg.n_layers)]
 
   def embed(self, tokens) -> Tensor:
     rows = self.w["token_embd.weight"].rows(tokens).reshape(1, len(tokens), -1)
     return rows * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else rows
+
+  def qlin(self, x: Tensor, name: str, norm: str | None = None, res: Tensor | None = None, up: str | None = None) -> Tensor | None:
+    """[res +] W . [rmsnorm(x) * norms[norm]] (with `up`: silu(W . x') * (Up . x')) by the device's int8 kernel, run now;
+    None when it has none for this weight (the caller builds the float graph instead)."""
+    bias = self.norms.get(name + ".bias")
+    if not self.int8_activations or (bias is not None and (res is not None or up is not None)): return None
+    y = quant_linear(x, self.w[name + ".weight"], up=self.w[up + ".weight"] if up else None, norm=self.norms[norm] if norm else None,
+                     eps=self.cfg.eps, res=res)
+    return y + bias if y is not None and bias is not None else y
 
   def lin(self, x: Tensor, name: str) -> Tensor:
     y = x.matmul(self.w[name + ".weight"].dequant().T)
@@ -130,8 +150,9 @@ class Transformer:
       out = (a * c - b * s).unsqueeze(-1).cat((a * s + b * c).unsqueeze(-1), dim=-1).reshape(xr.shape)
     return out if rest is None else out.cat(rest, dim=-1)
 
-  def __call__(self, x: Tensor, pos: int | UOp) -> Tensor:
-    """x: (1, T, dim) embeddings of the tokens at positions pos..pos+T-1 -> logits (1, T, vocab). Writes the cache."""
+  def __call__(self, x: Tensor, pos: int | UOp, head: bool = True) -> Tensor:
+    """x: (1, T, dim) embeddings of the tokens at positions pos..pos+T-1 -> logits (1, T, vocab), or with head=False the
+    last layer's output (1, T, dim), for `head` to finish the rows that need logits. Writes the cache."""
     cfg, T, M = self.cfg, x.shape[1], self.max_context
     # the position as a value: a symbolic-length sum counts to pos inside the kernel, so no Python int is baked in
     pv = Tensor.ones(M)[:pos].sum() if isinstance(pos, UOp) else Tensor(float(pos))
@@ -150,7 +171,7 @@ class Transformer:
     window = (causal & (slots.reshape(1, M) > posn.reshape(T, 1) - cfg.sliding_window)).contiguous().realize() if cfg.sliding_window else None
     rep = cfg.n_heads // cfg.n_kv_heads   # query head j reads kv head j // rep
     scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(cfg.head_dim)
-    for i, (ck, cv) in enumerate(self.cache):
+    for i, kv in enumerate(self.cache):
       sliding = cfg.sliding(i)
       # single-token decode reads only the first pos+1 cache rows (no mask needed); a sliding layer reads them all, masked
       symbolic_read = T == 1 and isinstance(pos, UOp) and not sliding
@@ -158,14 +179,16 @@ class Transformer:
       cos, sin = rot[sliding and self.inv_freq_local is not None]
       b = f"blk.{i}."
       x = x.realize()   # this layer's input as a buffer: both cache writes and the attention read it
-      # normed once into a buffer: the matvecs reading it go row by row and would redo the norm for every row
-      h = rms_norm(x, self.norms[b + "attn_norm.weight"], cfg.eps).contiguous()
-      if b + "attn_qkv.weight" in self.w:
+      qkv = self.qlin(x, b + "attn_qkv", norm=b + "attn_norm.weight") if b + "attn_qkv.weight" in self.w else None
+      if qkv is None:
+        # normed once into a buffer: the matvecs reading it go row by row and would redo the norm for every row
+        h = rms_norm(x, self.norms[b + "attn_norm.weight"], cfg.eps).contiguous()
         # one matvec for the three projections, computed once: the cache writes and the attention both read it
-        qkv = self.lin(h, b + "attn_qkv").contiguous().realize()
+        if b + "attn_qkv.weight" in self.w: qkv = self.lin(h, b + "attn_qkv").contiguous().realize()
+        else: q, k, v = (self.lin(h, b + n) for n in ("attn_q", "attn_k", "attn_v"))
+      if qkv is not None:
         nq, nk = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
         q, k, v = qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]
-      else: q, k, v = (self.lin(h, b + n) for n in ("attn_q", "attn_k", "attn_v"))
       q = q.reshape(1, T, cfg.n_heads, cfg.head_dim)
       k, v = k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
       if b + "attn_q_norm.weight" in self.norms:   # qwen3: per-head norms before rope
@@ -173,21 +196,33 @@ class Transformer:
       q, k = self.rope(q, cos, sin).transpose(1, 2), self.rope(k, cos, sin).transpose(1, 2)   # (1, heads, T, hd)
       v = v.transpose(1, 2)
       # only rows pos..pos+T-1 are written (a view at a symbolic offset): the rest of the cache is neither read nor copied
-      Tensor.realize(*(c[:, :, pos:pos + T].assign(new) for c, new in ((ck, k), (cv, v))))   # one schedule for both
+      kv[:, :, :, pos:pos + T].assign(k.unsqueeze(0).cat(v.unsqueeze(0), dim=0)).realize()
       # attention by broadcasting in 6-d (kv head, group, query, key, feature): the cache is reshaped while its shape is
       # concrete and only then cut to pos+1 rows, since a symbolic dim can't pass through a reshape
-      K, V = (c.reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for c in (ck, cv))
+      K, V = (kv[j].reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for j in (0, 1))
       if symbolic_read: K, V = K[:, :, :, :, :pos + 1], V[:, :, :, :, :pos + 1]
       s = (q.reshape(1, cfg.n_kv_heads, rep, T, 1, cfg.head_dim) * K).sum(-1, keepdim=True) * scale
       if cfg.attn_softcap: s = (s * (1 / cfg.attn_softcap)).tanh() * cfg.attn_softcap
       if mask is not None: s = mask.reshape(1, 1, 1, T, M, 1).where(s, -math.inf)
       att = (s.softmax(-2) * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
-      x = (x + self.post_norm(self.lin(att, b + "attn_output"), b + "post_attention_norm.weight")).contiguous()
-      h = rms_norm(x, self.norms[b + "ffn_norm.weight"], cfg.eps).contiguous()
-      gate = self.lin(h, b + "ffn_gate")
-      mlp = self.lin((gate.gelu() if cfg.act == "gelu" else gate.silu()) * self.lin(h, b + "ffn_up"), b + "ffn_down")
-      x = (x + self.post_norm(mlp, b + "post_ffw_norm.weight")).contiguous()   # one residual buffer per step
-    out = self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), self.out_name[:-len(".weight")])
+      post_attn, post_ffw = b + "post_attention_norm.weight" in self.norms, b + "post_ffw_norm.weight" in self.norms
+      if post_attn or (y := self.qlin(att, b + "attn_output", res=x)) is None:
+        y = (x + self.post_norm(self.lin(att, b + "attn_output"), b + "post_attention_norm.weight")).contiguous()
+      x = y
+      act = None if cfg.act != "silu" else self.qlin(x, b + "ffn_gate", norm=b + "ffn_norm.weight", up=b + "ffn_up")
+      if act is None:
+        h = rms_norm(x, self.norms[b + "ffn_norm.weight"], cfg.eps).contiguous()
+        gate = self.lin(h, b + "ffn_gate")
+        act = (gate.gelu() if cfg.act == "gelu" else gate.silu()) * self.lin(h, b + "ffn_up")
+      if post_ffw or (y := self.qlin(act, b + "ffn_down", res=x)) is None:
+        y = (x + self.post_norm(self.lin(act, b + "ffn_down"), b + "post_ffw_norm.weight")).contiguous()   # one residual buffer per step
+      x = y
+    return self.head(x) if head else x
+
+  def head(self, x: Tensor) -> Tensor:
+    """The final norm and the output matmul: hidden states (..., dim) -> logits (..., vocab)."""
+    cfg, name = self.cfg, self.out_name[:-len(".weight")]
+    if (out := self.qlin(x, name, norm="output_norm.weight")) is None: out = self.lin(rms_norm(x, self.norms["output_norm.weight"], cfg.eps), name)
     return (out * (1 / cfg.final_softcap)).tanh() * cfg.final_softcap if cfg.final_softcap else out
 
   def post_norm(self, y: Tensor, name: str) -> Tensor:

@@ -36,14 +36,15 @@ def _vocab(kind: str) -> dict:
           "tokenizer.ggml.merges": merges, "tokenizer.ggml.bos_token_id": 0, "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.add_bos_token": False}
 
 def tiny_llama(path: str, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=64, vocab_kind="llama", qtype="F32", tied=False,
-               arch="llama", seed=0, ctx=256, theta=10000.0, vocab_size: int | None = None) -> dict:
+               arch="llama", seed=0, ctx=256, theta=10000.0, vocab_size: int | None = None, pad_type: int = 5) -> dict:
   """Write a random model; returns the metadata. qtype (F32, F16 or a block format: Q4_0..Q8_0, Q2_K..Q6_K) applies to the 2-d matmul weights."""
   rng = np.random.default_rng(seed)
   kv = {"general.architecture": arch, "general.name": f"tiny-{arch}", **_vocab(vocab_kind), "tokenizer.chat_template": CHATML}
-  if vocab_size is not None:   # pad with unused pieces (benchmark-sized models)
+  if vocab_size is not None:   # pad with unused pieces (benchmark-sized models), typed `pad_type`: UNUSED (5) as llama.cpp's
+    # <unusedN> are by default; as user-defined (4) they are special tokens, and 49k of them cost seconds to build a tokenizer
     kv["tokenizer.ggml.tokens"] = kv["tokenizer.ggml.tokens"] + [f"<unused{i}>" for i in range(vocab_size - len(kv["tokenizer.ggml.tokens"]))]
     n = len(kv["tokenizer.ggml.tokens"])
-    kv["tokenizer.ggml.token_type"] = kv["tokenizer.ggml.token_type"] + [4] * (n - len(kv["tokenizer.ggml.token_type"]))
+    kv["tokenizer.ggml.token_type"] = kv["tokenizer.ggml.token_type"] + [pad_type] * (n - len(kv["tokenizer.ggml.token_type"]))
     if "tokenizer.ggml.scores" in kv: kv["tokenizer.ggml.scores"] = kv["tokenizer.ggml.scores"] + [0.0] * (n - len(kv["tokenizer.ggml.scores"]))
   V, hd = len(kv["tokenizer.ggml.tokens"]), dim // n_heads
   kv.update({f"{arch}.{k}": v for k, v in {"embedding_length": dim, "block_count": n_layers, "attention.head_count": n_heads,

@@ -88,6 +88,10 @@ class CRenderer(CStyleRenderer):
     # the matmul microkernel this machine's vector registers hold (8x32 floats with AVX-512), and its caches
     self.tiling = host_tiling()
     self.register_block = (self.tiling.rows, self.tiling.cols)
+  def quant_matmul(self, kind: str, norm: bool = False, swiglu: bool = False, res: bool = False):
+    """A hand-written kernel for ggml block weights times int8-quantized activations (tinycore_cpu/quant_matmul.py), or None."""
+    from tinycore_cpu.quant_matmul import quant_matmul
+    return quant_matmul(self.compiler, kind, norm, swiglu, res)
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     text = "\n".join(self.var_prologue + body)
     parts = "".join(code for trigger, code in _PRELUDE_PARTS.items() if trigger in text)

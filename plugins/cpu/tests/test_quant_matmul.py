@@ -1,0 +1,111 @@
+"""The CPU's hand-written quantized matmul (tinycore_cpu/quant_matmul.c) against numpy: every format, every variant
+(norm prologue, SwiGLU, residual), several tokens, and each of its three code paths (VNNI or whatever -march=native
+gives, AVX2 without VNNI, plain C) built here with the system compiler.
+
+Activations chosen on the int8 grid (one element per block at +-127 times a power of two) quantize exactly, so the
+kernel must equal W . x up to float rounding; random activations through the norm are held to the quantization error
+bound, computed per output from the weights."""
+import ctypes, os, shutil, struct, subprocess
+import numpy as np
+import pytest
+from tinycore.llm.quant_encode import quantize
+from tinycore.nn.gguf import DEQUANT, GGML_TYPES
+
+FORMATS = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q4_K": (256, 144), "Q5_K": (256, 176),
+           "Q6_K": (256, 210)}
+TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
+SRC = os.path.join(os.path.dirname(__file__), "..", "tinycore_cpu", "quant_matmul.c")
+CC = shutil.which(os.environ.get("CC", "") or "gcc") or shutil.which("clang") or shutil.which("cc")
+
+@pytest.fixture(scope="module", params=["-march=native", "-march=x86-64-v3", "-march=x86-64"])
+def lib(request, tmp_path_factory):
+  """The kernel library built for one instruction set (x86-64-v3: AVX2 without VNNI; x86-64: the plain C loops)."""
+  if CC is None: pytest.skip("no C compiler")
+  import platform
+  if request.param != "-march=native" and platform.machine() not in ("x86_64", "AMD64"): pytest.skip("x86 flags")
+  out = str(tmp_path_factory.mktemp("qmm") / "qmm.so")
+  cmd = [CC, "-O2", request.param, "-fPIC", "-shared", "-std=gnu11", "-Wall", "-Werror", SRC, "-o", out, "-lm"]
+  p = subprocess.run(cmd, capture_output=True, text=True)
+  if p.returncode != 0 and request.param != "-march=native" and "unrecognized" in p.stderr + p.stdout: pytest.skip(f"{CC} lacks {request.param}")
+  assert p.returncode == 0, p.stderr
+  return ctypes.CDLL(out)
+
+def weights(kind: str, n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """(raw blocks (n, bytes per row), the weights they decode to (n, k) float64)."""
+  w = np.random.default_rng(seed).standard_normal((n, k)).astype(np.float32) * 0.1
+  raw = np.frombuffer(quantize(w, kind), np.uint8).reshape(n, -1)
+  deq = DEQUANT[TYPE_ID[kind]](raw.reshape(-1, FORMATS[kind][1])).reshape(n, k).astype(np.float64)
+  return raw, deq
+
+def on_grid(t: int, k: int, seed: int) -> np.ndarray:
+  """Activations that quantize exactly: integers in [-127, 127] with one +-127 per block of 32, times 2^e per block."""
+  rng = np.random.default_rng(seed)
+  q = rng.integers(-127, 128, (t, k // 32, 32))
+  q[..., 0] = rng.choice([-127, 127], (t, k // 32))
+  return (q * 2.0 ** rng.integers(-8, 3, (t, k // 32, 1))).reshape(t, k).astype(np.float32)
+
+def call(lib, kind, x, raw, up=None, g=None, res=None, eps=1e-5, rows=None):
+  t, k = x.shape
+  n = raw.shape[0]
+  name = f"qmm_{kind.lower()}{'_norm' if g is not None else ''}{'_swiglu' if up is not None else ''}{'_res' if res is not None else ''}"
+  out = np.full((t, n), np.nan, np.float32)
+  ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)
+  args = [ptr(out), ptr(np.ascontiguousarray(x)), ptr(raw)] + [ptr(a) for a in (up, g, res) if a is not None]
+  start, end = rows or (0, n)
+  fn = getattr(lib, name)
+  fn.restype = None
+  i64 = ctypes.c_int64
+  fn(*args, i64(k), i64(t), i64(n), i64(struct.unpack("<I", struct.pack("<f", eps))[0]), i64(start), i64(end))
+  return out
+
+@pytest.mark.parametrize("kind", list(FORMATS))
+@pytest.mark.parametrize("t", [1, 3, 6], ids=["decode", "few", "tiled"])   # 6: a row unpacked once, 4 tokens + 2 (VNNI)
+def test_exact_on_the_int8_grid(lib, kind, t):
+  k = 512 if FORMATS[kind][0] == 256 else 96   # 96: an odd number of blocks (three), the tail after the paired loop
+  raw, w = weights(kind, 37, k, 1)
+  x = on_grid(t, k, 2)
+  want = x.astype(np.float64) @ w.T
+  got = call(lib, kind, x, raw)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+@pytest.mark.parametrize("kind", list(FORMATS))
+def test_swiglu_and_residual(lib, kind):
+  k = 256 if FORMATS[kind][0] == 256 else 64
+  raw, w = weights(kind, 20, k, 3)
+  raw_up, wu = weights(kind, 20, k, 4)
+  x = on_grid(5, k, 5)
+  res = np.random.default_rng(6).standard_normal((5, 20)).astype(np.float32)
+  g, u = x.astype(np.float64) @ w.T, x.astype(np.float64) @ wu.T
+  tol = dict(rtol=1e-5, atol=1e-5 * np.abs(g).max() * max(1.0, np.abs(u).max()))
+  np.testing.assert_allclose(call(lib, kind, x, raw, up=raw_up), g / (1 + np.exp(-g)) * u, **tol)
+  np.testing.assert_allclose(call(lib, kind, x, raw, res=res), g + res, rtol=1e-5, atol=1e-5 * np.abs(g).max())
+
+def test_row_range_is_all_it_writes(lib):
+  raw, w = weights("Q4_0", 16, 64, 7)
+  x = on_grid(2, 64, 8)
+  got = call(lib, "Q4_0", x, raw, rows=(5, 11))
+  assert np.isnan(got[:, :5]).all() and np.isnan(got[:, 11:]).all()
+  np.testing.assert_allclose(got[:, 5:11], (x.astype(np.float64) @ w.T)[:, 5:11], rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("kind", list(FORMATS))
+def test_norm_within_the_quantization_bound(lib, kind):
+  """Random activations, RMS-normed in the kernel: off from the float result by at most what rounding each activation
+  to its block's int8 grid can move it (half a step per element, times |w|), plus float noise."""
+  k = 512 if FORMATS[kind][0] == 256 else 128
+  raw, w = weights(kind, 24, k, 9)
+  rng = np.random.default_rng(10)
+  x, gw, eps = rng.standard_normal((5, k)).astype(np.float32) * 3, rng.uniform(0.5, 1.5, k).astype(np.float32), 1e-5
+  xn = x.astype(np.float64) / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps) * gw
+  want = xn @ w.T
+  step = np.abs(xn).reshape(5, -1, 32).max(-1) / 127                       # (T, blocks): each block's grid step
+  bound = (step[:, None, :] / 2 * np.abs(w).reshape(1, 24, -1, 32).sum(-1)).sum(-1)   # (T, N)
+  got = call(lib, kind, x, raw, g=gw, eps=eps)
+  err = np.abs(got - want)
+  assert (err <= bound * 1.01 + 1e-4 * np.abs(want).max()).all(), (err / bound).max()
+  assert err.max() > 0   # it did quantize: a float path would be exact here to ~1e-6
+
+def test_nan_activation_gives_nan(lib):
+  raw, _ = weights("Q8_0", 4, 64, 11)
+  x = on_grid(1, 64, 12)
+  x[0, 40] = np.nan
+  assert np.isnan(call(lib, "Q8_0", x, raw)).all()
