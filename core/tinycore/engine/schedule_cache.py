@@ -14,7 +14,6 @@ Constants stay part of the structure (they are compiled into the kernels): a flo
 it is scheduled the ordinary way."""
 from __future__ import annotations
 import functools, operator, sys
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 from tinycore.uop import UOp, Ops
@@ -30,7 +29,7 @@ MAX_ENTRIES = 512
 # and one kernel can be a chain of ~1500 elementwise ops (x = x*a + b in a loop). Python 3.11's Python-to-Python calls
 # don't use the C stack, so a higher limit is safe at these depths.
 _DEEP = 12000
-_cache: OrderedDict[tuple, CachedSchedule] = OrderedDict()
+_cache: dict[tuple, CachedSchedule] = {}   # insertion order: the oldest entries go first when it is full
 stats = {"hits": 0, "misses": 0, "uncacheable": 0}   # tests and the bench read these
 
 class _Uncacheable(Exception):
@@ -155,7 +154,9 @@ class CachedSchedule:
     outs: list[UOp] = []
     nodes: list[UOp] | None = None
     for t, (created, i) in zip(targets, self.outputs):
-      if created: outs.append(UOp(Ops.BUFFER, t.dtype, (), bufs[i]).reshape(_shape(t)))
+      if created:
+        b = UOp(Ops.BUFFER, t.dtype, (), bufs[i])
+        outs.append(b if (shape := _shape(t)) == (bufs[i].size,) else UOp(Ops.RESHAPE, t.dtype, (b,), shape))
       else:
         if nodes is None: nodes = list(s.index)
         outs.append(nodes[i])
@@ -172,10 +173,8 @@ class CachedSchedule:
 def lookup(s: Structure) -> CachedSchedule | None:
   try: hit = _cache.get(s.key)
   except TypeError: return None   # an unhashable buffer option: never cached
-  if hit is None: stats["misses"] += 1
-  else:
-    stats["hits"] += 1
-    _cache.move_to_end(s.key)
+  # a hit doesn't move its entry to the end (that hashes the whole key again): eviction is by age, not by last use
+  stats["misses" if hit is None else "hits"] += 1
   return hit
 
 def remember(s: Structure, targets: list[UOp], schedule: list, outputs: list[UOp], runners: list, frees: dict) -> None:
@@ -206,7 +205,8 @@ def remember(s: Structure, targets: list[UOp], schedule: list, outputs: list[UOp
   # the context as it is now: scheduling may have registered ContextVars (an emulator's), and the next lookup sees them
   try: _cache[(_context(),) + s.key[1:]] = CachedSchedule(tuple(items), new_bufs, free_slots, tuple(outs))
   except TypeError: return
-  while len(_cache) > MAX_ENTRIES: _cache.popitem(last=False)
+  if len(_cache) > MAX_ENTRIES:   # the oldest quarter: a structure still in use is scheduled again once
+    for k in list(_cache)[:MAX_ENTRIES // 4]: del _cache[k]
 
 def clear() -> None:
   _cache.clear()
