@@ -122,3 +122,11 @@ def test_int_max_min_at_the_extremes(op):
     compare(lambda t: getattr(t, op)(), lambda t: getattr(torch, op)(t), x, grad=False)
   x8 = np.array([-128, 127, 0], np.int8)
   compare(lambda t: getattr(t, op)(), lambda t: getattr(torch, op)(t), x8, grad=False)
+
+# a reshape among several zero dims (the long fuzzer found (0, 0, 1, 2) -> (0, 1, 2)): the kernel's index math grouped
+# equal products and ran off the end of the dims
+@pytest.mark.parametrize("old,new,axis", [((0, 0, 1, 2), (0, 1, 2), 0), ((0, 3, 4), (3, 0, 4), 1), ((2, 0, 0), (0, 2, 5, 0), 2)], ids=str)
+def test_reduce_after_reshape_between_zero_shapes(old, new, axis):
+  x = rand(*old)
+  np.testing.assert_array_equal(Tensor(x).reshape(new).sum(axis).numpy(), x.reshape(new).sum(axis))
+  np.testing.assert_array_equal((Tensor(x) < 0).logical_not().reshape(new).sum(axis).numpy(), np.logical_not(x < 0).reshape(new).sum(axis))

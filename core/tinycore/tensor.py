@@ -333,9 +333,11 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if self.shape == shape: return self
     return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
   def _apply(self, op: Ops, *others: Tensor, dtype: DType | None = None) -> Tensor:
-    rg = True if self._requires_grad or any(o._requires_grad for o in others) else None
-    u = UOp(op, dtype or (dtypes.bool if op in GroupOp.Comparison else self.uop.dtype), (self.uop, *[o.uop for o in others]))
-    return _derived(u, rg)
+    if len(others) == 1:   # a binary op, the common case, spelled out: a comprehension is a call in python 3.11
+      o = others[0]
+      rg, src = True if self._requires_grad or o._requires_grad else None, (self.uop, o.uop)
+    else: rg, src = True if self._requires_grad or any(o._requires_grad for o in others) else None, (self.uop, *[o.uop for o in others])
+    return _derived(UOp(op, dtype or (dtypes.bool if op in GroupOp.Comparison else self.uop.dtype), src), rg)
   def add(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.ADD, b)
   def sub(self, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
@@ -655,21 +657,20 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     def __init__(self): super().__init__(False)
 
 
-class _TensorRef(weakref.ref):
-  __slots__ = ("key",)
-  key: int
-
 class _LiveTensors:
   """Every live Tensor, kept by identity (backward() finds the ones in its graph here): a WeakSet would compare two
-  tensors with ==, which is elementwise. Every tensor is added on construction, so this is a plain dict of weak
-  references that remove themselves (a WeakValueDictionary costs twice as much per tensor)."""
-  def __init__(self): self.d: dict[int, _TensorRef] = {}
+  tensors with ==, which is elementwise. Every tensor is added on construction, so this is a dict of plain weak
+  references by id: no callback runs when a tensor dies (that was a python call per tensor of every eager op); dead
+  entries are dropped in one sweep once they could outnumber the live ones (amortized O(1) per tensor), and an id
+  reused by a new tensor just replaces its dead entry."""
+  def __init__(self):
+    self.d: dict[int, weakref.ref[Tensor]] = {}
+    self.sweep_at = 4096
   def add(self, t: Tensor) -> None:
-    r = _TensorRef(t, self._drop)
-    r.key = id(t)
-    self.d[r.key] = r
-  def _drop(self, r: _TensorRef) -> None:
-    if self.d.get(r.key) is r: del self.d[r.key]
+    self.d[id(t)] = weakref.ref(t)
+    if len(self.d) > self.sweep_at:
+      self.d = {k: r for k, r in self.d.items() if r() is not None}
+      self.sweep_at = max(4096, 2 * len(self.d))
   def __iter__(self): return iter([t for r in list(self.d.values()) if (t := r()) is not None])
 _live_tensors = _LiveTensors()
 def _get_requires_grad(self) -> bool | None: return self._requires_grad

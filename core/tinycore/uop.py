@@ -69,7 +69,8 @@ class _Ref(weakref.ref["UOp"]):
   key: tuple
 _uop_cache: dict[tuple, _Ref] = {}
 def _evict(ref: _Ref):
-  if _uop_cache.get(ref.key) is ref: del _uop_cache[ref.key]
+  # one hash of the key, not two (get, then del): every node of an eager graph dies through here
+  if (cur := _uop_cache.pop(ref.key, None)) is not ref and cur is not None: _uop_cache[ref.key] = cur   # a newer node has the key
 
 class UOpMetaClass(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
@@ -219,7 +220,8 @@ class UOp(metaclass=UOpMetaClass):
     return self if all(b == 0 and e == s for (b, e), s in zip(arg, self.shape)) else UOp(Ops.SHRINK, self.dtype, (self,), tuple(arg))
   def flip(self, axes: tuple[bool, ...]) -> UOp: return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))
   def r(self, op: Ops, axes: tuple[int, ...]) -> UOp:
-    axes = tuple(sorted(a for a in axes if self.shape[a] != 1)) if self.shape is not None else tuple(axes)
+    if (shape := self.shape) is not None: axes = tuple(sorted([a for a in axes if shape[a] != 1]))
+    else: axes = tuple(axes)
     return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
 
   # ---- symbolic: variables and value ranges

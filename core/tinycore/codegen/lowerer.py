@@ -24,6 +24,9 @@ def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, .
   """Indices into `old` from indices into `new` (same element count). Non-1 dims are matched in groups of equal
   product, so div/mod only appears where dimensions really split or merge."""
   out = [index_const(0)] * len(old)
+  # no elements (a 0 among the dims): nothing is ever read, and grouping equal products would run off the end
+  # ((0, 0, 1, 2) -> (0, 1, 2): 0 == 0 closes the first group, the second 0 has no partner)
+  if any(isinstance(s, int) and s == 0 for s in old): return tuple(out)
   if len([s for s in old if not (isinstance(s, int) and s == 1)]) <= 1:   # a flat source (every buffer): just the linear index
     if not any(not (isinstance(s, int) and s == 1) for s in old): return tuple(out)
     return tuple(linear_index(idx, new) if not (isinstance(s, int) and s == 1) else index_const(0) for s in old)
