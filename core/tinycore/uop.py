@@ -248,12 +248,9 @@ class UOp(metaclass=UOpMetaClass):
   def vmax(self): return self._min_max[1]
   @property
   def _min_max(self) -> tuple:
-    if (r := self._c.get("mm")) is None:
-      # fill sources first in topological order so deep expressions don't recurse
-      if any(x._cache is None or "mm" not in x._cache for x in self.src):
-        for x in self.toposort():
-          if x._c.get("mm") is None: x._c["mm"] = _min_max(x)
-      self._c["mm"] = r = _min_max(self)
+    # sources first, iteratively (deep expressions don't recurse), and only the ones without a range yet: a full
+    # toposort per new node made every rewrite of a long chain walk the whole chain again (quadratic)
+    if (c := self._cache) is None or (r := c.get("mm")) is None: return _fill(self, "mm", _min_max)
     return r
   def simplify(self) -> UOp:
     from tinycore.symbolic import symbolic

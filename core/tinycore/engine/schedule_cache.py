@@ -13,7 +13,7 @@ Constants stay part of the structure (they are compiled into the kernels): a flo
 -0.0 and 0.0 differ. Anything the walk doesn't understand (an arg that is an arbitrary object) makes a graph uncacheable:
 it is scheduled the ordinary way."""
 from __future__ import annotations
-import functools, operator, sys
+import functools, operator
 from dataclasses import dataclass
 from typing import Any
 from tinycore.uop import UOp, Ops
@@ -25,10 +25,6 @@ from tinycore.engine import schedule as schedule_mod   # through the module: tes
 from tinycore.engine.schedule import _is_view_of_buffer
 
 MAX_ENTRIES = 512
-# The graph walks of scheduling are iterative; rewriting, lowering and rendering still recurse once per node of a kernel,
-# and one kernel can be a chain of ~1500 elementwise ops (x = x*a + b in a loop). Python 3.11's Python-to-Python calls
-# don't use the C stack, so a higher limit is safe at these depths.
-_DEEP = 12000
 _cache: dict[tuple, CachedSchedule] = {}   # insertion order: the oldest entries go first when it is full
 stats = {"hits": 0, "misses": 0, "uncacheable": 0}   # tests and the bench read these
 
@@ -227,7 +223,6 @@ def schedule_and_run(targets: list[UOp], s: Structure | None = None) -> list[UOp
     # DEBUG>=3 shows the scheduler at work and schedule observers see every schedule made: both want the real thing
     s = structure_of(targets) if DEBUG.value < 3 else None
     if s is not None and (hit := lookup(s)) is not None: return hit.run(s, targets)
-  if sys.getrecursionlimit() < _DEEP: sys.setrecursionlimit(_DEEP)
   schedule, outputs = schedule_mod.create_schedule(targets, return_outputs=True)
   frees = _frees_after(schedule, {o.base.arg.base for o in outputs if o.base.op is Ops.BUFFER})
   items = [lower_item(si) for si in schedule]
