@@ -268,3 +268,12 @@ def test_slice_assign_and_empty_target(scheduled):
     np.testing.assert_array_equal(e.numpy(), np.full(4, 2.0 * i, np.float32))
     if i == 0: first = len(scheduled)
   assert len(scheduled) == first   # the slice assign and the assign into an unallocated buffer were hits the next times
+
+def test_cache_stays_bounded_and_recomputes_what_it_dropped(monkeypatch, scheduled):
+  monkeypatch.setattr(schedule_cache, "MAX_ENTRIES", 8)
+  x = _rand(16)
+  for i in range(20): np.testing.assert_allclose((Tensor(x) + float(i)).numpy(), x + i, rtol=1e-6)   # 20 structures (constants differ)
+  assert len(schedule_cache._cache) <= 8 and len(scheduled) == 20
+  np.testing.assert_allclose((Tensor(x) + 0.0).numpy(), x, rtol=1e-6)    # the oldest was dropped: scheduled again, same value
+  np.testing.assert_allclose((Tensor(x) + 19.0).numpy(), x + 19, rtol=1e-6)   # the newest is still there
+  assert len(scheduled) == 21

@@ -79,7 +79,7 @@ class UOpMetaClass(type):
     if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: key = (op, dtype, src, "-0.0")
     try: ref = _uop_cache.get(key)
     except TypeError: raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
-    if ref is not None and (ret := ref()) is not None: return ret
+    if ref is not None and (old := ref()) is not None: return old
     ret: UOp = object.__new__(cls)   # type: ignore[arg-type]   # cls is UOp: this is its metaclass (no typing.cast: a call per node)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, None
     (r := _Ref(ret, _evict)).key = key
@@ -311,7 +311,7 @@ def _fill(u: UOp, key: str, fn: Callable[[UOp], Any]) -> Any:
     if not ready: continue
     n._c[key] = fn(n)
     stack.pop()
-  return u._cache[key]   # type: ignore[index]   # filled above
+  return u._c[key]
 
 def _has_multi(u: UOp) -> bool:
   return u.op is Ops.MULTI or (u.op in (Ops.DEVICE, Ops.COPY) and isinstance(u.arg, tuple)) or any(s._c["multi"] for s in u.src)

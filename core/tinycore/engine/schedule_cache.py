@@ -202,7 +202,7 @@ def remember(s: Structure, targets: list[UOp], schedule: list, outputs: list[UOp
   try: _cache[(_context(),) + s.key[1:]] = CachedSchedule(tuple(items), new_bufs, free_slots, tuple(outs))
   except TypeError: return
   if len(_cache) > MAX_ENTRIES:   # the oldest quarter: a structure still in use is scheduled again once
-    for k in list(_cache)[:MAX_ENTRIES // 4]: del _cache[k]
+    for old in list(_cache)[:MAX_ENTRIES // 4]: del _cache[old]
 
 def clear() -> None:
   _cache.clear()
