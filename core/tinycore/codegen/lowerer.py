@@ -67,7 +67,7 @@ class Lowerer:
       if (plan := plans.get(key)) is None: plan = plans[key] = self._plan(*key)
       needs, build = plan
       ready = True
-      for k in needs:
+      for k in reversed(needs):   # the first source is done first, as recursion would (reduces number their ranges in that order)
         if k not in memo:
           stack.append(k)
           ready = False
