@@ -696,7 +696,7 @@ def _scalar_beside(u: UOp, v: ConstType) -> UOp | None:
   few constants on every call, and hash-consing gives back these same nodes."""
   key = (u.dtype, u.device, u.shape, v.__class__, v, math.copysign(1.0, v) if v.__class__ is float else 0)
   if (c := _scalar_consts.get(key)) is not None: return c
-  if not isinstance(key[1], str) or not all_int(key[2]) or _scalar_dtype_beside(v, u.dtype) != u.dtype: return None
+  if not isinstance(key[1], str) or key[2] is None or not all_int(key[2]) or _scalar_dtype_beside(v, u.dtype) != u.dtype: return None
   if len(_scalar_consts) >= 4096: _scalar_consts.clear()
   _scalar_consts[key] = c = u.const_like(v)
   return c
