@@ -35,7 +35,9 @@ class Allocator:
 
 class LRUAllocator(Allocator):
   """Keeps freed blocks by (size, options) and hands them out again: device allocation is slow, reuse is not."""
-  def __init__(self): self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
+  def __init__(self):
+    self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
+    self.reuse = os.getenv("LRU", "1") != "0"   # read once: every free of an eager realize passes here
   def alloc(self, size: int, options=None) -> Any:
     if (c := self.cache.get((size, options))): return c.pop()
     try: return super().alloc(size, options)
@@ -43,7 +45,7 @@ class LRUAllocator(Allocator):
       self.free_cache()
       return super().alloc(size, options)
   def free(self, opaque, size: int, options=None) -> None:
-    if os.getenv("LRU", "1") != "0" and not getattr(options, "nolru", False): self.cache[(size, options)].append(opaque)
+    if self.reuse and not getattr(options, "nolru", False): self.cache[(size, options)].append(opaque)
     else: super().free(opaque, size, options)
   def free_cache(self) -> None:
     for (size, options), opaques in self.cache.items():

@@ -81,6 +81,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   tensor_linalg, tensor_nn, tensor_activation, tensor_math, tensor_random, tensor_hash), which reach Tensor only through
   tensor_base."""
   __slots__ = ("uop", "_requires_grad", "grad", "__weakref__")
+  _requires_grad: bool | None   # behind the requires_grad property (set at the end of this file)
   training: bool = False
   no_grad: bool = False
 
@@ -150,7 +151,10 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     return create_schedule(lower_targets([t.uop for t in (self, *lst)])[0])   # multi: sharded graphs lowered to per-device ones
   def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
     from tinycore.engine.realize import realize_uops
-    ts = [t for t in (self, *lst)]
+    if not lst:
+      self.uop = realize_uops([self.uop])[0]
+      return self
+    ts = (self, *lst)
     new = realize_uops([t.uop for t in ts])
     for t, u in zip(ts, new): t.uop = u
     return self
@@ -218,7 +222,7 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
 
   def _wrap(self, u: UOp) -> Tensor:
     """A new tensor from a UOp computed from this one; gradients flow when this one needs them."""
-    return Tensor(u, requires_grad=True if self.requires_grad else None)
+    return _derived(u, True if self._requires_grad else None)
 
   # ---- creation
   @staticmethod
@@ -309,9 +313,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     x: Tensor = self
     # a python scalar beside a tensor of its dtype on one device: the broadcast const straight from the uop (the general
     # path below builds and validates three Tensors for it, ~10 us per op of eager overhead)
-    if y.__class__ in (int, float, bool) and isinstance(x.device, str) and all_int(x.shape) and _scalar_dtype_beside(y, x.dtype) == x.dtype:
-      c = Tensor(x.uop.const_like(y))
-      return (c, x) if reverse else (x, c)
+    if y.__class__ in (int, float, bool) and (c := _scalar_beside(x.uop, y)) is not None:
+      ct = _derived(c, None)
+      return (ct, x) if reverse else (x, ct)
     if not isinstance(y, Tensor):
       if isinstance(y, UOp) and y.op in (Ops.BIND, Ops.DEFINE_VAR):
         y = Tensor(y.cast(dtypes.int32) if y.dtype != dtypes.int32 else y, device=x.device)
@@ -329,9 +333,11 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if self.shape == shape: return self
     return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
   def _apply(self, op: Ops, *others: Tensor, dtype: DType | None = None) -> Tensor:
-    rg = True if self.requires_grad or any(o.requires_grad for o in others) else None
-    u = UOp(op, dtype or (dtypes.bool if op in GroupOp.Comparison else self.dtype), (self.uop, *[o.uop for o in others]))
-    return Tensor(u, requires_grad=rg)
+    if len(others) == 1:   # a binary op, the common case, spelled out: a comprehension is a call in python 3.11
+      o = others[0]
+      rg, src = True if self._requires_grad or o._requires_grad else None, (self.uop, o.uop)
+    else: rg, src = True if self._requires_grad or any(o._requires_grad for o in others) else None, (self.uop, *[o.uop for o in others])
+    return _derived(UOp(op, dtype or (dtypes.bool if op in GroupOp.Comparison else self.uop.dtype), src), rg)
   def add(self, x, reverse=False) -> Tensor: a, b = self._broadcasted(x, reverse); return a._apply(Ops.ADD, b)
   def sub(self, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
@@ -551,8 +557,9 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     # a zero-size axis reduces to the op's identity (0, 1, the dtype's min) in the backend; the REDUCE_AXIS node stays in
     # the graph so gradients still reach `self` (a constant here would cut it off)
     axes = self._axes(axis)
-    ret = self._wrap(self.uop.r(op, axes))
-    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+    u = self.uop.r(op, axes)
+    if not keepdim: u = u.reshape(tuple([s for i, s in enumerate(self.uop.shape) if i not in axes]))
+    return self._wrap(u)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     # half/bfloat16/fp8 add in float32 and round once at the end (as torch does): a half accumulator stops at 2048 ones
@@ -652,10 +659,19 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
 
 class _LiveTensors:
   """Every live Tensor, kept by identity (backward() finds the ones in its graph here): a WeakSet would compare two
-  tensors with ==, which is elementwise."""
-  def __init__(self): self.d: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-  def add(self, t: Tensor) -> None: self.d[id(t)] = t
-  def __iter__(self): return iter(list(self.d.values()))
+  tensors with ==, which is elementwise. Every tensor is added on construction, so this is a dict of plain weak
+  references by id: no callback runs when a tensor dies (that was a python call per tensor of every eager op); dead
+  entries are dropped in one sweep once they could outnumber the live ones (amortized O(1) per tensor), and an id
+  reused by a new tensor just replaces its dead entry."""
+  def __init__(self):
+    self.d: dict[int, weakref.ref[Tensor]] = {}
+    self.sweep_at = 4096
+  def add(self, t: Tensor) -> None:
+    self.d[id(t)] = weakref.ref(t)
+    if len(self.d) > self.sweep_at:
+      self.d = {k: r for k, r in self.d.items() if r() is not None}
+      self.sweep_at = max(4096, 2 * len(self.d))
+  def __iter__(self): return iter([t for r in list(self.d.values()) if (t := r()) is not None])
 _live_tensors = _LiveTensors()
 def _get_requires_grad(self) -> bool | None: return self._requires_grad
 def _set_requires_grad(self, v: bool | None) -> None:
@@ -664,6 +680,26 @@ def _set_requires_grad(self, v: bool | None) -> None:
   _live_tensors.add(self)
 Tensor.requires_grad = property(_get_requires_grad, _set_requires_grad)
 register_tensor_type(Tensor)
+
+def _derived(u: UOp, requires_grad: bool | None) -> Tensor:
+  """A tensor for a UOp the frontend built from other tensors: what Tensor(u) does, without its checks of user input
+  (this is every op's path; the checks cost more than the op)."""
+  t = object.__new__(Tensor)
+  t.uop, t._requires_grad, t.grad = u, requires_grad, None
+  _live_tensors.add(t)
+  return t
+
+_scalar_consts: dict[tuple, UOp] = {}
+def _scalar_beside(u: UOp, v: ConstType) -> UOp | None:
+  """The python scalar `v` broadcast to `u` (same dtype, device and shape), or None when that needs the general path (a
+  promoted dtype, a symbolic shape, a device tuple). Kept per (dtype, device, shape, value): eager loops rebuild the same
+  few constants on every call, and hash-consing gives back these same nodes."""
+  key = (u.dtype, u.device, u.shape, v.__class__, v, math.copysign(1.0, v) if v.__class__ is float else 0)
+  if (c := _scalar_consts.get(key)) is not None: return c
+  if not isinstance(key[1], str) or key[2] is None or not all_int(key[2]) or _scalar_dtype_beside(v, u.dtype) != u.dtype: return None
+  if len(_scalar_consts) >= 4096: _scalar_consts.clear()
+  _scalar_consts[key] = c = u.const_like(v)
+  return c
 
 def _grad_targets(t: Tensor) -> list[Tensor]:
   nodes = set(t.uop.toposort())

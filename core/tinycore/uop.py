@@ -69,7 +69,8 @@ class _Ref(weakref.ref["UOp"]):
   key: tuple
 _uop_cache: dict[tuple, _Ref] = {}
 def _evict(ref: _Ref):
-  if _uop_cache.get(ref.key) is ref: del _uop_cache[ref.key]
+  # one hash of the key, not two (get, then del): every node of an eager graph dies through here
+  if (cur := _uop_cache.pop(ref.key, None)) is not ref and cur is not None: _uop_cache[ref.key] = cur   # a newer node has the key
 
 class UOpMetaClass(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
@@ -78,8 +79,8 @@ class UOpMetaClass(type):
     if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: key = (op, dtype, src, "-0.0")
     try: ref = _uop_cache.get(key)
     except TypeError: raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
-    if ref is not None and (ret := ref()) is not None: return ret
-    ret = cast(UOp, object.__new__(cls))   # type: ignore[arg-type]   # cls is UOp: this is its metaclass
+    if ref is not None and (old := ref()) is not None: return old
+    ret: UOp = object.__new__(cls)   # type: ignore[arg-type]   # cls is UOp: this is its metaclass (no typing.cast: a call per node)
     ret.op, ret.dtype, ret.src, ret.arg, ret._cache = op, dtype, src, arg, None
     (r := _Ref(ret, _evict)).key = key
     _uop_cache[key] = r
@@ -128,7 +129,7 @@ class UOp(metaclass=UOpMetaClass):
   # ---- tensor-level properties
   @property
   def shape(self) -> tuple | None:
-    if "shape" not in (c := self._c): _fill(self, "shape", _shape)
+    if (c := self._cache) is None or "shape" not in c: return _fill(self, "shape", _shape)
     return c["shape"]
   @property
   def size(self) -> int: return prod(self.shape)
@@ -136,13 +137,13 @@ class UOp(metaclass=UOpMetaClass):
   def ndim(self) -> int: return len(self.shape)
   @property
   def device(self) -> str | tuple[str, ...]:
-    if "device" not in (c := self._c): _fill(self, "device", _device)
+    if (c := self._cache) is None or "device" not in c: return _fill(self, "device", _device)
     return c["device"]
   @property
   def has_multi(self) -> bool:
     """Whether a sharded value (a MULTI, or something made for a device tuple) is in this graph: it must be lowered to
     per-device graphs before scheduling."""
-    if "multi" not in (c := self._c): _fill(self, "multi", _has_multi)
+    if (c := self._cache) is None or "multi" not in c: return _fill(self, "multi", _has_multi)
     return c["multi"]
   @property
   def base(self) -> UOp:
@@ -219,7 +220,8 @@ class UOp(metaclass=UOpMetaClass):
     return self if all(b == 0 and e == s for (b, e), s in zip(arg, self.shape)) else UOp(Ops.SHRINK, self.dtype, (self,), tuple(arg))
   def flip(self, axes: tuple[bool, ...]) -> UOp: return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))
   def r(self, op: Ops, axes: tuple[int, ...]) -> UOp:
-    axes = tuple(sorted(a for a in axes if self.shape[a] != 1)) if self.shape is not None else tuple(axes)
+    if (shape := self.shape) is not None: axes = tuple(sorted([a for a in axes if shape[a] != 1]))
+    else: axes = tuple(axes)
     return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
 
   # ---- symbolic: variables and value ranges
@@ -246,12 +248,9 @@ class UOp(metaclass=UOpMetaClass):
   def vmax(self): return self._min_max[1]
   @property
   def _min_max(self) -> tuple:
-    if (r := self._c.get("mm")) is None:
-      # fill sources first in topological order so deep expressions don't recurse
-      if any(x._cache is None or "mm" not in x._cache for x in self.src):
-        for x in self.toposort():
-          if x._c.get("mm") is None: x._c["mm"] = _min_max(x)
-      self._c["mm"] = r = _min_max(self)
+    # sources first, iteratively (deep expressions don't recurse), and only the ones without a range yet: a full
+    # toposort per new node made every rewrite of a long chain walk the whole chain again (quadratic)
+    if (c := self._cache) is None or (r := c.get("mm")) is None: return _fill(self, "mm", _min_max)
     return r
   def simplify(self) -> UOp:
     from tinycore.symbolic import symbolic
@@ -290,30 +289,53 @@ def shard_bounds(size: int, n: int) -> list[tuple[int, int]]:
   starts = [i * q + min(i, r) for i in range(n + 1)]
   return list(zip(starts[:-1], starts[1:]))
 
-def _fill(u: UOp, key: str, fn: Callable[[UOp], Any]) -> None:
-  """Cache fn(n) under `key` for u and every source that lacks it, sources first: iterative, so long chains don't recurse."""
+def _fill(u: UOp, key: str, fn: Callable[[UOp], Any]) -> Any:
+  """Cache fn(n) under `key` for u and every source that lacks it, sources first: iterative, so long chains don't recurse.
+  Returns u's value."""
+  # the common case, a node just built on sources that have it: no walk
+  for s in u.src:
+    if s._cache is None or key not in s._cache: break
+  else:
+    if u._cache is None: u._cache = {}
+    u._cache[key] = r = fn(u)
+    return r
   stack = [u]
   while stack:
     n = stack[-1]
     if n._cache is not None and key in n._cache: stack.pop(); continue
-    if pending := [s for s in n.src if s._cache is None or key not in s._cache]: stack.extend(pending); continue
+    ready = True
+    for s in n.src:
+      if s._cache is None or key not in s._cache:
+        stack.append(s)
+        ready = False
+    if not ready: continue
     n._c[key] = fn(n)
     stack.pop()
+  return u._c[key]
 
 def _has_multi(u: UOp) -> bool:
   return u.op is Ops.MULTI or (u.op in (Ops.DEVICE, Ops.COPY) and isinstance(u.arg, tuple)) or any(s._c["multi"] for s in u.src)
 
+_OWN_DEVICE = {Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.MULTI, Ops.MSELECT}   # ops that say where they are; others inherit
 def _device(u: UOp) -> str | tuple[str, ...] | None:
+  if u.op not in _OWN_DEVICE:
+    for s in u.src:
+      if (d := s.device) is not None: return d
+    return None
   if u.op is Ops.DEVICE: return u.arg
   if u.op is Ops.BUFFER: return u.arg.device
   if u.op is Ops.COPY: return u.arg
   if u.op is Ops.MULTI: return u.arg[1]
-  if u.op is Ops.MSELECT: return u.src[0].device[u.arg[0]]
-  return next((d for s in u.src if (d := s.device) is not None), None)
+  return u.src[0].device[u.arg[0]]   # MSELECT
 
 # ---- shape inference at tensor level
+_INHERIT_SHAPE = GroupOp.Elementwise | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.BUFFER_VIEW}
 def _shape(u: UOp) -> tuple | None:
   op = u.op
+  if op in _INHERIT_SHAPE:   # first: the most common op at tensor level (and each `Ops.X` below is a lookup)
+    for s in u.src:
+      if (shape := s.shape) is not None: return shape
+    return None
   if op is Ops.MULTI:
     axis, shp = u.arg[0], u.src[0].shape
     return shp if axis is None else shp[:axis] + (sum(s.shape[axis] for s in u.src),) + shp[axis + 1:]
@@ -333,9 +355,6 @@ def _shape(u: UOp) -> tuple | None:
   if op is Ops.SHRINK: return tuple(e - b if isinstance(e, int) and isinstance(b, int) else ssimplify(e - b) for b, e in u.arg)
   if op is Ops.FLIP: return u.src[0].shape
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
-  if op in GroupOp.Elementwise or op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.BUFFER_VIEW):
-    shapes = [s.shape for s in u.src if s.shape is not None]
-    return shapes[0] if shapes else None
   if op is Ops.CUSTOM and u.arg and isinstance(u.arg, tuple) and u.arg[0] == "custom_kernel": return u.src[0].shape
   return None
 

@@ -24,6 +24,9 @@ def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, .
   """Indices into `old` from indices into `new` (same element count). Non-1 dims are matched in groups of equal
   product, so div/mod only appears where dimensions really split or merge."""
   out = [index_const(0)] * len(old)
+  # no elements (a 0 among the dims): nothing is ever read, and grouping equal products would run off the end
+  # ((0, 0, 1, 2) -> (0, 1, 2): 0 == 0 closes the first group, the second 0 has no partner)
+  if any(isinstance(s, int) and s == 0 for s in old): return tuple(out)
   if len([s for s in old if not (isinstance(s, int) and s == 1)]) <= 1:   # a flat source (every buffer): just the linear index
     if not any(not (isinstance(s, int) and s == 1) for s in old): return tuple(out)
     return tuple(linear_index(idx, new) if not (isinstance(s, int) and s == 1) else index_const(0) for s in old)
@@ -42,39 +45,64 @@ def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, .
       out[k] = v % old[k] if n != 0 else v
   return tuple(out)
 
+_Key = tuple   # (node, index per dim, validity or None): one value to emit
+
 class Lowerer:
+  """Emits the value of a tensor-level node at an index. Iterative (an explicit stack of (node, index, valid) keys):
+  one kernel can be a chain of thousands of elementwise ops, deeper than Python's recursion limit."""
   def __init__(self):
-    self.memo: dict[tuple, UOp] = {}
+    self.memo: dict[_Key, UOp] = {}
     self.n_reduce = 0
   def emit(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
-    key = (u, idx, valid)
-    if (r := self.memo.get(key)) is not None: return r
-    self.memo[key] = r = self._emit(u, idx, valid)
-    return r
-  def _emit(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
+    root: _Key = (u, idx, valid)
+    memo = self.memo
+    # key -> (the keys it needs, how to build it from their values): made once per key (a reduce numbers its ranges)
+    plans: dict[_Key, tuple[tuple[_Key, ...], object]] = {}
+    stack = [root]
+    while stack:
+      key = stack[-1]
+      if key in memo:
+        stack.pop()
+        continue
+      if (plan := plans.get(key)) is None: plan = plans[key] = self._plan(*key)
+      needs, build = plan
+      ready = True
+      for k in reversed(needs):   # the first source is done first, as recursion would (reduces number their ranges in that order)
+        if k not in memo:
+          stack.append(k)
+          ready = False
+      if not ready: continue
+      stack.pop()
+      memo[key] = build if isinstance(build, UOp) else build(*[memo[k] for k in needs])   # type: ignore[operator]
+    return memo[root]
+
+  def _plan(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> tuple[tuple[_Key, ...], object]:
+    """What `u` at `idx` needs (keys of other values) and how it is built from them: a function of their values, or
+    the UOp itself when it needs nothing."""
     op = u.op
     if op is Ops.DEFINE_GLOBAL:
       ind = u.index(idx[0], valid) if valid is not None else u.index(idx[0])
-      return UOp(Ops.LOAD, u.dtype.base, (ind,))
-    if op is Ops.CONST: return UOp.const(u.dtype, u.arg)
+      return (), UOp(Ops.LOAD, u.dtype.base, (ind,))
+    if op is Ops.CONST: return (), UOp.const(u.dtype, u.arg)
     if op is Ops.BIND or op is Ops.DEFINE_VAR:
       var = u.src[0] if op is Ops.BIND else u
-      return var if u.dtype == dtypes.index else var.cast(u.dtype)
+      return (), var if u.dtype == dtypes.index else var.cast(u.dtype)
     s = u.src[0] if u.src else None
+    same = _same   # a movement op is its source's value at other indices
     if op is Ops.RESHAPE:
       while s.op is Ops.RESHAPE: s = s.src[0]   # reshapes compose: go straight to the first one's source
       # a Variable used as a value is a scalar (its kernel-level node has no shape)
-      return self.emit(s, _reshape_index(idx, s.shape if s.shape is not None else (), u.shape), valid)
+      return ((s, _reshape_index(idx, s.shape if s.shape is not None else (), u.shape), valid),), same
     if op is Ops.PERMUTE:
       nidx: list = [None] * len(idx)
       for out_i, src_i in enumerate(u.arg): nidx[src_i] = idx[out_i]
-      return self.emit(s, tuple(nidx), valid)
+      return ((s, tuple(nidx), valid),), same
     if op is Ops.EXPAND:
       # a broadcast dim (size 1 in the source) reads index 0
       bidx = tuple(index_const(0) if (isinstance(ss, int) and ss == 1) and ns is not ss else i for i, ss, ns in zip(idx, s.shape, u.shape))
-      return self.emit(s, bidx, valid)
-    if op is Ops.SHRINK: return self.emit(s, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid)
-    if op is Ops.FLIP: return self.emit(s, tuple((ss - 1) - i if f else i for i, ss, f in zip(idx, s.shape, u.arg)), valid)
+      return ((s, bidx, valid),), same
+    if op is Ops.SHRINK: return ((s, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid),), same
+    if op is Ops.FLIP: return ((s, tuple((ss - 1) - i if f else i for i, ss, f in zip(idx, s.shape, u.arg)), valid),), same
     if op is Ops.PAD:
       conds: list[UOp] = []
       nidx = []
@@ -87,8 +115,7 @@ class Lowerer:
       cond = conds[0]
       for c in conds[1:]: cond = cond & c
       inner_valid = cond if valid is None else (valid & cond)
-      val = self.emit(s, tuple(nidx), inner_valid)
-      return UOp(Ops.WHERE, u.dtype, (cond, val, UOp.const(u.dtype, 0)))
+      return ((s, tuple(nidx), inner_valid),), lambda val: UOp(Ops.WHERE, u.dtype, (cond, val, UOp.const(u.dtype, 0)))
     if op is Ops.REDUCE_AXIS:
       rop, axes = u.arg
       nidx = list(idx)
@@ -97,12 +124,13 @@ class Lowerer:
         r = UOp(Ops.RANGE, dtypes.index, (index_const(s.shape[a]),), ("r", self.n_reduce, a))
         rngs.append(r); nidx[a] = r
       self.n_reduce += 1
-      val = self.emit(s, tuple(nidx), valid)
-      return UOp(Ops.REDUCE, u.dtype, (val, *rngs), rop)
+      return ((s, tuple(nidx), valid),), lambda val: UOp(Ops.REDUCE, u.dtype, (val, *rngs), rop)
     if op in GroupOp.Elementwise:
-      return UOp(op, u.dtype, tuple(self.emit(x, idx, valid) for x in u.src), u.arg)
-    if op in (Ops.CONTIGUOUS, Ops.DETACH): return self.emit(s, idx, valid)
+      return tuple((x, idx, valid) for x in u.src), lambda *vals: UOp(op, u.dtype, vals, u.arg)
+    if op in (Ops.CONTIGUOUS, Ops.DETACH): return ((s, idx, valid),), same
     raise NotImplementedError(f"can't lower {op} inside a kernel")
+
+def _same(val: UOp) -> UOp: return val
 
 def lower_kernel(ast: UOp) -> UOp:
   """SINK(value) with DEFINE_GLOBAL(0) as the output -> SINK(STORE(INDEX(out, i), value)) over global RANGEs."""

@@ -83,9 +83,47 @@ def _lanes(r: UOp, rn: UOp, n: int):
   """A rewriter turning values that vary along range `r` into n-wide vectors (lanes r = rn*n + 0..n-1). Loads must be
   contiguous along r (index = base + r) and the math on them in the vector-safe set; else CantVectorize."""
   memo: dict[UOp, UOp] = {}
+  failed: set[UOp] = set()
+  varies: dict[UOp, bool] = {}   # node -> whether it depends on r
+  def along_r(u: UOp) -> bool:
+    # filled sources first for what is missing (a toposort per node was quadratic in a long chain's length)
+    stack = [u]
+    while stack:
+      x = stack[-1]
+      if x in varies:
+        stack.pop()
+        continue
+      ready = True
+      for s in x.src:
+        if s not in varies:
+          stack.append(s)
+          ready = False
+      if ready: varies[stack.pop()] = x is r or any(varies[s] for s in x.src)
+    return varies[u]
   def f(u: UOp) -> UOp:
+    """u in lanes. Values below it first, in order (each call then finds its sources done): a kernel can be a chain of
+    thousands of ops, deeper than Python's recursion limit; a value that can't be vectorized stays known as such."""
+    stack = [u]
+    while stack:
+      x = stack[-1]
+      if x in memo or x in failed:
+        stack.pop()
+        continue
+      ready = True
+      for s in x.src:
+        if s.dtype != dtypes.index and s not in memo and s not in failed:   # index math is handled whole, where it is used
+          stack.append(s)
+          ready = False
+      if not ready: continue
+      stack.pop()
+      if x is not u:
+        try: one(x)
+        except CantVectorize: failed.add(x)
+    return one(u)
+  def one(u: UOp) -> UOp:
     if (res := memo.get(u)) is not None: return res
-    if r not in u.toposort(): res = u
+    if u in failed: raise CantVectorize
+    if not along_r(u): res = u
     elif u.op is Ops.INDEX:
       terms = _terms(u.src[1])
       if len(u.src) > 2: raise CantVectorize   # a validity mask per lane would need masked vector loads

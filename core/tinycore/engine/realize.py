@@ -1,26 +1,27 @@
 """Turning lazy UOp graphs into buffers: schedule, lower and run."""
 from __future__ import annotations
-import sys
 from tinycore.uop import UOp, Ops
-from tinycore.helpers import ContextVar
+from tinycore.helpers import ContextVar, DEBUG
 from tinycore.stages import apply_stage
-from tinycore.engine.schedule_cache import schedule_and_run
+from tinycore.engine.schedule_cache import in_memory, lookup, schedule_and_run, structure_of
 from tinycore.engine.multi import lower_targets
 
 REFERENCE = ContextVar("REFERENCE", 0)
-# The graph walks of scheduling and uop construction are iterative; rewriting, lowering and rendering still recurse once
-# per node of a kernel, and one kernel can be a chain of ~1500 elementwise ops (x = x*a + b in a loop). Python 3.11's
-# Python-to-Python calls don't use the C stack, so a higher limit is safe at these depths.
-_DEEP = 12000
 
 def realize_uops(uops: list[UOp]) -> list[UOp]:
   """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer."""
-  if sys.getrecursionlimit() < _DEEP: sys.setrecursionlimit(_DEEP)
+  if REFERENCE.value:
+    lowered, regroup = lower_targets(uops)
+    return regroup(_realize_reference(lowered))
+  if in_memory(uops): return uops   # Tensor(array).realize() and the like: nothing to schedule
+  # eager code repeats graph structures: a known one runs its cached schedule (keyed before the tensor stage, which is
+  # a function of the structure: the device's rules, and the device is part of the key)
+  s = structure_of(uops) if DEBUG.value < 3 else None   # None for a sharded graph: keyed below, once lowered
+  if s is not None and (hit := lookup(s)) is not None: return hit.run(s, uops)
   uops, regroup = lower_targets(uops)   # multi: sharded graphs become per-device graphs + copies; regroup joins the shards
-  if REFERENCE.value: return regroup(_realize_reference(uops))
   # the tensor stage: each target's device rewrites the graph it is about to realize
   uops = [apply_stage(u, u.device, "tensor") for u in uops]  # type: ignore[arg-type]   # a multi-device tuple has no single owner: skipped
-  return regroup(schedule_and_run(uops))   # a graph whose structure was seen before reuses its schedule
+  return regroup(schedule_and_run(uops, s))
 
 def _realize_reference(uops: list[UOp]) -> list[UOp]:
   import numpy as np

@@ -1,6 +1,6 @@
 """Running a schedule: compile (cached) each kernel, allocate buffers just in time, free intermediates after last use."""
 from __future__ import annotations
-import time
+import operator, time
 from typing import Callable
 from dataclasses import dataclass
 from tinycore.uop import UOp
@@ -22,13 +22,15 @@ class CompiledRunner:
   ast: UOp | None = None   # what it was compiled from (the conformance kit's --compile-also recompiles it elsewhere)
   accesses: list | None = None   # its accesses that depend on a Variable (engine/bounds.py), found on the first call
   proven: dict | None = None     # buffer sizes -> True if in bounds for every Variable value, else the set of values checked
-  def __post_init__(self): self._static_size = all(isinstance(g, int) for g in self.p.global_size)   # no sym_infer per call
+  def __post_init__(self):
+    self._static_size = all(isinstance(g, int) for g in self.p.global_size)   # no sym_infer per call
+    self._work = self.p.ops + self.p.mem
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int], wait=False) -> float | None:
-    vals = tuple([var_vals[v] for v in self.p.vars]) if self.p.vars else ()
+    p = self.p
+    vals = tuple([var_vals[v] for v in p.vars]) if p.vars else ()
     if vals: self._check_bounds(bufs, vals)
-    gs = self.p.global_size if self._static_size else tuple(sym_infer(g, var_vals) for g in self.p.global_size)
-    return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=self.p.local_size, vals=vals, wait=wait,
-                    work=self.p.ops + self.p.mem)
+    gs = p.global_size if self._static_size else tuple(sym_infer(g, var_vals) for g in p.global_size)
+    return self.prg(*map(_handle, bufs), global_size=gs, local_size=p.local_size, vals=vals, wait=wait, work=self._work)
 
   def _check_bounds(self, bufs: list[Buffer], vals: tuple) -> None:
     from tinycore.engine.bounds import symbolic_accesses, check_bounds, OutOfBoundsAccess
@@ -43,6 +45,8 @@ class CompiledRunner:
     check_bounds(self.accesses, list(sizes), dict(zip(self.p.vars, vals)), self.p.name)
     if len(seen) > 4096: seen.clear()
     seen.add(vals)
+
+_handle = operator.attrgetter("_buf")   # a buffer's device memory, for the program's arguments
 
 class CopyRunner:
   def __init__(self, nbytes: int): self.nbytes = nbytes
@@ -87,13 +91,14 @@ class ExecItem:
   def run(self, var_vals: dict | None = None, wait=False) -> float | None:
     for b in self.bufs:
       if not hasattr(b, "_buf"): b.allocate()
-    et = self.runner(self.bufs, {**self.var_vals, **var_vals} if var_vals else self.var_vals, wait=wait or DEBUG >= 2)
+    debug = DEBUG.value
+    et = self.runner(self.bufs, {**self.var_vals, **var_vals} if var_vals else self.var_vals, wait=wait or debug >= 2)
     GlobalCounters.kernel_count += 1
     if (p := getattr(self.runner, "p", None)) is not None:
       GlobalCounters.global_ops += p.ops
       GlobalCounters.global_mem += p.mem
     if et is not None: GlobalCounters.time_sum_s += et
-    if DEBUG >= 2:
+    if debug >= 2:
       name = p.name if p is not None else f"copy {self.bufs[1].device} -> {self.bufs[0].device}"
       ops = p.ops if p is not None else 0
       mem = p.mem if p is not None else self.bufs[0].nbytes
@@ -148,7 +153,8 @@ def run_items(items: list[ExecItem], frees: dict[int, list[Buffer]], var_vals: d
   """Run lowered items in order, freeing frees[i] after item i; TinyJit's capture hooks see each item first."""
   st = time.perf_counter()
   for i, ei in enumerate(items):
-    for h in capture_hooks: h(ei)
+    if capture_hooks:
+      for h in capture_hooks: h(ei)
     ei.run(var_vals)
     if frees and (done := frees.get(i)):
       for b in done: b.deallocate()

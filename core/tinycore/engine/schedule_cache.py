@@ -13,8 +13,7 @@ Constants stay part of the structure (they are compiled into the kernels): a flo
 -0.0 and 0.0 differ. Anything the walk doesn't understand (an arg that is an arbitrary object) makes a graph uncacheable:
 it is scheduled the ordinary way."""
 from __future__ import annotations
-import functools
-from collections import OrderedDict
+import functools, operator
 from dataclasses import dataclass
 from typing import Any
 from tinycore.uop import UOp, Ops
@@ -26,13 +25,14 @@ from tinycore.engine import schedule as schedule_mod   # through the module: tes
 from tinycore.engine.schedule import _is_view_of_buffer
 
 MAX_ENTRIES = 512
-_cache: OrderedDict[tuple, CachedSchedule] = OrderedDict()
+_cache: dict[tuple, CachedSchedule] = {}   # insertion order: the oldest entries go first when it is full
 stats = {"hits": 0, "misses": 0, "uncacheable": 0}   # tests and the bench read these
 
 class _Uncacheable(Exception):
   """The graph holds something whose equality doesn't mean 'same schedule'."""
 
 _PLAIN = {int, bool, str, bytes, type(None), Ops}
+_SHARDED = {Ops.MULTI, Ops.MSELECT, Ops.COPY, Ops.DEVICE}   # with a tuple arg: a sharded value (engine/multi.py lowers it)
 _pure_args: set[tuple] = set()   # tuple args seen to hold only plain values (no UOp, no float): keyed as they are
 
 def _is_pure(a: tuple) -> bool:
@@ -68,7 +68,7 @@ class Structure:
 
 def structure_of(targets: list[UOp]) -> Structure | None:
   """The structural key of the graph computing `targets`, with this call's buffers and Variable values; None when the
-  graph can't be keyed (then it is scheduled without the cache)."""
+  graph can't be keyed (then it is scheduled without the cache) or is sharded (keyed once lowered to per-device graphs)."""
   idx: dict[UOp, int] = {}
   key: list[tuple] = []
   leaves: list[Buffer] = []
@@ -76,6 +76,7 @@ def structure_of(targets: list[UOp]) -> Structure | None:
   var_vals: dict[UOp, int] = {}
   stack: list[UOp] = list(reversed(targets))
   BUFFER, BIND, CONST, pure = Ops.BUFFER, Ops.BIND, Ops.CONST, _pure_args
+  # (no comprehensions in this loop: each one is a function call in python 3.11, and this runs on every eager realize)
   try:
     while stack:
       n = stack[-1]
@@ -84,18 +85,20 @@ def structure_of(targets: list[UOp]) -> Structure | None:
         continue
       op, arg, kids = n.op, n.arg, n.src
       if op is BIND: kids = kids[:1]   # a bound value is not structure
-      elif arg.__class__ is tuple and arg not in pure:
-        if _is_pure(arg):
-          if len(pure) > 65536: pure.clear()
-          pure.add(arg)
-        else: kids = kids + _uops_in(arg)
+      elif arg.__class__ is tuple:
+        if op in _SHARDED: raise _Uncacheable("sharded")   # MULTI, MSELECT, COPY or DEVICE on a device tuple
+        if arg not in pure:
+          if _is_pure(arg):
+            if len(pure) > 65536: pure.clear()
+            pure.add(arg)
+          else: kids = kids + _uops_in(arg)
       # post-order: a node is keyed once all its sources (and the UOps in its arg) have been
-      pending = False
+      ready = True
       for k in kids:
         if k not in idx:
           stack.append(k)
-          pending = True
-      if pending: continue
+          ready = False
+      if not ready: continue
       stack.pop()
       if op is BUFFER:
         # aliasing is structure: an assign reading its own target, or two views of one allocation
@@ -107,16 +110,22 @@ def structure_of(targets: list[UOp]) -> Structure | None:
         entry = (op, n.dtype, idx[kids[0]])
       else:
         # constants are compiled in, so their exact bits are structure; other args compare with ==, as hash-consing does
-        if op is CONST or not (arg is None or arg.__class__ is int or arg in pure): arg = _arg_key(arg, idx)
-        entry = (op, n.dtype, arg, tuple([idx[k] for k in n.src]))
+        if op is CONST and arg.__class__ is float: arg = ("float", arg.hex())   # -0.0 == 0.0 and nan != nan: bits are compiled
+        elif op is CONST or not (arg is None or arg.__class__ is int or arg in pure): arg = _arg_key(arg, idx)
+        src = n.src
+        if not src: entry = (op, n.dtype, arg)
+        elif len(src) == 1: entry = (op, n.dtype, arg, idx[src[0]])
+        elif len(src) == 2: entry = (op, n.dtype, arg, (idx[src[0]], idx[src[1]]))
+        else: entry = (op, n.dtype, arg, tuple(map(idx.__getitem__, src)))
       idx[n] = len(key)
       key.append(entry)
   except _Uncacheable: return None
-  return Structure((_context(), _registry().pm, tuple(key), tuple([idx[t] for t in targets])), leaves, var_vals, idx)
+  return Structure((_context(), _registry().pm, tuple(key), tuple(map(idx.__getitem__, targets))), leaves, var_vals, idx)
 
 def _context() -> tuple:
   """Every ContextVar's value (DEBUG, BEAM, NOOPT, DEV, ...): any of them may change what a schedule is."""
-  return tuple([v.value for v in ContextVar._registry.values()])
+  return tuple(map(_value, ContextVar._registry.values()))
+_value = operator.attrgetter("value")
 
 @functools.cache
 def _registry() -> Any:
@@ -141,19 +150,27 @@ class CachedSchedule:
     outs: list[UOp] = []
     nodes: list[UOp] | None = None
     for t, (created, i) in zip(targets, self.outputs):
-      if created: outs.append(UOp(Ops.BUFFER, t.dtype, (), bufs[i]).reshape(_shape(t)))
+      if created:
+        b = UOp(Ops.BUFFER, t.dtype, (), bufs[i])
+        outs.append(b if (shape := _shape(t)) == (bufs[i].size,) else UOp(Ops.RESHAPE, t.dtype, (b,), shape))
       else:
         if nodes is None: nodes = list(s.index)
         outs.append(nodes[i])
     return bufs, outs
 
+  def run(self, s: Structure, targets: list[UOp]) -> list[UOp]:
+    """Run this schedule on the buffers and Variable values of `s` (a graph of the same structure as the one it was made
+    for); returns, per target, a UOp that reads its result."""
+    bufs, outputs = self.bind(s, targets)
+    items = [ExecItem(runner, [bufs[k] for k in slots], s.var_vals) for runner, slots in self.items]
+    run_items(items, {i: [bufs[k] for k in f] for i, f in self.frees} if self.frees else {})
+    return outputs
+
 def lookup(s: Structure) -> CachedSchedule | None:
   try: hit = _cache.get(s.key)
   except TypeError: return None   # an unhashable buffer option: never cached
-  if hit is None: stats["misses"] += 1
-  else:
-    stats["hits"] += 1
-    _cache.move_to_end(s.key)
+  # a hit doesn't move its entry to the end (that hashes the whole key again): eviction is by age, not by last use
+  stats["misses" if hit is None else "hits"] += 1
   return hit
 
 def remember(s: Structure, targets: list[UOp], schedule: list, outputs: list[UOp], runners: list, frees: dict) -> None:
@@ -184,25 +201,28 @@ def remember(s: Structure, targets: list[UOp], schedule: list, outputs: list[UOp
   # the context as it is now: scheduling may have registered ContextVars (an emulator's), and the next lookup sees them
   try: _cache[(_context(),) + s.key[1:]] = CachedSchedule(tuple(items), new_bufs, free_slots, tuple(outs))
   except TypeError: return
-  while len(_cache) > MAX_ENTRIES: _cache.popitem(last=False)
+  if len(_cache) > MAX_ENTRIES:   # the oldest quarter: a structure still in use is scheduled again once
+    for old in list(_cache)[:MAX_ENTRIES // 4]: del _cache[old]
 
 def clear() -> None:
   _cache.clear()
 
-def schedule_and_run(targets: list[UOp]) -> list[UOp]:
-  """Compute `targets` (eager realize): a known structure reuses its schedule, a new one is scheduled and remembered.
-  Returns, per target, a UOp that reads its result."""
-  # Tensor(array).realize() and the like: already in memory, nothing to schedule (create_schedule would return them as is)
+def in_memory(targets: list[UOp]) -> bool:
+  """Every target already is a buffer (maybe reshaped) or a constant: nothing to schedule (create_schedule would return
+  them as they are)."""
   for t in targets:
-    if t.op is not Ops.CONST and not _is_view_of_buffer(t): break
-  else: return targets
-  # DEBUG>=3 shows the scheduler at work and schedule observers see every schedule made: both want the real thing
-  s = structure_of(targets) if DEBUG.value < 3 else None
-  if s is not None and (hit := lookup(s)) is not None:
-    bufs, outputs = hit.bind(s, targets)
-    items = [ExecItem(runner, [bufs[k] for k in slots], s.var_vals) for runner, slots in hit.items]
-    run_items(items, {i: [bufs[k] for k in f] for i, f in hit.frees} if hit.frees else {})
-    return outputs
+    if t.op is not Ops.CONST and not _is_view_of_buffer(t): return False
+  return True
+
+def schedule_and_run(targets: list[UOp], s: Structure | None = None) -> list[UOp]:
+  """Compute `targets` (eager realize): a known structure reuses its schedule, a new one is scheduled and remembered
+  (under `s` when given: the structure of the graph as the frontend built it, looked up already). Returns, per target,
+  a UOp that reads its result."""
+  if in_memory(targets): return targets
+  if s is None:
+    # DEBUG>=3 shows the scheduler at work and schedule observers see every schedule made: both want the real thing
+    s = structure_of(targets) if DEBUG.value < 3 else None
+    if s is not None and (hit := lookup(s)) is not None: return hit.run(s, targets)
   schedule, outputs = schedule_mod.create_schedule(targets, return_outputs=True)
   frees = _frees_after(schedule, {o.base.arg.base for o in outputs if o.base.op is Ops.BUFFER})
   items = lower_schedule(schedule)
