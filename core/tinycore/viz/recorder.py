@@ -1,0 +1,74 @@
+"""What VIZ=1 records: every graph_rewrite (the input, each applied rule with where it is defined, the output), grouped
+by the kernel being compiled, and every compiled kernel (AST, optimizations, linearized program, source, binary size).
+UOps are immutable, so records hold references and are turned into JSON only once, at the end (trace.py)."""
+from __future__ import annotations
+import os, sys
+from typing import Any, Callable
+from tinycore.uop import UOp
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # .../tinycore: locations are shown relative to it
+
+def short_path(path: str) -> str:
+  path = os.path.abspath(path)
+  if path.startswith(_ROOT + os.sep): return path[len(_ROOT) + 1:]
+  parent = os.path.dirname(_ROOT)   # sibling packages (tinycore_cpu, ...) in an editable checkout or site-packages
+  return path[len(parent) + 1:] if path.startswith(parent + os.sep) else os.path.basename(path)
+
+class RewriteRecord:
+  __slots__ = ("matcher", "caller", "kernel", "top_down", "input", "output", "steps", "depth")
+  def __init__(self, matcher: str, caller: str, kernel: int | None, top_down: bool, sink: UOp, depth: int):
+    self.matcher, self.caller, self.kernel, self.top_down, self.input, self.depth = matcher, caller, kernel, top_down, sink, depth
+    self.output: UOp | None = None
+    self.steps: list[tuple[str, UOp, UOp]] = []   # (rule location, node before, node after), in the order applied
+
+class KernelRecord:
+  __slots__ = ("name", "device", "ast", "opts", "program", "src", "size", "renderer", "error")
+  def __init__(self, ast: UOp, device: str):
+    self.ast, self.device = ast, device
+    self.name, self.src, self.size, self.renderer, self.error = "", "", 0, "", ""
+    self.opts: tuple | None = None   # None: not known (the GPU heuristic doesn't report them)
+    self.program: list[UOp] = []
+
+def _matcher_name(pm: Any, frame) -> str:
+  """The name the calling code knows the matcher by (`symbolic`, `pm_multi`), found in its locals or globals."""
+  for scope in (frame.f_locals, frame.f_globals):
+    for k, v in scope.items():
+      if v is pm: return k
+  return "PatternMatcher"
+
+class Recorder:
+  def __init__(self):
+    self.rewrites: list[RewriteRecord] = []
+    self.kernels: list[KernelRecord] = []
+    self._open: list[RewriteRecord] = []   # graph_rewrites in progress (rules may call graph_rewrite themselves)
+    self._kernel: int | None = None        # index of the kernel being compiled
+
+  def graph_rewrite(self, run: Callable, sink: UOp, pm: Any, ctx: Any, top_down: bool, max_steps: int) -> UOp:
+    frame = sys._getframe(2)   # 0: here, 1: rewrite.graph_rewrite, 2: its caller
+    caller = f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno} {frame.f_code.co_name}"
+    rec = RewriteRecord(_matcher_name(pm, frame), caller, self._kernel, top_down, sink, len(self._open))
+    self.rewrites.append(rec)
+    self._open.append(rec)
+    try: rec.output = out = run(sink, pm, ctx, top_down, max_steps)
+    finally: self._open.pop()
+    return out
+
+  def applied(self, where: str, before: UOp, after: Any) -> None:
+    # rules called outside graph_rewrite (the gradient's, a program-stage pass) have no graph to show them in
+    if self._open and isinstance(after, UOp): self._open[-1].steps.append((where, before, after))
+
+  def begin_kernel(self, ast: UOp, device: str) -> None:
+    self.kernels.append(KernelRecord(ast, device))
+    self._kernel = len(self.kernels) - 1
+
+  def note_opts(self, opts: tuple) -> None:
+    if self._kernel is not None: self.kernels[self._kernel].opts = tuple(opts)
+
+  def end_kernel(self, p: Any, dev: Any) -> None:
+    """The compiled program `p` (a ProgramSpec) of the kernel begin_kernel opened, on device object `dev`."""
+    if self._kernel is None: return
+    k = self.kernels[self._kernel]
+    self._kernel = None
+    k.name, k.src, k.program, k.renderer = p.name, p.src, list(p.uops or []), type(dev.renderer).__name__
+    try: k.size = len(dev.compiler.compile_cached(p.src))   # the compile cache has it: a file read, not a compile
+    except Exception as e: k.error = f"binary size unknown: {type(e).__name__}: {e}"
