@@ -11,12 +11,13 @@ import json, os
 from typing import Any
 from tinycore.uop import UOp
 from tinycore.fileio import atomic_write, read_regular
+from tinycore.errors import TinycoreError
 
 FORMAT, VERSION = "tinycore-viz", 1
 MAX_TRACE_BYTES = 2 << 30
 _ARG_CHARS = 160
 
-class TraceError(ValueError):
+class TraceError(TinycoreError, ValueError):
   """A trace file that is not a tinycore recording, or one whose contents are inconsistent; the message says where."""
 
 def _arg_text(u: UOp) -> str:
