@@ -1,10 +1,10 @@
 """The views the page asks for, computed from a (validated) trace: the UOp graph after any step of a rewrite, the text
 of a step's before/after trees (the diff view), a kernel's program listing, the summary lists.
 
-Replaying a step works on the UOp table alone, so a saved file replays like a live run: rewriting node `before` into
-`after` rebuilds every user of `before` with its new sources; because UOps are hash-consed, a rebuilt node with the same
-op, dtype, arg and sources *is* the recorded one, so a bottom-up step (whose `before` already has rewritten sources)
-is found in the graph of the previous step."""
+Replaying works on the UOp table alone, so a saved file replays like a live run: the graph after k steps is the input
+with the first k steps' `before -> after` applied wherever they appear, every user of a replaced node rebuilt with its
+new sources. UOps are hash-consed, so a rebuilt node with the same op, dtype, arg and sources *is* the recorded one: a
+bottom-up step (whose `before` already has rewritten sources) is found once its sources are replaced."""
 from __future__ import annotations
 from typing import Any
 
@@ -29,36 +29,44 @@ class TraceIndex:
       self.rows.append([op, dtype, arg, list(src)])
     return i
 
-  def _replace(self, root: int, before: int, after: int) -> int:
-    """`root`'s graph with node `before` replaced by `after` (and every node above it rebuilt)."""
+  def _apply(self, root: int, mapping: dict[int, int]) -> int:
+    """`root`'s graph with every node in `mapping` replaced by its image (itself rewritten again if it is also a key),
+    and every node above a replaced one rebuilt; a rebuilt node that is a key is replaced too, as graph_rewrite does when
+    it meets a node it has rewritten before."""
     memo: dict[int, int] = {}
-    stack = [(root, False)]
+    stack = [root]
+    budget = 20 * (len(self.rows) + len(mapping)) + 1000   # a cyclic mapping (only a forged file has one) must not hang
     while stack:
-      x, ready = stack.pop()
-      if x in memo: continue
-      if x == before: memo[x] = after; continue
-      src = self.rows[x][3]
-      if not ready:
-        stack.append((x, True))
-        stack.extend((s, False) for s in reversed(src) if s not in memo)
+      budget -= 1
+      if budget < 0: raise ValueError("the rewrite's steps form a cycle; it can't be replayed")
+      x = stack[-1]
+      if x in memo: stack.pop(); continue
+      if (t := mapping.get(x)) is not None:
+        if t in memo: memo[x] = memo[t]; stack.pop()
+        else: stack.append(t)
         continue
+      src = self.rows[x][3]
+      if pending := [s for s in src if s not in memo]: stack.extend(reversed(pending)); continue
       new = [memo[s] for s in src]
       y = x if new == src else self._intern(self.rows[x][0], self.rows[x][1], self.rows[x][2], new)
-      memo[x] = after if y == before else y
+      if y != x and y in mapping:
+        if y in memo: memo[x] = memo[y]; stack.pop()
+        else: stack.append(y)
+        continue
+      memo[x] = y
+      stack.pop()
     return memo[root]
 
   def sink_after(self, r: int, k: int) -> int:
-    """The sink of rewrite `r` after its first `k` steps."""
+    """The sink of rewrite `r` after its first `k` steps: every step's `before` replaced wherever it appears."""
     rw = self.trace["rewrites"][r]
     steps = rw["steps"]
     if k <= 0: return rw["input"]
     if k >= len(steps): return rw["output"]
-    done = max((j for j in range(k, -1, -1) if (r, j) in self._steps or j == 0), default=0)
-    cur = self._steps.get((r, done), rw["input"])
-    for j in range(done, k):
-      cur = self._replace(cur, steps[j][1], steps[j][2])
-      self._steps[(r, j + 1)] = cur
-    return cur
+    if (hit := self._steps.get((r, k))) is None:
+      if len(self._steps) > 4096: self._steps.clear()
+      hit = self._steps[(r, k)] = self._apply(rw["input"], {b: a for _, b, a in steps[:k]})
+    return hit
 
   # ---- payloads
   def graph(self, root: int, limit: int = MAX_GRAPH_NODES) -> dict:

@@ -80,11 +80,13 @@ class _Handler(BaseHTTPRequestHandler):
 
   def _host_ok(self) -> bool:
     host = (self.headers.get("Host") or "").strip().lower()
-    port = self.server.server_address[1]
+    port = self.server.server_address[1]  # type: ignore[index]
     return host in (f"127.0.0.1:{port}", f"localhost:{port}", "127.0.0.1", "localhost")
 
   def do_GET(self) -> None:
     if not self._host_ok(): return self._send(421, b"wrong host", "text/plain")
+    # origin-form only ("/path?query"): an absolute URL or "//host/..." names another server, not a file here
+    if not self.path.startswith("/") or self.path.startswith("//"): return self._not_found()
     try: url = urlsplit(self.path)
     except ValueError: return self._not_found()
     path, query = url.path, parse_qs(url.query)

@@ -97,7 +97,8 @@ def validate_trace(t: Any, name: str = "trace") -> None:
   for i, r in enumerate(t["rewrites"]):
     w = f"{name}: rewrites[{i}]"
     _need(isinstance(r, dict), w, "expected an object")
-    for key, typ in (("matcher", str), ("caller", str), ("top_down", bool), ("steps", list)): _need(isinstance(r.get(key), typ), w, f"{key!r} must be {typ.__name__}")
+    for key, typ in (("matcher", str), ("caller", str), ("top_down", bool), ("steps", list)):
+      _need(isinstance(r.get(key), typ), w, f"{key!r} must be {typ.__name__}")
     _need(r.get("kernel") is None or _is_int(r["kernel"]), w, "'kernel' must be a kernel index or null")
     _need(_is_int(r.get("depth", 0)), w, "'depth' must be an integer")
     uid(r.get("input"), w + ".input"); uid(r.get("output"), w + ".output")
@@ -109,7 +110,8 @@ def validate_trace(t: Any, name: str = "trace") -> None:
     _need(isinstance(k, dict), w, "expected an object")
     for key in ("name", "device", "renderer", "src", "error"): _need(isinstance(k.get(key), str), w, f"{key!r} must be a string")
     _need(_is_int(k.get("size")), w, "'size' must be an integer")
-    _need(k.get("opts") is None or (isinstance(k["opts"], list) and all(isinstance(o, str) for o in k["opts"])), w, "'opts' must be a list of strings or null")
+    opts_ok = k.get("opts") is None or (isinstance(k["opts"], list) and all(isinstance(o, str) for o in k["opts"]))
+    _need(opts_ok, w, "'opts' must be a list of strings or null")
     uid(k.get("ast"), w + ".ast")
     _need(isinstance(k.get("program"), list), w, "'program' must be a list")
     for u in k["program"]: uid(u, w + ".program")

@@ -102,15 +102,20 @@ function drawGraph(g, changed) {
   }
   const gr = dg.graph();
   viz.view = {w: gr.width || 1, h: gr.height || 1};
-  fitGraph();
+  // a big graph fitted to the window is unreadable: start at a readable scale, centred on what the step changed
+  // (else the sink); double-click fits the whole graph
+  const focus = dg.node(String((changed && changed.length) ? changed[0] : g.root));
+  fitGraph(focus);
   $("graph-note").textContent = g.truncated ? `showing the ${g.nodes.length} nodes nearest the sink` : "";
   viz.timings.lastGraphMs = performance.now() - t0;
   $("graph").dataset.nodes = String(g.nodes.length);
 }
-function fitGraph() {
+const MIN_READABLE_SCALE = 0.6;
+function fitGraph(focus) {
   const svg = $("graph"), W = svg.clientWidth || 800, H = svg.clientHeight || 600, v = viz.view;
   const s = Math.min(W / v.w, H / v.h, 1.5);
-  viz.zoom = {s, x: (W - v.w * s) / 2, y: Math.max(0, (H - v.h * s) / 2)};
+  if (focus && s < MIN_READABLE_SCALE) viz.zoom = {s: 1, x: W / 2 - focus.x, y: H / 2 - focus.y};
+  else viz.zoom = {s, x: (W - v.w * s) / 2, y: Math.max(0, (H - v.h * s) / 2)};
   applyZoom();
 }
 function applyZoom() { const z = viz.zoom; $("viewport").setAttribute("transform", `translate(${z.x},${z.y}) scale(${z.s})`); }
@@ -126,7 +131,7 @@ function bindGraphZoom() {
   svg.addEventListener("mousedown", ev => { if (viz.zoom) drag = {x: ev.clientX, y: ev.clientY, zx: viz.zoom.x, zy: viz.zoom.y}; });
   window.addEventListener("mouseup", () => { drag = null; });
   svg.addEventListener("mousemove", ev => { if (drag) { viz.zoom.x = drag.zx + ev.clientX - drag.x; viz.zoom.y = drag.zy + ev.clientY - drag.y; applyZoom(); } });
-  svg.addEventListener("dblclick", () => viz.view && fitGraph());
+  svg.addEventListener("dblclick", () => viz.view && fitGraph(null));
 }
 
 // ---- kernels and rewrites

@@ -13,7 +13,7 @@ class Timeline {
     const byKey = new Map();
     for (const e of data.events) {
       const key = e[1] + "/" + e[2];
-      if (!byKey.has(key)) { const lane = {label: this.devices[e[1]] + " " + e[2] + "s", events: []}; byKey.set(key, lane); this.lanes.push(lane); }
+      if (!byKey.has(key)) { const lane = {label: this.devices[e[1]] + (e[2] === "copy" ? " copies" : " kernels"), events: []}; byKey.set(key, lane); this.lanes.push(lane); }
       byKey.get(key).events.push(e);
     }
     for (const lane of this.lanes) {
@@ -48,10 +48,13 @@ class Timeline {
     g.font = "11px ui-monospace, monospace"; g.textBaseline = "middle";
     // time axis
     g.fillStyle = "#556"; g.strokeStyle = "#dde";
-    const span = this.v1 - this.v0, tick = Math.pow(10, Math.floor(Math.log10(span / 5)));
-    for (let t = Math.ceil(this.v0 / tick) * tick; t <= this.v1; t += tick) {
-      const x = this.xOf(t); g.beginPath(); g.moveTo(x, TL_TOP - 4); g.lineTo(x, height); g.stroke();
-      g.fillText(fmtTime(t - this.t0), x + 2, 8);
+    // ticks 1, 2 or 5 x 10^n apart, at least ~100 px, labelled with the time since the first event
+    const span = this.v1 - this.v0, minStep = span * 100 / Math.max(this.width - TL_LABEL, 1);
+    const p10 = Math.pow(10, Math.floor(Math.log10(minStep))), tick = [1, 2, 5, 10].map(m => m * p10).find(t => t >= minStep);
+    for (let rel = Math.ceil((this.v0 - this.t0) / tick) * tick; this.t0 + rel <= this.v1; rel += tick) {
+      const x = this.xOf(this.t0 + rel); if (x < TL_LABEL) continue;
+      g.beginPath(); g.moveTo(x, TL_TOP - 4); g.lineTo(x, height); g.stroke();
+      g.fillText(fmtTime(rel), x + 2, 8);
     }
     let drawn = 0;
     this.lanes.forEach((lane, li) => {
@@ -121,6 +124,9 @@ class Timeline {
     c.addEventListener("dblclick", () => this.reset());
   }
 }
-function fmtTime(ns) { return ns >= 1e9 ? (ns / 1e9).toFixed(3) + " s" : ns >= 1e6 ? (ns / 1e6).toFixed(3) + " ms" : ns >= 1e3 ? (ns / 1e3).toFixed(1) + " µs" : Math.round(ns) + " ns"; }
+function fmtTime(ns) {
+  const a = Math.abs(ns), f = (v, u) => +v.toPrecision(6) + " " + u;
+  return a >= 1e9 ? f(ns / 1e9, "s") : a >= 1e6 ? f(ns / 1e6, "ms") : a >= 1e3 ? f(ns / 1e3, "µs") : Math.round(ns) + " ns";
+}
 function fmtBytes(b) { return b >= 1e9 ? (b / 1e9).toFixed(2) + " GB" : b >= 1e6 ? (b / 1e6).toFixed(2) + " MB" : b >= 1e3 ? (b / 1e3).toFixed(1) + " kB" : b + " B"; }
 function colorOf(name) { let h = 0; for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) | 0; return `hsl(${((h % 360) + 360) % 360}, 55%, 48%)`; }
