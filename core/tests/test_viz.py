@@ -231,7 +231,7 @@ def test_pages_and_views(server):
   s = json.loads(get(server, "/api/summary")[2])
   assert s["profile_events"] == 100_000 and s["kernels"] == [] and s["rewrites"][0]["steps"] == 1
   v = json.loads(get(server, "/api/rewrite/0?step=1")[2])
-  assert v["step"] == 1 and v["rule"] == "symbolic.py:10" and v["graph"]["root"] == 3 and v["changed"] == [3]
+  assert v["step"] == 1 and v["rule"] == "symbolic.py:10" and v["graph"]["root"] == 3 and v["changed"] == [3] and v["focus"] == 3
   assert v["before"][0].startswith("x2 ADD") and v["after"] == ["x3 CONST dtypes.int 3"]
   assert json.loads(get(server, "/api/rewrite/0?step=7")[2])["step"] == 1   # past the end: the last step
 

@@ -83,14 +83,18 @@ def test_mlp_step_kernel_rewrite_and_timeline(browser, serve):
   browser.find_element(By.CSS_SELECTOR, f'#kernels .rewrite[data-rewrite="{ri}"]').click()
   nsteps = len(trace["rewrites"][ri]["steps"])
   wait_for(browser, f"document.getElementById('step-label').textContent.startsWith('step 0 of {nsteps}')")
-  changed_seen = 0
+  changed_seen = focus_seen = 0
   for s in range(1, min(nsteps, 4) + 1):
     browser.find_element(By.ID, "next").click()
     wait_for(browser, f"document.getElementById('step-label').textContent.startsWith('step {s} of {nsteps}')")
     rule = trace["rewrites"][ri]["steps"][s - 1][0]
     assert rule in browser.find_element(By.ID, "step-label").text
     changed_seen += len(browser.find_elements(By.CSS_SELECTOR, "#viewport g.node.changed"))
+    focus = browser.find_elements(By.CSS_SELECTOR, "#viewport g.node.focus")
+    assert len(focus) <= 1
+    if focus: focus_seen += 1; assert focus[0].get_attribute("data-id") == str(trace_view_focus(url, ri, s))
   assert changed_seen > 0, "no step highlighted a node it made"
+  assert focus_seen > 0, "no step marked the node its rule produced"
   screenshot(browser, "rewrite-step.png")
   browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="diff"]').click()
   lines = browser.find_elements(By.CSS_SELECTOR, "#diff .line")
@@ -105,6 +109,10 @@ def test_mlp_step_kernel_rewrite_and_timeline(browser, serve):
   assert int(browser.find_element(By.ID, "timeline").get_attribute("data-lanes")) == len(lanes)
   assert 0 < drawn <= len(trace["profile"])
   screenshot(browser, "timeline.png")
+
+def trace_view_focus(url, r, step):
+  import json, urllib.request
+  with urllib.request.urlopen(f"{url}api/rewrite/{r}?step={step}", timeout=30) as f: return json.load(f)["focus"]
 
 def _reachable(trace, root):
   seen, stack = set(), [root]

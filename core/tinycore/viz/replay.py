@@ -104,11 +104,14 @@ class TraceIndex:
     sink = self.sink_after(r, k)
     g = self.graph(sink)
     out: dict[str, Any] = {"rewrite": r, "step": k, "nsteps": len(steps), "matcher": rw["matcher"], "caller": rw["caller"],
-                           "kernel": rw["kernel"], "graph": g, "changed": [], "rule": None, "before": [], "after": []}
+                           "kernel": rw["kernel"], "graph": g, "changed": [], "focus": None, "rule": None, "before": [], "after": []}
     if k > 0:
       where, before, after = steps[k - 1]
       prev = {n["id"] for n in self.graph(self.sink_after(r, k - 1))["nodes"]}
-      out["changed"] = [n["id"] for n in g["nodes"] if n["id"] not in prev]
+      out["changed"] = changed = [n["id"] for n in g["nodes"] if n["id"] not in prev]
+      # where the eye should go: the node the rule produced, else the deepest node this step rebuilt
+      ids = {n["id"] for n in g["nodes"]}
+      out["focus"] = after if after in ids else (changed[-1] if changed else None)
       out["rule"], out["before"], out["after"] = where, self.tree_text(before), self.tree_text(after)
     return out
 

@@ -19,7 +19,7 @@ function showTab(name) {
   for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.tab === name);
   for (const p of document.querySelectorAll(".pane")) p.classList.toggle("active", p.id === "pane-" + name);
   if (name === "timeline") loadTimeline().catch(showError);
-  if (name === "graph" && viz.pendingGraph) { const [g, changed] = viz.pendingGraph; viz.pendingGraph = null; drawGraph(g, changed); }
+  if (name === "graph" && viz.pendingGraph) { const [g, changed, focus] = viz.pendingGraph; viz.pendingGraph = null; drawGraph(g, changed, focus); }
 }
 function activeTab() { return document.querySelector("#tabs button.active").dataset.tab; }
 
@@ -60,8 +60,8 @@ const OP_CLASS = [[/^(ADD|MUL|SUB|IDIV|MOD|MAX|CMPLT|CMPNE|CMPEQ|WHERE|NEG|EXP2|
 function opClass(op) { for (const [re, c] of OP_CLASS) if (re.test(op)) return c; return ""; }
 function clip(s, n) { return s.length > n ? s.slice(0, n - 1) + "…" : s; }
 
-function drawGraph(g, changed) {
-  if (activeTab() !== "graph") { viz.pendingGraph = [g, changed]; return; }   // dagre needs a visible pane to measure
+function drawGraph(g, changed, focusId) {
+  if (activeTab() !== "graph") { viz.pendingGraph = [g, changed, focusId]; return; }   // dagre needs a visible pane to measure
   const t0 = performance.now();
   const dg = new dagre.graphlib.Graph();
   dg.setGraph({rankdir: "TB", nodesep: 14, ranksep: 26, marginx: 10, marginy: 10});
@@ -85,7 +85,7 @@ function drawGraph(g, changed) {
   }
   for (const id of dg.nodes()) {
     const n = dg.node(id), gEl = document.createElementNS(SVG, "g");
-    gEl.setAttribute("class", `node ${opClass(n.node.op)}${changedSet.has(n.node.id) ? " changed" : ""}`);
+    gEl.setAttribute("class", `node ${opClass(n.node.op)}${changedSet.has(n.node.id) ? " changed" : ""}${n.node.id === focusId ? " focus" : ""}`);
     gEl.dataset.id = id;
     gEl.setAttribute("transform", `translate(${(n.x - n.width / 2).toFixed(1)},${(n.y - n.height / 2).toFixed(1)})`);
     const r = document.createElementNS(SVG, "rect");
@@ -104,7 +104,7 @@ function drawGraph(g, changed) {
   viz.view = {w: gr.width || 1, h: gr.height || 1};
   // a big graph fitted to the window is unreadable: start at a readable scale, centred on what the step changed
   // (else the sink); double-click fits the whole graph
-  const focus = dg.node(String((changed && changed.length) ? changed[0] : g.root));
+  const focus = dg.node(String(focusId ?? g.root));
   fitGraph(focus);
   $("graph-note").textContent = g.truncated ? `showing the ${g.nodes.length} nodes nearest the sink` : "";
   viz.timings.lastGraphMs = performance.now() - t0;
@@ -161,7 +161,7 @@ async function selectRewrite(i, step) {
   $("title").textContent = `rewrite ${i}: ${v.matcher} from ${v.caller}` + (v.kernel !== null ? ` (kernel ${viz.summary.kernels[v.kernel].name})` : "");
   renderDiff(v);
   renderSidebar();
-  drawGraph(v.graph, v.changed);
+  drawGraph(v.graph, v.changed, v.focus);
   viz.timings.lastStepMs = performance.now() - t0;
 }
 function renderDiff(v) {
