@@ -42,11 +42,14 @@ class Recorder:
     self.kernels: list[KernelRecord] = []
     self._open: list[RewriteRecord] = []   # graph_rewrites in progress (rules may call graph_rewrite themselves)
     self._kernel: int | None = None        # index of the kernel being compiled
+    self._names: dict[tuple, tuple[str, str]] = {}   # (matcher, code, line) -> (matcher's name, caller)
 
   def graph_rewrite(self, run: Callable, sink: UOp, pm: Any, ctx: Any, top_down: bool, max_steps: int) -> UOp:
     frame = sys._getframe(2)   # 0: here, 1: rewrite.graph_rewrite, 2: its caller
-    caller = f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno} {frame.f_code.co_name}"
-    rec = RewriteRecord(_matcher_name(pm, frame), caller, self._kernel, top_down, sink, len(self._open))
+    if (names := self._names.get(key := (pm, frame.f_code, frame.f_lineno))) is None:   # the same call site again: no lookups
+      code = frame.f_code
+      names = self._names[key] = (_matcher_name(pm, frame), f"{short_path(code.co_filename)}:{frame.f_lineno} {code.co_name}")
+    rec = RewriteRecord(names[0], names[1], self._kernel, top_down, sink, len(self._open))
     self.rewrites.append(rec)
     self._open.append(rec)
     try: rec.output = out = run(sink, pm, ctx, top_down, max_steps)

@@ -31,6 +31,7 @@ class _UOpTable:
   def __init__(self):
     self.ids: dict[int, int] = {}
     self.rows: list[list] = []
+    self.dtypes: dict = {}   # str(dtype) once per dtype, not once per node
   def add(self, root: UOp) -> int:
     if (i := self.ids.get(id(root))) is not None: return i
     stack: list[tuple[UOp, bool]] = [(root, False)]
@@ -39,7 +40,8 @@ class _UOpTable:
       if id(u) in self.ids: continue
       if ready:
         self.ids[id(u)] = len(self.rows)
-        self.rows.append([u.op.name, str(u.dtype), _arg_text(u), [self.ids[id(s)] for s in u.src]])
+        if (dt := self.dtypes.get(u.dtype)) is None: dt = self.dtypes[u.dtype] = str(u.dtype)
+        self.rows.append([u.op.name, dt, _arg_text(u), [self.ids[id(s)] for s in u.src]])
         continue
       stack.append((u, True))
       stack.extend((s, False) for s in reversed(u.src) if id(s) not in self.ids)

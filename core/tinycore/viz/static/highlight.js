@@ -5,7 +5,7 @@ const HL_KEYWORDS = new Set(("if else for while do return break continue switch 
   "extern const volatile restrict __restrict__ __global__ __device__ __shared__ __syncthreads kernel __kernel global local " +
   "device threadgroup constant using namespace template fn let var loop define declare call ret br label phi " +
   "getelementptr load store alloca fadd fmul fsub fdiv add mul sub icmp fcmp select").split(" "));
-const HL_TYPES = /^(void|bool|char|short|int|long|unsigned|signed|float|double|half|bfloat16|__bf16|size_t|u?int(8|16|32|64)_t|u?char\d*|u?short\d*|u?int\d*|u?long\d*|float\d*|half\d*|double\d*|[iuf](8|16|32|64)|vec[234]<\w+>|ptr|i1|array)$/;
+const HL_TYPES = /^(void|bool|_Bool|char|short|int|long|unsigned|signed|float|double|half|bfloat16|__bf16|size_t|u?int(8|16|32|64)_t|u?char\d*|u?short\d*|u?int\d*|u?long\d*|float\d*|half\d*|double\d*|[iuf](8|16|32|64)|vec[234]<\w+>|ptr|i1|array)$/;
 const HL_TOKEN = /(\/\/[^\n]*|\/\*[\s\S]*?\*\/|;[^\n]*$)|("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')|(^[ \t]*#[^\n]*)|(\b0x[0-9a-fA-F]+[uUlL]*|\b\d+\.?\d*(?:[eE][+-]?\d+)?[fFuUlLh]*)|([A-Za-z_%@][\w.$]*)/gm;
 
 function highlight(pre, text, ir) {
