@@ -179,6 +179,19 @@ def test_profile_writes_a_chrome_trace(tmp_path):
   assert counters and all(set(e["args"]) == {"used MB", "peak MB"} and e["args"]["peak MB"] >= e["args"]["used MB"] for e in counters)
 
 @pytest.mark.needs_device
+def test_profile_in_a_context_block_is_written_at_exit(tmp_path):
+  path = tmp_path / "ctx.json"
+  code = ("from tinycore import Tensor, Context\nwith Context(PROFILE=1): (Tensor([1.0, 2.0]) * 3).sum().item()\n"
+          "(Tensor([5.0]) + 1).item()\n")   # after the block: not profiled
+  env = {k: v for k, v in os.environ.items() if k not in ("VIZ", "PROFILE")}
+  out = subprocess.run([sys.executable, "-c", code], env={**env, "PROFILE_FILE": str(path), "CACHEDB": str(tmp_path / "c")},
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+  assert out.returncode == 0, out.stderr
+  runs = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
+  # the block's reduce kernel(s) only, not the elementwise E_1 after the block
+  assert runs and all(e["name"].startswith("r") for e in runs), [e["name"] for e in runs]
+
+@pytest.mark.needs_device
 def test_viz_in_a_script_saves_and_names_the_command(tmp_path):
   path = tmp_path / "viz.json"
   out = _run({"VIZ": "1", "VIZ_FILE": str(path), "PROFILE": None}, tmp_path)

@@ -7,7 +7,7 @@ block recorded is still there at exit:
              is then served on 127.0.0.1:VIZ_PORT (a free port when unset) until Ctrl-C; otherwise (CI, pytest, a pipe)
              the command that serves it, `tinyctl viz FILE`, is printed instead, so a script never hangs.
   PROFILE=1  at exit a Chrome trace (Perfetto, chrome://tracing) of every kernel run and copy is written to PROFILE_FILE
-             (or one in the temp dir)."""
+             (or one in the temp dir); with VIZ=1 alone the profile is only part of the VIZ recording."""
 from __future__ import annotations
 import os, sys, atexit
 from typing import Any
@@ -30,6 +30,7 @@ def apply() -> None:
     recorder = _made["recorder"]
   else: recorder = None
   rewrite.viz_recorder = recorder
+  if PROFILE.value: _made["chrome_trace"] = True   # asked for at any point (a Context(PROFILE=1) block included)
   if VIZ.value or PROFILE.value:
     if "profiler" not in _made:
       from tinycore.viz.profile import Profiler
@@ -58,7 +59,7 @@ def _default_path(kind: str) -> str:
 def report_at_exit() -> None:
   """Write what was recorded; serve it when a person is at the terminal (see the module docstring)."""
   rec, prof = _made.get("recorder"), _made.get("profiler")
-  if prof is not None and prof.events and (PROFILE.value or os.environ.get("PROFILE_FILE")):
+  if prof is not None and prof.events and _made.get("chrome_trace"):
     from tinycore.viz.profile import write_chrome_trace
     path = os.environ.get("PROFILE_FILE") or _default_path("profile")
     write_chrome_trace(prof, path)
