@@ -38,6 +38,6 @@ def synthetic_trace(n_events: int, devices=("CPU", "NV:1", "AMD")) -> dict:
     prof.append([f"r_{i % 97}_{i % 13}" if kind == "kernel" else "copy", dev, kind, t, dur, 1000 * (i % 50), 4096 * (i % 20), 1 << 20, 1 << 21])
     t += dur // len(devices) + 100
   uops = [["CONST", "dtypes.int", "1", []], ["CONST", "dtypes.int", "2", []], ["ADD", "dtypes.int", "", [0, 1]], ["CONST", "dtypes.int", "3", []]]
-  rewrites = [{"matcher": "symbolic", "caller": "test", "kernel": None, "top_down": False, "depth": 0, "input": 2, "output": 3,
+  rewrites = [{"matcher": "symbolic", "caller": "test", "stage": "schedule", "kernel": None, "top_down": False, "depth": 0, "input": 2, "output": 3,
                "steps": [["symbolic.py:10", 2, 3]]}]
   return {"format": "tinycore-viz", "version": 1, "uops": uops, "rewrites": rewrites, "kernels": [], "profile": prof}

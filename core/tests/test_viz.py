@@ -110,6 +110,8 @@ def test_mlp_step_kernels_programs_and_profile(mlp_trace):
   assert any(e[5] > 0 and e[6] > 0 for e in runs)
   # every rewrite that ran while compiling a kernel is grouped under it, and each replays to its recorded output
   assert {r["kernel"] for r in t["rewrites"]} - {None} == set(range(len(t["kernels"])))
+  assert {r["stage"] for r in t["rewrites"] if r["kernel"] is not None} == {"codegen"}
+  assert {r["stage"] for r in t["rewrites"] if r["kernel"] is None} >= {"schedule"}
   idx = TraceIndex(t)
   for i, r in enumerate(t["rewrites"]):
     if r["steps"]:
@@ -128,7 +130,7 @@ def test_trace_round_trip(tmp_path, mlp_trace):
   ('{"format": "tinycore-viz", "version": 1, "uops": {}, "rewrites": [], "kernels": [], "profile": []}', "'uops' must be a list"),
   ('{"format": "tinycore-viz", "version": 1, "uops": [["CONST", "int", "1", [0]]], "rewrites": [], "kernels": [], "profile": []}',
    "uops[0]: a source id that is not an earlier UOp"),   # a self-loop (or any cycle) would hang a walk
-  ('{"format": "tinycore-viz", "version": 1, "uops": [["CONST", "int", "1", []]], "rewrites": [{"matcher": "m", "caller": "c", '
+  ('{"format": "tinycore-viz", "version": 1, "uops": [["CONST", "int", "1", []]], "rewrites": [{"matcher": "m", "caller": "c", "stage": "s", '
    '"kernel": null, "top_down": false, "depth": 0, "input": 0, "output": 5, "steps": []}], "kernels": [], "profile": []}', "rewrites[0].output"),
   ('{"format": "tinycore-viz", "version": 1, "uops": [], "rewrites": [], "kernels": [], "profile": [["k", "CPU", "kernel", "0", 1, 1, 1, 1, 1]]}',
    "profile[0]"),
@@ -227,6 +229,23 @@ def test_bad_paths_are_404(server, path):
   status, headers, body = get(server, path)
   assert status == 404, (path, status, body[:200])
   assert b"root:" not in body and b"import" not in body
+
+def test_a_forged_cycle_is_an_error_not_a_hang():
+  t = synthetic_trace(1)
+  t["rewrites"][0]["steps"] = [["a.py:1", 2, 3], ["a.py:2", 3, 2]]   # 2 -> 3 -> 2: no real rewrite does this
+  t["rewrites"][0]["output"] = 2
+  validate_trace(t)
+  httpd = make_server(t)
+  threading.Thread(target=httpd.serve_forever, daemon=True).start()
+  try:
+    status, _, body = get(httpd.server_address[1], "/api/rewrite/0?step=1")
+    assert status == 200 and json.loads(body)["graph"]["root"] == 3
+    # step 2 replays the whole chain only when it is not the last step: add one so it must be replayed
+    t["rewrites"][0]["steps"].append(["a.py:3", 0, 1])
+    status, _, body = get(httpd.server_address[1], "/api/rewrite/0?step=2")
+    assert status == 500 and b"cycle" in body
+    assert get(httpd.server_address[1], "/api/summary")[0] == 200   # still serving
+  finally: httpd.shutdown(); httpd.server_close()
 
 def test_wrong_host_and_methods(server):
   assert get(server, "/api/summary", host="evil.example:80")[0] == 421   # DNS rebinding

@@ -15,9 +15,9 @@ def short_path(path: str) -> str:
   return path[len(parent) + 1:] if path.startswith(parent + os.sep) else os.path.basename(path)
 
 class RewriteRecord:
-  __slots__ = ("matcher", "caller", "kernel", "top_down", "input", "output", "steps", "depth")
-  def __init__(self, matcher: str, caller: str, kernel: int | None, top_down: bool, sink: UOp, depth: int):
-    self.matcher, self.caller, self.kernel, self.top_down, self.input, self.depth = matcher, caller, kernel, top_down, sink, depth
+  __slots__ = ("matcher", "caller", "stage", "kernel", "top_down", "input", "output", "steps", "depth")
+  def __init__(self, matcher: str, caller: str, stage: str, kernel: int | None, top_down: bool, sink: UOp, depth: int):
+    self.matcher, self.caller, self.stage, self.kernel, self.top_down, self.input, self.depth = matcher, caller, stage, kernel, top_down, sink, depth
     self.output: UOp | None = None
     self.steps: list[tuple[str, UOp, UOp]] = []   # (rule location, node before, node after), in the order applied
 
@@ -28,6 +28,15 @@ class KernelRecord:
     self.name, self.src, self.size, self.renderer, self.error = "", "", 0, "", ""
     self.opts: tuple | None = None   # None: not known (the GPU heuristic doesn't report them)
     self.program: list[UOp] = []
+
+_STAGES = {"engine/schedule.py": "schedule", "engine/multi.py": "multi-device", "gradient.py": "autograd", "engine/realize.py": "realize"}
+
+def _stage(path: str, frame, in_kernel: bool) -> str:
+  """The pipeline stage a rewrite belongs to: a plugin's rules at a named stage, codegen while a kernel compiles, else
+  the scheduler, autograd, ... by the module that called graph_rewrite."""
+  if path == "stages.py" and isinstance(st := frame.f_locals.get("stage"), str): return f"device rules: {st}"
+  if in_kernel: return "codegen"
+  return _STAGES.get(path, path.rsplit(".", 1)[0])
 
 def _matcher_name(pm: Any, frame) -> str:
   """The name the calling code knows the matcher by (`symbolic`, `pm_multi`), found in its locals or globals."""
@@ -42,14 +51,16 @@ class Recorder:
     self.kernels: list[KernelRecord] = []
     self._open: list[RewriteRecord] = []   # graph_rewrites in progress (rules may call graph_rewrite themselves)
     self._kernel: int | None = None        # index of the kernel being compiled
-    self._names: dict[tuple, tuple[str, str]] = {}   # (matcher, code, line) -> (matcher's name, caller)
+    self._names: dict[tuple, tuple[str, str, str]] = {}   # (matcher, code, line, in a kernel) -> (matcher's name, caller, stage)
 
   def graph_rewrite(self, run: Callable, sink: UOp, pm: Any, ctx: Any, top_down: bool, max_steps: int) -> UOp:
     frame = sys._getframe(2)   # 0: here, 1: rewrite.graph_rewrite, 2: its caller
-    if (names := self._names.get(key := (pm, frame.f_code, frame.f_lineno))) is None:   # the same call site again: no lookups
-      code = frame.f_code
-      names = self._names[key] = (_matcher_name(pm, frame), f"{short_path(code.co_filename)}:{frame.f_lineno} {code.co_name}")
-    rec = RewriteRecord(names[0], names[1], self._kernel, top_down, sink, len(self._open))
+    in_kernel = self._kernel is not None
+    if (names := self._names.get(key := (pm, frame.f_code, frame.f_lineno, in_kernel))) is None:   # a call site seen before: no lookups
+      code, path = frame.f_code, short_path(frame.f_code.co_filename)
+      names = (_matcher_name(pm, frame), f"{path}:{frame.f_lineno} {code.co_name}", _stage(path, frame, in_kernel))
+      if not names[2].startswith("device rules"): self._names[key] = names   # that one depends on the stage argument
+    rec = RewriteRecord(names[0], names[1], names[2], self._kernel, top_down, sink, len(self._open))
     self.rewrites.append(rec)
     self._open.append(rec)
     try: rec.output = out = run(sink, pm, ctx, top_down, max_steps)

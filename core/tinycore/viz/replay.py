@@ -103,7 +103,7 @@ class TraceIndex:
     k = max(0, min(k, len(steps)))
     sink = self.sink_after(r, k)
     g = self.graph(sink)
-    out: dict[str, Any] = {"rewrite": r, "step": k, "nsteps": len(steps), "matcher": rw["matcher"], "caller": rw["caller"],
+    out: dict[str, Any] = {"rewrite": r, "step": k, "nsteps": len(steps), "matcher": rw["matcher"], "caller": rw["caller"], "stage": rw["stage"],
                            "kernel": rw["kernel"], "graph": g, "changed": [], "focus": None, "rule": None, "before": [], "after": []}
     if k > 0:
       where, before, after = steps[k - 1]
@@ -137,6 +137,6 @@ class TraceIndex:
       if r["kernel"] is not None: per_kernel[r["kernel"]] = per_kernel.get(r["kernel"], 0) + 1
     return {"kernels": [{"index": i, "name": k["name"], "device": k["device"], "size": k["size"], "rewrites": per_kernel.get(i, 0)}
                         for i, k in enumerate(t["kernels"])],
-            "rewrites": [{"index": i, "matcher": r["matcher"], "caller": r["caller"], "kernel": r["kernel"], "depth": r["depth"],
+            "rewrites": [{"index": i, "matcher": r["matcher"], "caller": r["caller"], "stage": r["stage"], "kernel": r["kernel"], "depth": r["depth"],
                           "steps": len(r["steps"])} for i, r in enumerate(t["rewrites"])],
             "profile_events": len(t["profile"]), "uops": len(t["uops"])}

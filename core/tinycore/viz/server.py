@@ -110,6 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
       if not re.fullmatch(r"\d{1,9}", step): return self._not_found(f"step must be a whole number, got {step[:20]!r}")
       with self.lock: return self._json(self.index.rewrite_view(n, int(step)))   # replays extend the shared node table
     except (BrokenPipeError, ConnectionResetError): return None
+    except Exception as e:   # a view that can't be computed (a forged file's cyclic steps): say so, keep serving
+      return self._send(500, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode(), "application/json")
 
   def _file(self, name: str) -> None:
     if (full := self.files.get(name)) is None: return self._not_found()

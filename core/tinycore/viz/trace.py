@@ -3,7 +3,7 @@ when read back (a trace file is input like any other: `tinyctl viz FILE` must no
 
   {"format": "tinycore-viz", "version": 1,
    "uops":     [[op, dtype, arg, [src ids]], ...]        every UOp any record mentions, once, sources before users
-   "rewrites": [{matcher, caller, kernel, top_down, depth, input, output, steps: [[rule location, before, after], ...]}]
+   "rewrites": [{matcher, caller, stage, kernel, top_down, depth, input, output, steps: [[rule location, before, after], ...]}]
    "kernels":  [{name, device, renderer, ast, opts, program: [uop ids], src, size, error}]
    "profile":  [[name, device, kind, start_ns, dur_ns, flops, bytes, mem_used, mem_peak], ...]}"""
 from __future__ import annotations
@@ -54,7 +54,7 @@ def build_trace(rec: Any, prof: Any = None) -> dict:
   for r in rec.rewrites if rec is not None else []:
     inp = t.add(r.input)
     steps = [[where, t.add(b), t.add(a)] for where, b, a in r.steps]
-    rewrites.append({"matcher": r.matcher, "caller": r.caller, "kernel": r.kernel, "top_down": r.top_down, "depth": r.depth,
+    rewrites.append({"matcher": r.matcher, "caller": r.caller, "stage": r.stage, "kernel": r.kernel, "top_down": r.top_down, "depth": r.depth,
                      "input": inp, "output": t.add(r.output) if r.output is not None else inp, "steps": steps})
   kernels = []
   for k in rec.kernels if rec is not None else []:
@@ -99,7 +99,7 @@ def validate_trace(t: Any, name: str = "trace") -> None:
   for i, r in enumerate(t["rewrites"]):
     w = f"{name}: rewrites[{i}]"
     _need(isinstance(r, dict), w, "expected an object")
-    for key, typ in (("matcher", str), ("caller", str), ("top_down", bool), ("steps", list)):
+    for key, typ in (("matcher", str), ("caller", str), ("stage", str), ("top_down", bool), ("steps", list)):
       _need(isinstance(r.get(key), typ), w, f"{key!r} must be {typ.__name__}")
     _need(r.get("kernel") is None or _is_int(r["kernel"]), w, "'kernel' must be a kernel index or null")
     _need(_is_int(r.get("depth", 0)), w, "'depth' must be an integer")

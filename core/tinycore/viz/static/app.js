@@ -31,7 +31,7 @@ function renderSidebar() {
   const rewriteItem = r => {
     const d = el("div", "item rewrite");
     d.dataset.rewrite = r.index;
-    d.append(`${r.matcher} `, el("small", "", `${r.steps} steps · ${r.caller}`));
+    d.append(`${r.matcher} `, el("small", "", `${r.steps} steps · ${r.stage === "codegen" ? "" : r.stage + " · "}${r.caller}`));
     d.style.paddingLeft = (6 + 10 * r.depth) + "px";
     d.title = `${r.matcher} called from ${r.caller}`;
     if (viz.rewrite === r.index) d.classList.add("selected");
@@ -50,7 +50,13 @@ function renderSidebar() {
     kernels.appendChild(d);
     if (viz.kernel === k.index) for (const r of rws) if (shown(r)) kernels.appendChild(rewriteItem(r));
   }
-  for (const r of s.rewrites) if (r.kernel === null && shown(r)) other.appendChild(rewriteItem(r));
+  // outside kernels: grouped by pipeline stage (schedule, autograd, device rules: tensor, ...), in order of first use
+  const stages = new Map();
+  for (const r of s.rewrites) if (r.kernel === null && shown(r)) { if (!stages.has(r.stage)) stages.set(r.stage, []); stages.get(r.stage).push(r); }
+  for (const [stage, rws] of stages) {
+    other.appendChild(el("div", "stage", `${stage} (${rws.length})`));
+    for (const r of rws) other.appendChild(rewriteItem(r));
+  }
 }
 
 // ---- graph
