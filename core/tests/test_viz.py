@@ -1,7 +1,7 @@
 """VIZ=1 and PROFILE=1: what the recorder keeps of a graph_rewrite and of a compiled kernel, replaying a rewrite step by
 step from the saved node table, the trace file (round trip, hostile files), the Chrome trace's schema, the server (bad
-paths are 404, a 100k-event profile streams in well under a second) and `tinyctl viz`. The page itself is tested in a
-browser by test_viz_browser.py."""
+paths are 404, a 100k-event profile streams in well under a second). `tinyctl viz` is tested in cli/tests, the page
+itself in a browser by test_viz_browser.py."""
 import json, os, subprocess, sys, threading, time, http.client, inspect
 import pytest
 from tinycore.uop import UOp, Ops, Variable
@@ -278,22 +278,3 @@ def test_100k_event_profile_streams_fast(server):
   assert dt < 2.0, f"100k events took {dt:.2f} s to serve"
   status, headers, body = get(server, "/api/trace")
   assert status == 200 and len(json.loads(body)["profile"]) == 100_000
-
-# ---- tinyctl viz
-def test_tinyctl_viz_refuses_a_bad_file(tmp_path):
-  p = tmp_path / "x.json"
-  p.write_text('{"format": "tinycore-viz", "version": 1, "uops": [["A", "int", "", [3]]], "rewrites": [], "kernels": [], "profile": []}')
-  out = subprocess.run([sys.executable, "-m", "tinyctl.app", "viz", str(p)], capture_output=True, text=True, timeout=60)
-  assert out.returncode == 1 and "uops[0]" in out.stderr and "Traceback" not in out.stderr
-
-def test_tinyctl_viz_serves_a_file(tmp_path):
-  p = tmp_path / "t.json"
-  save_trace(synthetic_trace(50), str(p))
-  proc = subprocess.Popen([sys.executable, "-m", "tinyctl.app", "viz", str(p)], stderr=subprocess.PIPE, text=True)
-  try:
-    line = proc.stderr.readline()
-    assert "serving 0 kernels, 1 rewrites, 50 profile events" in line, line
-    port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
-    assert json.loads(get(port, "/api/summary")[2])["profile_events"] == 50
-  finally:
-    proc.terminate(); proc.wait(10)
