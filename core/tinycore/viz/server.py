@@ -48,6 +48,7 @@ class _Handler(BaseHTTPRequestHandler):
   index: TraceIndex
   files: dict[str, str]
   lock: threading.Lock
+  profile_cache: list[bytes]
   quiet = True
   server_version = "tinycore-viz"
   protocol_version = "HTTP/1.1"   # chunked streaming of big traces
@@ -94,7 +95,10 @@ class _Handler(BaseHTTPRequestHandler):
       if path in ("/", "/index.html"): return self._file("index.html")
       if path.startswith("/static/"): return self._file(path[len("/static/"):])
       if path == "/api/summary": return self._json(self.index.summary())
-      if path == "/api/profile": return self._stream(profile_chunks(self.index.trace))
+      if path == "/api/profile":
+        with self.lock:   # encoded on the first request, then kept: the page fetches it again after a reload
+          if not self.profile_cache: self.profile_cache.extend(profile_chunks(self.index.trace))
+        return self._stream(iter(self.profile_cache))
       if path == "/api/trace": return self._stream(trace_chunks(self.index.trace))
       if (m := _ROUTE.fullmatch(path)) is None: return self._not_found()
       kind, n = m.group(1), int(m.group(2))
@@ -120,7 +124,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 def make_server(trace: dict, port: int = 0, verbose: bool = False) -> ThreadingHTTPServer:
   """A server for `trace` on 127.0.0.1:`port` (0: a free one), not yet serving (call serve_forever)."""
-  handler = type("VizHandler", (_Handler,), {"index": TraceIndex(trace), "files": _static_files(), "lock": threading.Lock(), "quiet": not verbose})
+  handler = type("VizHandler", (_Handler,), {"index": TraceIndex(trace), "files": _static_files(), "lock": threading.Lock(), "profile_cache": [],
+                                          "quiet": not verbose})
   httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
   httpd.daemon_threads = True
   return httpd
