@@ -134,7 +134,11 @@ def test_100k_event_timeline_loads_and_renders_within_seconds(browser, serve):
   print(f"\n100k events: page ready + timeline fetched and drawn in {wall:.2f} s wall; fetch {timings['profileFetchMs']:.0f} ms, "
         f"index + first draw {timings['profileDrawMs']:.0f} ms")
   assert timings["profileEvents"] == 100_000
-  assert wall < 5 and timings["profileFetchMs"] + timings["profileDrawMs"] < 3000
+  # the bounds: 3 s to fetch and draw (5 s from page load), or on a loaded machine (CI shares 2 cores) 10x what this
+  # browser takes for one plain JSON round trip of the same events, which still fails an accidentally quadratic page
+  base = browser.execute_script("const t = performance.now(); JSON.parse(JSON.stringify(window.viz.timeline.events)); return performance.now() - t")
+  print(f"(baseline: JSON round trip of the events {base:.0f} ms)")
+  assert timings["profileFetchMs"] + timings["profileDrawMs"] < max(3000, 10 * base) and wall < max(5, 0.02 * base)
   # zoom in around the middle: fewer events drawn, and a redraw stays fast
   before = browser.execute_script("const t = window.viz.timeline; return [t.v1 - t.v0, Number(t.canvas.dataset.drawn)]")
   ms = browser.execute_script("""const c = document.getElementById('timeline'), t0 = performance.now();
