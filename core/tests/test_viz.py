@@ -63,6 +63,28 @@ def test_nested_rewrites_keep_their_own_steps():
   assert len(rec.rewrites[1].steps) == 1 and rec.rewrites[1].steps[0][2] is x
   assert len(rec.rewrites[0].steps) == 1 and rec.rewrites[0].steps[0][2] is x
 
+class _Terminal:
+  def isatty(self): return True
+  def write(self, s): return len(s)
+  def flush(self): pass
+
+def test_at_exit_serves_in_a_terminal_else_prints_the_command(monkeypatch, tmp_path, capsys):
+  with Context(VIZ=1): graph_rewrite(alu(Ops.ADD, x, c(0)), fold)
+  import tinycore.viz.server as server
+  served = []
+  monkeypatch.setattr(server, "serve", lambda trace, port, source: served.append((len(trace["rewrites"]), port, source)))
+  path = str(tmp_path / "v.json")
+  monkeypatch.setenv("VIZ_FILE", path); monkeypatch.setenv("VIZ_PORT", "8123"); monkeypatch.delenv("VIZ_NOSERVE", raising=False)
+  switch.report_at_exit()   # pytest's stdin is not a terminal: save and name the command, never block
+  assert served == [] and f"tinyctl viz {path}" in capsys.readouterr().err
+  assert len(load_trace(path)["rewrites"]) == 1
+  monkeypatch.setattr(sys, "stdin", _Terminal()); monkeypatch.setattr(sys, "stdout", _Terminal())
+  switch.report_at_exit()
+  assert served == [(1, 8123, path)]
+  monkeypatch.setenv("VIZ_NOSERVE", "1")
+  switch.report_at_exit()
+  assert len(served) == 1
+
 # ---- replay from the node table
 def test_replay_every_step_reaches_the_recorded_output():
   exprs = [alu(Ops.ADD, alu(Ops.MUL, alu(Ops.ADD, v, c(0)), c(1)), alu(Ops.MAX, v, v)) for v in (x, y)]
