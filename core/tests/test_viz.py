@@ -85,6 +85,19 @@ def test_at_exit_serves_in_a_terminal_else_prints_the_command(monkeypatch, tmp_p
   switch.report_at_exit()
   assert len(served) == 1
 
+def test_a_compile_that_raised_does_not_keep_its_kernel_open():
+  from tinycore.viz.recorder import Recorder
+  rec = Recorder()
+  def rewrite_(u): return rec.graph_rewrite(lambda *a: a[0], u, fold, None, False, 100)   # the frame rewrite.graph_rewrite adds
+  def compile_kernel(fail):
+    rec.begin_kernel(UOp(Ops.SINK, dtypes.void, ()), "CPU")
+    rewrite_(alu(Ops.ADD, x, c(0)))   # inside the compile
+    if fail: raise RuntimeError("compiler error")
+  with pytest.raises(RuntimeError): compile_kernel(True)
+  rewrite_(alu(Ops.ADD, y, c(0)))     # the scheduler's, after the failure
+  assert [r.kernel for r in rec.rewrites] == [0, None]
+  assert rec.kernels[0].name == "(compile failed)" and "raised" in rec.kernels[0].error
+
 # ---- replay from the node table
 def test_replay_every_step_reaches_the_recorded_output():
   exprs = [alu(Ops.ADD, alu(Ops.MUL, alu(Ops.ADD, v, c(0)), c(1)), alu(Ops.MAX, v, v)) for v in (x, y)]

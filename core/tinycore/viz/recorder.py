@@ -51,16 +51,17 @@ class Recorder:
     self.kernels: list[KernelRecord] = []
     self._open: list[RewriteRecord] = []   # graph_rewrites in progress (rules may call graph_rewrite themselves)
     self._kernel: int | None = None        # index of the kernel being compiled
+    self._kernel_frame: Any = None
     self._names: dict[tuple, tuple[str, str, str]] = {}   # (matcher, code, line, in a kernel) -> (matcher's name, caller, stage)
 
   def graph_rewrite(self, run: Callable, sink: UOp, pm: Any, ctx: Any, top_down: bool, max_steps: int) -> UOp:
     frame = sys._getframe(2)   # 0: here, 1: rewrite.graph_rewrite, 2: its caller
-    in_kernel = self._kernel is not None
+    in_kernel = self._kernel is not None and self._compiling(frame)
     if (names := self._names.get(key := (pm, frame.f_code, frame.f_lineno, in_kernel))) is None:   # a call site seen before: no lookups
       code, path = frame.f_code, short_path(frame.f_code.co_filename)
       names = (_matcher_name(pm, frame), f"{path}:{frame.f_lineno} {code.co_name}", _stage(path, frame, in_kernel))
       if not names[2].startswith("device rules"): self._names[key] = names   # that one depends on the stage argument
-    rec = RewriteRecord(names[0], names[1], names[2], self._kernel, top_down, sink, len(self._open))
+    rec = RewriteRecord(names[0], names[1], names[2], self._kernel if in_kernel else None, top_down, sink, len(self._open))
     self.rewrites.append(rec)
     self._open.append(rec)
     try: rec.output = out = run(sink, pm, ctx, top_down, max_steps)
@@ -74,15 +75,28 @@ class Recorder:
   def begin_kernel(self, ast: UOp, device: str) -> None:
     self.kernels.append(KernelRecord(ast, device))
     self._kernel = len(self.kernels) - 1
+    self._kernel_frame = sys._getframe(1)   # the compiling function: while it runs, rewrites belong to this kernel
+
+  def _compiling(self, frame) -> bool:
+    """Whether the kernel begin_kernel opened is still being compiled (its compiling function is on the stack). A
+    compile that raised never reaches end_kernel: its record is closed here, marked, and later rewrites aren't its."""
+    f = frame
+    while f is not None:
+      if f is self._kernel_frame: return True
+      f = f.f_back
+    k = self.kernels[self._kernel]
+    if not k.name: k.name, k.error = "(compile failed)", "the compile raised an exception (see the script's output)"
+    self._kernel = self._kernel_frame = None
+    return False
 
   def note_opts(self, opts: tuple) -> None:
-    if self._kernel is not None: self.kernels[self._kernel].opts = tuple(opts)
+    if self._kernel is not None and self._compiling(sys._getframe(1)): self.kernels[self._kernel].opts = tuple(opts)
 
   def end_kernel(self, p: Any, dev: Any) -> None:
     """The compiled program `p` (a ProgramSpec) of the kernel begin_kernel opened, on device object `dev`."""
     if self._kernel is None: return
     k = self.kernels[self._kernel]
-    self._kernel = None
+    self._kernel = self._kernel_frame = None
     k.name, k.src, k.program, k.renderer = p.name, p.src, list(p.uops or []), type(dev.renderer).__name__
     try: k.size = len(dev.compiler.compile_cached(p.src))   # the compile cache has it: a file read, not a compile
     except Exception as e: k.error = f"binary size unknown: {type(e).__name__}: {e}"
