@@ -303,19 +303,19 @@ def test_pages_and_views(server):
   assert json.loads(get(server, "/api/rewrite/0?step=7")[2])["step"] == 1   # past the end: the last step
 
 def test_100k_event_profile_streams_fast(server):
-  # the bound: 2 s, or on a loaded machine (CI shares 2 cores) 8x what encoding the same rows once takes here, which
+  # the bound: 2 s, or on a loaded machine (CI shares 2 cores) 10x a plain JSON round trip of the same rows here, which
   # still fails an accidentally quadratic server
   events = synthetic_trace(100_000)["profile"]
   t0 = time.perf_counter()
-  json.dumps(events)
-  bound = max(2.0, 8 * (time.perf_counter() - t0))
+  json.loads(json.dumps(events))
+  bound = max(2.0, 10 * (time.perf_counter() - t0))
   t0 = time.perf_counter()
   status, headers, body = get(server, "/api/profile")
   dt = time.perf_counter() - t0
   assert status == 200 and headers.get("Transfer-Encoding") == "chunked"
   data = json.loads(body)
   assert data["devices"] == ["CPU", "NV:1", "AMD"] and len(data["events"]) == 100_000
-  assert data["events"][1][:3] == ["r_1_1", 1, "kernel"]
+  assert data["events"][1][:3] == ["r_1_1", "NV:1", "kernel"]
   assert dt < bound, f"100k events took {dt:.2f} s to serve (bound {bound:.2f} s)"
   status, headers, body = get(server, "/api/trace")
   assert status == 200 and len(json.loads(body)["profile"]) == 100_000

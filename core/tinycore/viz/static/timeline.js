@@ -8,12 +8,12 @@ class Timeline {
   constructor(canvas, info, data) {
     this.canvas = canvas; this.info = info;
     this.devices = data.devices;
-    // columns: name, device index, kind, start_ns, dur_ns, flops, bytes, mem_used, mem_peak
+    // columns: name, device, kind, start_ns, dur_ns, flops, bytes, mem_used, mem_peak
     this.lanes = [];
     const byKey = new Map();
     for (const e of data.events) {
       const key = e[1] + "/" + e[2];
-      if (!byKey.has(key)) { const lane = {label: this.devices[e[1]] + (e[2] === "copy" ? " copies" : " kernels"), events: []}; byKey.set(key, lane); this.lanes.push(lane); }
+      if (!byKey.has(key)) { const lane = {label: e[1] + (e[2] === "copy" ? " copies" : " kernels"), events: []}; byKey.set(key, lane); this.lanes.push(lane); }
       byKey.get(key).events.push(e);
     }
     for (const lane of this.lanes) {
@@ -117,7 +117,7 @@ class Timeline {
       const e = this.hit(ev.offsetX, ev.offsetY);
       if (!e) return;
       const s = Math.max(e[4], 1) / 1e9;
-      this.info.textContent = `${e[0]} on ${this.devices[e[1]]}: ${fmtTime(e[4])} at ${fmtTime(e[3] - this.t0)}, ` +
+      this.info.textContent = `${e[0]} on ${e[1]}: ${fmtTime(e[4])} at ${fmtTime(e[3] - this.t0)}, ` +
         `${(e[5] / s / 1e9).toFixed(2)} GFLOP/s, ${(e[6] / s / 1e9).toFixed(2)} GB/s, ${fmtBytes(e[6])} moved, ` +
         `memory ${fmtBytes(e[7])} (peak ${fmtBytes(e[8])})`;
     });
