@@ -1,4 +1,4 @@
-"""The `tinyctl` command: device list, plugins, smi, doctor."""
+"""The `tinyctl` command: device list, plugins, smi, doctor, viz."""
 from __future__ import annotations
 import json, sys, time, warnings
 import typer
@@ -191,6 +191,19 @@ def doctor(devs: list[str] = typer.Argument(None, metavar="DEVICE", help="device
   works = any(f.ok and f.kind == "device" for f in found)
   essential_missing = any(not f.ok and f.kind in ("plugin", "device") for f in found)
   if (focus and essential_missing) or (not focus and not works): raise typer.Exit(failures.FAILED)
+
+@app.command("viz")
+@user_errors
+def viz(path: str = typer.Argument(..., metavar="FILE", help="a recording written by VIZ=1 (its path is printed at exit)"),
+        port: int = typer.Option(0, "--port", "-p", min=0, max=65535, help="port on 127.0.0.1 (0: VIZ_PORT, else a free one)"),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="log every request")) -> None:
+  """Serve a VIZ=1 recording on 127.0.0.1: kernels, each graph rewrite step by step, the generated source and a timeline,
+  in the browser. Runs until Ctrl-C."""
+  import os
+  from tinycore.viz.trace import load_trace
+  from tinycore.viz.server import serve
+  trace = load_trace(path)   # a file that isn't a valid recording: one line naming the bad field, exit 1
+  serve(trace, port=port or int(os.environ.get("VIZ_PORT") or 0), source=path, verbose=verbose)
 
 def main() -> None:
   """The console script: errors that escape a command (an import that fails on a bad environment) end as one line too."""

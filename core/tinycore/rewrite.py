@@ -147,6 +147,7 @@ class PatternMatcher:
   def _applied(self, where: str, u: UOp, ret) -> UOp:
     # rules may return other values (the gradient rules return a tuple per source); graph_rewrite insists on UOps
     if TRACK_REWRITES: tracked_rewrites.append((where, u, ret))
+    if viz_recorder is not None: viz_recorder.applied(where, u, ret)
     return ret
 
 def _rule_failed(e: Exception, where: str, p: UPat, u: UOp):
@@ -169,9 +170,16 @@ def _checked(ret, u: UOp):
     raise RewriteError(f"{where} returned {type(ret).__name__}, not a UOp or None, on {u.op.name}")
   return ret
 
+# VIZ=1 (tinycore/viz/switch.py) puts its recorder here; off, graph_rewrite pays this one global check
+viz_recorder: Any = None
+
 def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx=None, top_down: bool = False, max_steps: int = 10_000_000) -> UOp:
   """Rewrite to a fixed point. Bottom-up (default): a node is rewritten after its sources. Top-down: rules are applied to
   a node before its sources are visited (what expansion-style passes want). Iterative, memoized on node identity."""
+  if viz_recorder is not None: return viz_recorder.graph_rewrite(_rewrite, sink, pm, ctx, top_down, max_steps)
+  return _rewrite(sink, pm, ctx, top_down, max_steps)
+
+def _rewrite(sink: UOp, pm: PatternMatcher, ctx, top_down: bool, max_steps: int) -> UOp:
   replace: dict[UOp, UOp] = {}
   stack: list[tuple[UOp, int, Any]] = [(sink, 0, None)]
   steps = 0
@@ -206,3 +214,5 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx=None, top_down: bool = Fals
     else:
       replace[n] = replace[extra]
   return replace[sink]
+
+import tinycore.viz.switch  # noqa: E402,F401  (VIZ/PROFILE from the environment switch recording on here)

@@ -8,6 +8,7 @@ from tinycore.uop import UOp, Ops, GroupOp, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import getenv
 from tinycore.renderer import Renderer
+from tinycore.viz import switch as viz
 
 def _bound(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
 
@@ -424,4 +425,6 @@ def optimize(k: UOp, renderer: Renderer, opts: tuple[Opt, ...] | None = None) ->
   if opts is None and renderer.has_local:
     from tinycore.codegen.opt_gpu import optimize_gpu
     return optimize_gpu(k, renderer)
-  return _heuristic(k, renderer)[1] if opts is None else apply_opts(k, opts)
+  chosen, k = _heuristic(k, renderer) if opts is None else (opts, apply_opts(k, opts))
+  if (rec := viz.recorder) is not None: rec.note_opts(chosen)
+  return k

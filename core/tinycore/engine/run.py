@@ -9,6 +9,7 @@ from tinycore.helpers import DEBUG, GlobalCounters, colored
 from tinycore.compiler import Compiler
 from tinycore import progress
 from tinycore.renderer import ProgramSpec
+from tinycore.viz import switch as viz
 
 def sym_infer(x, var_vals: dict) -> int:
   if isinstance(x, int): return x
@@ -77,10 +78,12 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   if BEAM >= 1:
     from tinycore.codegen.search import beam_search
     opts = beam_search(ast, dev, int(BEAM.value))
+  if (rec := viz.recorder) is not None: rec.begin_kernel(ast, device)
   p = get_program(ast, dev.renderer, opts, device=device)
   if DEBUG >= 4: print(p.src)
   # through load_cached: a cache entry that doesn't load (another compiler's, damaged) is recompiled, not fatal
   r = _runners[key] = CompiledRunner(p, dev.compiler.load_cached(p.src, lambda lib: dev.runtime(p.name, lib)), device, ast)
+  if rec is not None: rec.end_kernel(p, dev)
   return r
 
 @dataclass
@@ -92,7 +95,9 @@ class ExecItem:
     for b in self.bufs:
       if not hasattr(b, "_buf"): b.allocate()
     debug = DEBUG.value
-    et = self.runner(self.bufs, {**self.var_vals, **var_vals} if var_vals else self.var_vals, wait=wait or debug >= 2)
+    if (prof := viz.profiler) is not None: st = prof.now()
+    et = self.runner(self.bufs, {**self.var_vals, **var_vals} if var_vals else self.var_vals, wait=wait or debug >= 2 or prof is not None)
+    if prof is not None: prof.record(self, st, et)
     GlobalCounters.kernel_count += 1
     if (p := getattr(self.runner, "p", None)) is not None:
       GlobalCounters.global_ops += p.ops
