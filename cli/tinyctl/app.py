@@ -192,7 +192,7 @@ def doctor(devs: list[str] = typer.Argument(None, metavar="DEVICE", help="device
   essential_missing = any(not f.ok and f.kind in ("plugin", "device") for f in found)
   if (focus and essential_missing) or (not focus and not works): raise typer.Exit(failures.FAILED)
 
-@app.command("viz")
+@app.command("viz", cls=_Command, short_help="Serve a VIZ=1 recording in the browser: rewrites, kernels, a timeline.")
 @user_errors
 def viz(path: str = typer.Argument(..., metavar="FILE", help="a recording written by VIZ=1 (its path is printed at exit)"),
         port: int = typer.Option(0, "--port", "-p", min=0, max=65535, help="port on 127.0.0.1 (0: VIZ_PORT, else a free one)"),
