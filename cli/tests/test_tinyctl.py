@@ -123,7 +123,7 @@ def test_console_script_bad_environment_is_one_line():
 def test_help_documents_exit_codes_without_type_labels():
   r = runner.invoke(app, ["--help"])
   assert r.exit_code == 0 and "Exit status" in r.output and "2   usage error" in r.output and "doctor" in r.output
-  for cmd in ([], ["device"], ["device", "list"], ["plugins"], ["smi"], ["doctor"]):
+  for cmd in ([], ["device"], ["device", "list"], ["plugins"], ["smi"], ["doctor"], ["viz"]):
     out = runner.invoke(app, [*cmd, "--help"]).output
     assert not re.search(r"<[\w\[\], |]+>", out), (cmd, out)   # typer's Python-type labels: <bool>, <float>, <list[str]>
     assert not re.search(r"[\w,]\.\.\.\n", out), (cmd, out)   # a command's help cut short in a listing

@@ -195,7 +195,7 @@ def doctor(devs: list[str] = typer.Argument(None, metavar="DEVICE", help="device
 @app.command("viz", cls=_Command, short_help="Serve a VIZ=1 recording in the browser: rewrites, kernels, a timeline.")
 @user_errors
 def viz(path: str = typer.Argument(..., metavar="FILE", help="a recording written by VIZ=1 (its path is printed at exit)"),
-        port: int = typer.Option(0, "--port", "-p", min=0, max=65535, help="port on 127.0.0.1 (0: VIZ_PORT, else a free one)"),
+        port: int = typer.Option(0, "--port", "-p", min=0, max=65535, metavar="PORT", help="port on 127.0.0.1 (0: VIZ_PORT, else a free one)"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="log every request")) -> None:
   """Serve a VIZ=1 recording on 127.0.0.1: kernels, each graph rewrite step by step, the generated source and a timeline,
   in the browser. Runs until Ctrl-C."""
