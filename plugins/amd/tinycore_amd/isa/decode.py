@@ -59,6 +59,7 @@ def _fields(fmt: str, w0: int, w1: int, gfx12: bool) -> tuple[int, dict]:
   if fmt == "VOPD":
     return 0, {"opx": b(w0, 25, 22), "opy": b(w0, 21, 17), "srcx0": b(w0, 8, 0), "vsrcx1": b(w0, 16, 9), "srcy0": b(w1, 8, 0),
                "vsrcy1": b(w1, 16, 9), "vdstx": b(w1, 31, 24), "vdsty": b(w1, 23, 17) << 1 | (~b(w1, 31, 24) & 1)}
+  if fmt == "MUBUF": return b(w0, 25, 18), {}
   if fmt == "DS":
     return b(w0, 25, 18), {"offset0": b(w0, 7, 0), "offset1": b(w0, 15, 8), "addr": b(w1, 7, 0), "data0": b(w1, 15, 8),
                            "data1": b(w1, 23, 16), "vdst": b(w1, 31, 24)}
@@ -81,6 +82,7 @@ def _format(w0: int, gfx12: bool) -> tuple[str, int]:
   if w0 >> 24 == 0xCC: return "VOP3P", 8
   if six == 0x32: return "VOPD", 8
   if six == 0x36: return "DS", 8
+  if not gfx12 and six == 0x38: return "MUBUF", 8
   if not gfx12 and six == 0x37: return ("FLAT", "SCRATCH", "GLOBAL", "?")[(w0 >> 16) & 3], 8
   if gfx12 and six == 0x3B: return ("FLAT", "SCRATCH", "GLOBAL", "?")[(w0 >> 24) & 3], 12
   return "?", 4

@@ -31,6 +31,8 @@ def _formats(arch: str) -> dict:
                    [lambda op, s=s: [0xCC000000 | op << 16 | 0x4000 | 4, s | 3 << 27] for s in src3]),
     "DS": (256, [lambda op, w=w: [0xD8000000 | op << 18, w] for w in ds]),
   }
+  if not gfx12:   # MUBUF: only its cache-control ops (buffer_gl0_inv, ...) appear in our code
+    f["MUBUF"] = (256, [lambda op: [0xE0000000 | op << 18, 0]])
   for seg, name in enumerate(("FLAT", "SCRATCH", "GLOBAL")):
     if gfx12:
       f[name] = (256, [lambda op, s=seg, d=d, v=v: [0xEC000000 | s << 24 | op << 14 | 0x7C, v | d << 23 | (0x20000 if s == 1 else 0), 2]

@@ -60,8 +60,9 @@ def _descriptor(name: str, kd: bytes, kd_addr: int, arch: str) -> KernelDescript
 
 def load(lib: bytes) -> Image:
   if lib[:4] != b"\x7fELF" or len(lib) < 64 or lib[4] != 2 or lib[5] != 1: raise BadCodeObject("not a little-endian ELF64 file")
-  _, machine = _u("HH", lib, 16)
+  etype, machine = _u("HH", lib, 16)
   if machine != EM_AMDGPU: raise BadCodeObject(f"ELF machine {machine} is not AMDGPU ({EM_AMDGPU})")
+  if etype != 3: raise BadCodeObject("the code object is not linked (ELF type %d, not ET_DYN): link it with ld.lld first" % etype)
   flags, = _u("I", lib, 48)
   arch = MACH.get(flags & 0xFF, f"mach 0x{flags & 0xFF:x}")
   shoff, = _u("Q", lib, 40)

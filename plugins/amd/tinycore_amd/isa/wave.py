@@ -152,6 +152,10 @@ class Wave:
       self.scc = int(new != 0)
       return None
     if n == "s_getpc_b64": self.sset(d, self.pc + i.size, 64); return None
+    if n == "s_barrier_signal":   # RDNA4: signal here, s_barrier_wait is where it waits
+      if src != 193: raise unknown(i.words, self.arch, self.pc, "only the work-group barrier (-1) is emulated")
+      self.at_barrier = True
+      return None
     if n in ("s_setpc_b64", "s_swappc_b64"):
       tgt = self.sget(src, 64)
       if n == "s_swappc_b64": self.sset(d, self.pc + i.size, 64)
@@ -400,6 +404,10 @@ class Wave:
       return None
     raise unknown(i.words, self.arch, self.pc, f"{n} is not emulated")
 
+  def mubuf(self, i: Instr):
+    if i.name in ("buffer_gl0_inv", "buffer_gl1_inv"): return None   # cache invalidation: memory here has no caches
+    raise unknown(i.words, self.arch, self.pc, f"{i.name}: buffer (MUBUF) memory instructions are not emulated")
+
   # ---- vector ALU
   def _operand(self, code: int, t: str, lit, hi: bool, absm: bool, negm: bool):
     x = typed(self.vsrc(code, t, lit, hi), t)
@@ -615,4 +623,4 @@ def _fma_t(a, b, c, t):
 
 _HANDLERS = {"SOP2": Wave.sop2, "SOP1": Wave.sop1, "SOPC": Wave.sopc, "SOPK": Wave.sopk, "SOPP": Wave.sopp, "SMEM": Wave.smem,
              "VOP1": Wave.vop1, "VOP2": Wave.vop2, "VOPC": Wave.vopc_e32, "VOP3": Wave.vop3, "VOP3P": Wave.vop3p, "VOPD": Wave.vopd,
-             "DS": Wave.ds, "GLOBAL": Wave.vmem, "FLAT": Wave.vmem, "SCRATCH": Wave.vmem}
+             "DS": Wave.ds, "MUBUF": Wave.mubuf, "GLOBAL": Wave.vmem, "FLAT": Wave.vmem, "SCRATCH": Wave.vmem}
