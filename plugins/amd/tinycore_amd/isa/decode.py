@@ -28,10 +28,9 @@ class Instr:
   f: dict = field(default_factory=dict)   # the encoding's fields
   literal: int | None = None
   words: tuple = ()
-  @property
-  def name(self) -> str:
-    """The operation, without LLVM's _e32/_e64 encoding suffix."""
-    return self.op[:-4] if self.op.endswith(("_e32", "_e64")) else self.op
+  def __post_init__(self):
+    self.name = self.op[:-4] if self.op.endswith(("_e32", "_e64")) else self.op   # the operation, without LLVM's encoding suffix
+    self.names = tuple(self.name.split("::"))   # a VOPD pair counts as its two operations
 
 def _bits(w: int, hi: int, lo: int) -> int: return (w >> lo) & ((1 << (hi - lo + 1)) - 1)
 def _sext(v: int, bits: int) -> int: return v - (1 << bits) if v >> (bits - 1) & 1 else v

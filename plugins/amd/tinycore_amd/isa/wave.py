@@ -119,7 +119,7 @@ class Wave:
         ins = program.get(self.pc)
         if ins is None: ins = program[self.pc] = decode(self.g.code, self.pc, self.arch)
         stats.instructions += 1
-        stats.opcodes.add(ins.name)
+        stats.opcodes.update(ins.names)
         if stats.instructions > limit: raise ExecutionError(f"more than {limit} instructions executed: a runaway loop? (pc 0x{self.pc:x})")
         nxt = self.pc + ins.size
         handler = _HANDLERS.get(ins.fmt)
@@ -516,7 +516,9 @@ class Wave:
   def vop1(self, i: Instr):
     f = i.f
     if i.name == "v_nop": return None
-    if i.name == "v_readfirstlane_b32": return self._special(i, i.name, f, False)
+    if i.name == "v_readfirstlane_b32":
+      self._special(i, i.name, f, False)
+      return None
     self.vdst(*self.compute(i, i.name, (f["src0"],), f["vdst"], true16=True))
     return None
   def vop2(self, i: Instr):
