@@ -22,8 +22,9 @@ def _int(x) -> int:
   if not isinstance(x, int): raise ValueError(f"symbolic launch size {x!r}: bind the variables first")
   return x
 
-def realize_on_isa(t, renderer, opts: tuple | None = None) -> tuple[np.ndarray, RunReport]:
-  """Compute tensor t with every kernel of its schedule run on the emulator for renderer.arch; returns (values, report)."""
+def realize_on_isa(t, renderer, opts: tuple | None = None, fill=None) -> tuple[np.ndarray, RunReport]:
+  """Compute tensor t with every kernel of its schedule run on the emulator for renderer.arch; returns (values, report).
+  An input buffer that holds no data yet (Tensor.empty) starts zeroed, or as fill(nbytes) -> uint8 array."""
   from tinycore.codegen import get_program
   from tinycore_amd.codeobject import read
   sched = t.contiguous().schedule() if t.uop.op is not Ops.BUFFER else t.schedule()
@@ -33,9 +34,9 @@ def realize_on_isa(t, renderer, opts: tuple | None = None) -> tuple[np.ndarray, 
     base = buf.base
     if id(base) not in where:
       a = mem.alloc(base.nbytes)
-      if base.is_allocated():
-        data = np.frombuffer(bytes(base.as_buffer()), np.uint8)
-        mem.store(np.array([a], np.uint64), data.reshape(1, -1)) if len(data) else None
+      data = np.frombuffer(bytes(base.as_buffer()), np.uint8) if base.is_allocated() else \
+        (np.asarray(fill(base.nbytes), np.uint8) if fill is not None else np.zeros(0, np.uint8))
+      if len(data): mem.store(np.array([a], np.uint64), data.reshape(1, -1))
       where[id(base)] = a
     return where[id(base)] + buf.offset
   rep = RunReport()
