@@ -38,10 +38,13 @@ class Wave:
     self.pending: dict[str, list[set]] = {"vm": [], "lgkm": [], "ds": [], "km": []}
     self.waiting: set = set()   # registers a load has written that no s_waitcnt has covered yet
     self.mode = 0
+    self._exec_bits, self._exec_arr = 0, _mask_array(0)
 
   # ---- registers
   @property
-  def exec(self) -> np.ndarray: return _mask_array(self.s[EXEC])
+  def exec(self) -> np.ndarray:
+    if self.s[EXEC] != self._exec_bits: self._exec_bits, self._exec_arr = self.s[EXEC], _mask_array(self.s[EXEC])
+    return self._exec_arr
   def _hazard(self, reg):
     raise ExecutionError(f"{self.arch} pc 0x{self.pc:x}: reads {reg} before an s_waitcnt covers the load that writes it")
   def vreg(self, r: int) -> np.ndarray:
@@ -99,15 +102,15 @@ class Wave:
     m = self.exec if mask is None else mask
     if r + (2 if bits == 64 else 1) > self.nv:
       raise ExecutionError(f"pc 0x{self.pc:x} writes v{r} but the kernel descriptor allocates only {self.nv} VGPRs")
-    val = np.broadcast_to(val, (32,))
     if bits == 64:
-      np.copyto(self.v[r], (val & np.uint64(0xFFFFFFFF)).astype(np.uint32), where=m)
-      np.copyto(self.v[r + 1], (val >> np.uint64(32)).astype(np.uint32), where=m)
+      val = np.asarray(val, np.uint64)
+      np.copyto(self.v[r], val & np.uint64(0xFFFFFFFF), where=m, casting="unsafe")
+      np.copyto(self.v[r + 1], val >> np.uint64(32), where=m, casting="unsafe")
     elif bits == 16:
       cur = self.v[r]
-      new = (cur & 0x0000FFFF) | (val.astype(np.uint32) << 16) if hi else (cur & 0xFFFF0000) | val.astype(np.uint32)
-      np.copyto(self.v[r], new, where=m)
-    else: np.copyto(self.v[r], val.astype(np.uint32), where=m)
+      v32 = np.asarray(val).astype(np.uint32)
+      np.copyto(cur, (cur & 0x0000FFFF) | (v32 << 16) if hi else (cur & 0xFFFF0000) | v32, where=m)
+    else: np.copyto(self.v[r], val, where=m, casting="unsafe")
     if self.waiting: self.waiting.discard(("v", r))
 
   # ---- the loop
