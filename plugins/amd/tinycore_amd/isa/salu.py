@@ -99,6 +99,10 @@ SOP1: dict[str, tuple] = {
   "s_sext_i32_i8": (32, lambda a, scc: (_sext(a & 0xFF, 8) & M32, None)),
   "s_sext_i32_i16": (32, lambda a, scc: (_sext(a & 0xFFFF, 16) & M32, None)),
   "s_abs_i32": (32, lambda a, scc: (r := abs(s32(a)) & M32, int(r != 0))),
+  "s_cls_i32": (32, lambda a, scc: (32 - (a if not a >> 31 else ~a & M32).bit_length() if a not in (0, M32) else M32, None)),
+  "s_clz_i32_u64": (64, lambda a, scc: (64 - a.bit_length() if a else M32, None)),
+  "s_ctz_i32_b64": (64, lambda a, scc: ((a & -a).bit_length() - 1 if a else M32, None)),
+  "s_bcnt0_i32_b32": (32, lambda a, scc: (r := 32 - bin(a).count("1"), int(r != 0))),
 }
 def _cvt(x: float, lo: int, hi: int) -> int: return 0 if x != x else int(min(max(np.trunc(x), lo), hi))
 SOP1.update({

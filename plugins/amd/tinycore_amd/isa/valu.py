@@ -207,6 +207,22 @@ op("v_bfi_b32", "b32", "b32 b32 b32", lambda a, b, c: (a & b) | (~a & c))
 op("v_bfm_b32", "b32", "u32 u32", lambda a, b: (((np.uint64(1) << _u64(a & 31)) - np.uint64(1)) << _u64(b & 31)).astype(np.uint32))
 op("v_alignbit_b32", "b32", "b32 b32 u32", lambda a, b, c: (((_u64(a) << np.uint64(32)) | _u64(b)) >> _u64(c & 31)).astype(np.uint32))
 op("v_alignbyte_b32", "b32", "b32 b32 u32", lambda a, b, c: (((_u64(a) << np.uint64(32)) | _u64(b)) >> _u64((c & 3) * 8)).astype(np.uint32))
+def _clz(a):
+  a = np.asarray(a, np.uint32)
+  return np.where(a == 0, np.uint32(0xFFFFFFFF), (31 - np.floor(np.log2(np.maximum(a, 1).astype(np.float64)))).astype(np.uint32))
+def _ctz(a):
+  a = np.asarray(a, np.uint32)
+  low = a & (~a + np.uint32(1))
+  return np.where(a == 0, np.uint32(0xFFFFFFFF), np.log2(np.maximum(low, 1).astype(np.float64)).astype(np.uint32))
+def _cls(a):
+  """Leading bits equal to the sign, not counting it (-1 where every bit is the sign)."""
+  a = np.asarray(a, np.uint32)
+  flipped = np.where(a >> 31 == 1, ~a, a)
+  c = _clz(flipped)
+  return np.where(c == 0xFFFFFFFF, np.uint32(0xFFFFFFFF), c)
+op("v_clz_i32_u32 v_ffbh_u32", "u32", "u32", _clz)
+op("v_ctz_i32_b32 v_ffbl_b32", "u32", "u32", _ctz)
+op("v_cls_i32 v_ffbh_i32", "u32", "u32", _cls)
 op("v_bcnt_u32_b32", "u32", "b32 u32", lambda a, b: np.array([bin(int(x)).count("1") for x in np.broadcast_to(a, (32,))], np.uint32) + b)
 op("v_perm_b32", "b32", "b32 b32 b32", lambda a, b, c: _perm(a, b, c))
 op("v_sad_u32", "u32", "u32 u32 u32", lambda a, b, c: np.where(a > b, a - b, b - a) + c)

@@ -163,6 +163,11 @@ class Wave:
       tgt = self.sget(src, 64)
       if n == "s_swappc_b64": self.sset(d, self.pc + i.size, 64)
       return tgt
+    if n.startswith(("s_bitset0_", "s_bitset1_")):   # D.bit[S0] = 0/1, the rest of D kept
+      bits = 64 if n.endswith("b64") else 32
+      cur, b = self.sget(d, bits), self.sget(src, 32, i.literal) & (bits - 1)
+      self.sset(d, cur | 1 << b if n.startswith("s_bitset1") else cur & ~(1 << b), bits)
+      return None
     spec = salu.SOP1.get(n)
     if spec is None: raise unknown(i.words, self.arch, self.pc, f"{n} is not emulated")
     bits, fn = spec
