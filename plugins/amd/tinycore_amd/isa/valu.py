@@ -7,6 +7,7 @@ comparisons (VOPC), carries and lane ops that need more than values are there to
 v_sin/v_cos take revolutions (x * 2*pi radians) as the hardware does."""
 from __future__ import annotations
 import re
+from fractions import Fraction
 import numpy as np
 
 NP = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32, "u32": np.uint32, "b32": np.uint32,
@@ -37,7 +38,14 @@ def _cvt_int(x, lo, hi, d):
   """float -> int as the hardware converts: truncate, saturate, NaN -> 0."""
   x = _f64(x)
   return np.where(np.isnan(x), 0, np.clip(np.trunc(np.nan_to_num(x)), lo, hi)).astype(d)
-def _fma(a, b, c, t): return (_f64(a) * _f64(b) + _f64(c)).astype(NP[t])
+def _fma(a, b, c, t):
+  """Fused: f32/f16 products are exact in float64; float64 goes through exact rationals (one rounding, like v_fma_f64)."""
+  if t != "f64": return (_f64(a) * _f64(b) + _f64(c)).astype(NP[t])
+  a, b, c = np.broadcast_arrays(_f64(a), _f64(b), _f64(c))
+  out = a * b + c   # right wherever an operand or the result is not finite
+  for i in np.ndindex(out.shape):
+    if np.isfinite(out[i]) and np.isfinite(a[i] * b[i]): out[i] = float(Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i])))
+  return out
 def _u64(x): return np.asarray(x).astype(np.uint64)
 def _shift(b, n): return np.asarray(b) & n   # shift amounts use their low bits only
 def _bfe(x, off, width, signed: bool):

@@ -628,8 +628,8 @@ class Wave:
     return None
 
 def _fma_t(a, b, c, t):
-  """Fused multiply-add through float64 (exact product for f32; for f64 the product rounds once first)."""
-  return (np.asarray(a, np.float64) * b + c).astype(np.float32 if t == "f32" else np.float64)
+  from tinycore_amd.isa.valu import _fma
+  return _fma(a, b, c, t)
 
 _HANDLERS = {"SOP2": Wave.sop2, "SOP1": Wave.sop1, "SOPC": Wave.sopc, "SOPK": Wave.sopk, "SOPP": Wave.sopp, "SMEM": Wave.smem,
              "VOP1": Wave.vop1, "VOP2": Wave.vop2, "VOPC": Wave.vopc_e32, "VOP3": Wave.vop3, "VOP3P": Wave.vop3p, "VOPD": Wave.vopd,
