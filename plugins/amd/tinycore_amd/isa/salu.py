@@ -72,8 +72,9 @@ SOP2.update({
   "s_absdiff_i32": (32, lambda a, b, scc: (r := abs(s32(a) - s32(b)) & M32, int(r != 0))),
 })
 # RDNA4's scalar float ops (bits in SGPRs, IEEE float32/float16 arithmetic through numpy scalars)
-def _f32(x: int) -> np.float32: return np.array([x], np.uint32).view(np.float32)[0]
-def _bits32(f) -> int: return int(np.array([f], np.float32).view(np.uint32)[0])
+def f32(x: int) -> np.float32: return np.array([x], np.uint32).view(np.float32)[0]
+def bits32(f) -> int: return int(np.array([f], np.float32).view(np.uint32)[0])
+_f32, _bits32 = f32, bits32
 def _f16(x: int) -> np.float16: return np.array([x & 0xFFFF], np.uint16).view(np.float16)[0]
 def _bits16(f) -> int: return int(np.array([f], np.float16).view(np.uint16)[0])
 for _n, _fn in {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "min_num": np.fmin, "max_num": np.fmax,

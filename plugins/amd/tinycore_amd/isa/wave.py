@@ -132,6 +132,12 @@ class Wave:
 
   # ---- scalar
   def sop2(self, i: Instr):
+    if i.name in ("s_fmac_f32", "s_fmaak_f32", "s_fmamk_f32"):   # RDNA4 scalar FMAs; K is the literal
+      a, b = salu.f32(self.sget(i.f["ssrc0"], 32, i.literal)), salu.f32(self.sget(i.f["ssrc1"], 32, i.literal))
+      d, k = salu.f32(self.sget(i.f["sdst"])), salu.f32(i.literal or 0)
+      x, y, z = {"s_fmac_f32": (a, b, d), "s_fmaak_f32": (a, b, k), "s_fmamk_f32": (a, k, b)}[i.name]
+      self.sset(i.f["sdst"], salu.bits32(_fma_t(np.float32(x), np.float32(y), np.float32(z), "f32")))
+      return None
     spec = salu.SOP2.get(i.name)
     if spec is None: raise unknown(i.words, self.arch, self.pc, f"{i.name} is not emulated")
     bits, fn = spec
@@ -547,6 +553,7 @@ class Wave:
       self.vopc(i, n, f["src0"], f["src1"], f["vdst"], abs_=f["abs"], neg=f["neg"], opsel=f["opsel"])
       return None
     if self._special(i, n, f, True): return None
+    if n.startswith("v_s_"): return self._pseudo_scalar(i, "v_" + n[4:], f)
     if n in ("v_div_scale_f32", "v_div_scale_f64", "v_div_fmas_f32", "v_div_fmas_f64", "v_div_fixup_f32", "v_div_fixup_f64", "v_div_fixup_f16"):
       return self._division(i, n, f)
     spec = OPS.get(n)
@@ -555,6 +562,18 @@ class Wave:
     codes = (f["src0"], f["src1"], f["src2"])[:nsrc]
     if n.startswith(("v_fmac_", "v_dot2acc_")): codes = (f["src0"], f["src1"], 256 + f["vdst"])
     self.vdst(*self.compute(i, n, codes, f["vdst"], abs_=f["abs"], neg=f["neg"], opsel=f["opsel"], clamp=f["clamp"], omod=f["omod"]))
+    return None
+  def _pseudo_scalar(self, i: Instr, base: str, f: dict):
+    """RDNA4 v_s_exp_f32 s0, s1 and kin: a transcendental unit op with a scalar source and an SGPR destination."""
+    spec = OPS.get(base)
+    if spec is None or len(spec[1]) != 1: raise unknown(i.words, self.arch, self.pc, f"v_s_{base[2:]} is not emulated")
+    dt, (st,), fn = spec
+    x = typed(np.array([self.sget(f["src0"], 32, i.literal, st) & (0xFFFF if BITS[st] == 16 else 0xFFFFFFFF)]), st)
+    if f["abs"] & 1: x = np.abs(x)
+    if f["neg"] & 1: x = -x
+    res = np.asarray(fn(x))
+    if f["clamp"]: res = np.clip(res, 0, 1)
+    self.sset(f["vdst"], int(raw(res, dt)[0]))
     return None
   def _division(self, i: Instr, n: str, f: dict):
     """The IEEE division sequence's helpers. Scaling is an exactness trick for denormal/huge operands; values that do
@@ -590,7 +609,23 @@ class Wave:
       wmma(self, i)
       return None
     if n.startswith("v_pk_"): return self._packed(i)
+    if n in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"): return self._fma_mix(i)
     raise unknown(i.words, self.arch, self.pc, f"{n} is not emulated")
+  def _fma_mix(self, i: Instr):
+    """D = S0 * S1 + S2 with each source float32, or float16 (op_sel_hi bit set; op_sel picks its half); neg_hi is abs."""
+    f = i.f
+    args = []
+    for k, c in enumerate((f["src0"], f["src1"], f["src2"])):
+      if f["opsel_hi"] >> k & 1: x = typed(self.vsrc(c, "f16", i.literal, bool(f["opsel"] >> k & 1)), "f16").astype(np.float32)
+      else: x = typed(self.vsrc(c, "f32", i.literal), "f32")
+      if f["neg_hi"] >> k & 1: x = np.abs(x)
+      if f["neg"] >> k & 1: x = -x
+      args.append(x)
+    res = _fma_t(*args, "f32")
+    if f["clamp"]: res = np.clip(res, 0, 1)
+    if i.name == "v_fma_mix_f32": self.vdst(f["vdst"], raw(res, "f32"), 32)
+    else: self.vdst(f["vdst"], raw(res.astype(np.float16), "f16"), 16, i.name.endswith("hi_f16"))
+    return None
   def _packed(self, i: Instr):
     """v_pk_*: two 16-bit lanes per register, op_sel/op_sel_hi choose which half of each source feeds each half."""
     f, n = i.f, i.name
