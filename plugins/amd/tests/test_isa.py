@@ -80,7 +80,20 @@ CASES = {
   "int16": (lambda: T(s16) * 5 - T(s16) // 3, lambda: (s16 * np.int16(5) - s16 // np.int16(3)).astype(np.int16), 0, 0),
   "cast_chain": (lambda: T(a32).cast(dtypes.float16).cast(dtypes.int32).cast(dtypes.float64) * 0.5,
                  lambda: np.trunc(a32.astype(np.float16).astype(np.float32)).astype(np.float64) * 0.5, 0, 0),
+  # shapes the op suite found emulator gaps with: scalar float ops and pseudo-scalar transcendentals (RDNA4), v_fma_mix,
+  # s_bitset1 (int -> bf16 rounding on the scalar unit), v_cls (int64 -> float)
+  "var_logsumexp": (lambda: T(m1).var(1) + T(m1).logsumexp(1), lambda: m1.var(1, ddof=1) + _logsumexp(m1), 2e-5, 2e-5),
+  "softmax": (lambda: T(m1).softmax(1), lambda: np.exp(m1 - m1.max(1, keepdims=True)) / np.exp(m1 - m1.max(1, keepdims=True)).sum(1, keepdims=True),
+              2e-5, 1e-6),
+  "hmatmul_small": (lambda: T(hm1[:10, :24]) @ T(hm2[:24, :6]),
+                    lambda: (hm1[:10, :24].astype(np.float32) @ hm2[:24, :6].astype(np.float32)).astype(np.float16), 2e-3, 2e-3),
+  "int_sum_bf16": (lambda: T(i1[:1]).sum().cast(dtypes.bfloat16), lambda: bf16_float(bf16_bits(np.float32(i1[:1].sum()))), 1e-2, 0),
+  "long_mean": (lambda: T(l1).cast(dtypes.float64).mean(), lambda: l1.astype(np.float64).mean(), 1e-15, 0),
 }
+def _logsumexp(x):
+  m = x.max(1)
+  return m + np.log(np.exp(x - m[:, None]).sum(1))
+
 def check(case, kind, arch):
   build, ref, rtol, atol = CASES[case]
   out, rep = run(build(), kind, arch)
