@@ -74,13 +74,15 @@ class Wave:
     if code == SCC_SRC: return self.scc
     if code == 251: return int(self.s[VCC] == 0)    # src_vccz
     if code == 252: return int(self.s[EXEC] == 0)   # src_execz
-    raise ExecutionError(f"pc 0x{self.pc:x}: scalar operand {code} is not supported")
+    what = {250: "a DPP16 operand", 233: "a DPP8 operand", 234: "a DPP8 (FI) operand", 254: "an LDS-direct operand"}.get(code, f"operand code {code}")
+    raise ExecutionError(f"{self.arch} pc 0x{self.pc:x}: {what} is not emulated")
   def sset(self, code: int, val: int, bits: int = 32):
     if code == NULL: return
     if code >= 128 or (code >= 106 and code not in (VCC, VCC + 1, M0, EXEC, EXEC + 1)):
       raise ExecutionError(f"pc 0x{self.pc:x}: cannot write scalar register {code}")
     self.s[code] = val & 0xFFFFFFFF
     if bits == 64: self.s[code + 1] = (val >> 32) & 0xFFFFFFFF
+    if self.waiting: self.waiting -= {("s", code), ("s", code + 1)} if bits == 64 else {("s", code)}
     self.s[EXEC + 1] = 0   # wave32: exec_hi does not exist
 
   def vsrc(self, code: int, t: str, lit: int | None, hi: bool = False) -> np.ndarray | np.number:
@@ -115,18 +117,21 @@ class Wave:
 
   # ---- the loop
   def run(self, program: dict, limit: int):
-    """Execute until s_endpgm or a barrier. `program` caches decoded instructions by pc."""
+    """Execute until s_endpgm or a barrier. `program` caches (decoded instruction, handler) by pc."""
     stats = self.stats
     with np.errstate(all="ignore"):
       while not self.done and not self.at_barrier:
-        ins = program.get(self.pc)
-        if ins is None: ins = program[self.pc] = decode(self.g.code, self.pc, self.arch)
+        ent = program.get(self.pc)
+        if ent is None:
+          ins = decode(self.g.code, self.pc, self.arch)
+          handler = _HANDLERS.get(ins.fmt)
+          if handler is None: raise unknown(ins.words, self.arch, self.pc, f"{ins.fmt} instructions are not emulated")
+          ent = program[self.pc] = (ins, handler)
+        ins, handler = ent
         stats.instructions += 1
         stats.opcodes.update(ins.names)
         if stats.instructions > limit: raise ExecutionError(f"more than {limit} instructions executed: a runaway loop? (pc 0x{self.pc:x})")
         nxt = self.pc + ins.size
-        handler = _HANDLERS.get(ins.fmt)
-        if handler is None: raise unknown(ins.words, self.arch, self.pc, f"{ins.fmt} instructions are not emulated")
         target = handler(self, ins)
         self.pc = nxt if target is None else target
 
