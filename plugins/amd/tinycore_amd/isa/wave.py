@@ -39,6 +39,7 @@ class Wave:
     self.waiting: set = set()   # registers a load has written that no s_waitcnt has covered yet
     self.mode = 0
     self._exec_bits, self._exec_arr = 0, _mask_array(0)
+    self._loading: str | None = None   # the counter of the load whose results are being written, while they are
 
   # ---- registers
   @property
@@ -82,7 +83,9 @@ class Wave:
       raise ExecutionError(f"pc 0x{self.pc:x}: cannot write scalar register {code}")
     self.s[code] = val & 0xFFFFFFFF
     if bits == 64: self.s[code + 1] = (val >> 32) & 0xFFFFFFFF
-    if self.waiting: self.waiting -= {("s", code), ("s", code + 1)} if bits == 64 else {("s", code)}
+    if self.waiting:
+      self._overwritten(("s", code))
+      if bits == 64: self._overwritten(("s", code + 1))
     self.s[EXEC + 1] = 0   # wave32: exec_hi does not exist
 
   def vsrc(self, code: int, t: str, lit: int | None, hi: bool = False) -> np.ndarray | np.number:
@@ -113,7 +116,9 @@ class Wave:
       v32 = np.asarray(val).astype(np.uint32)
       np.copyto(cur, (cur & 0x0000FFFF) | (v32 << 16) if hi else (cur & 0xFFFF0000) | v32, where=m)
     else: np.copyto(self.v[r], val, where=m, casting="unsafe")
-    if self.waiting: self.waiting.discard(("v", r))
+    if self.waiting:
+      self._overwritten(("v", r))
+      if bits == 64: self._overwritten(("v", r + 1))
 
   # ---- the loop
   def run(self, program: dict, limit: int):
@@ -251,6 +256,13 @@ class Wave:
       return None   # timing hints, clause markers and messages: no effect on the values a kernel computes
     raise unknown(i.words, self.arch, self.pc, f"{n} is not emulated")
 
+  def _overwritten(self, reg):
+    """Writing a register a load still has to fill races with that load: an error, unless the write is itself a load
+    counted by the same counter (those return in order, e.g. global_load_d16_b16 then _d16_hi_b16 into one VGPR)."""
+    if reg in self.waiting:
+      kinds = {k for k, q in self.pending.items() if any(reg in regs for regs in q)}
+      if self._loading is None or kinds != {self._loading}:
+        raise ExecutionError(f"{self.arch} pc 0x{self.pc:x}: writes {reg[0]}{reg[1]} while a load into it is outstanding (no s_waitcnt before)")
   def _issue(self, kind: str, regs: set):
     self.pending[kind].append(regs)
     self.waiting |= regs
@@ -671,6 +683,15 @@ def _fma_t(a, b, c, t):
   from tinycore_amd.isa.valu import _fma
   return _fma(a, b, c, t)
 
-_HANDLERS = {"SOP2": Wave.sop2, "SOP1": Wave.sop1, "SOPC": Wave.sopc, "SOPK": Wave.sopk, "SOPP": Wave.sopp, "SMEM": Wave.smem,
+def _as_load(handler, gfx11_kind: str, gfx12_kind: str):
+  """A memory handler whose register writes are the load's own (see Wave._overwritten)."""
+  def run(w: Wave, i: Instr):
+    w._loading = gfx12_kind if w.gfx12 else gfx11_kind
+    try: return handler(w, i)
+    finally: w._loading = None
+  return run
+
+_HANDLERS = {"SOP2": Wave.sop2, "SOP1": Wave.sop1, "SOPC": Wave.sopc, "SOPK": Wave.sopk, "SOPP": Wave.sopp, "SMEM": _as_load(Wave.smem, "lgkm", "km"),
              "VOP1": Wave.vop1, "VOP2": Wave.vop2, "VOPC": Wave.vopc_e32, "VOP3": Wave.vop3, "VOP3P": Wave.vop3p, "VOPD": Wave.vopd,
-             "DS": Wave.ds, "MUBUF": Wave.mubuf, "GLOBAL": Wave.vmem, "FLAT": Wave.vmem, "SCRATCH": Wave.vmem}
+             "DS": _as_load(Wave.ds, "lgkm", "ds"), "MUBUF": Wave.mubuf, "GLOBAL": _as_load(Wave.vmem, "vm", "vm"),
+             "FLAT": _as_load(Wave.vmem, "vm", "vm"), "SCRATCH": Wave.vmem}
