@@ -263,3 +263,22 @@ def test_isa_f64_transcendentals(fn):
 @pytest.mark.parametrize("kind", ["LLVM", "HIP"])
 def test_isa_f64_transcendentals_matrix(fn, kind, arch):
   check_f64(fn, kind, arch)
+
+def test_isa_behind_the_emu_device():
+  """hostdev.use_isa: Tensor code on DEV=EMU+AMD:<renderer>:<arch> runs as machine code on the emulator (in a child
+  process: the swap lasts as long as the opened device)."""
+  import subprocess, sys, textwrap
+  renderer("LLVM", "gfx1201")
+  code = textwrap.dedent("""
+    import numpy as np
+    from tinycore import Tensor
+    from tinycore_amd.isa.hostdev import use_isa, ISAProgram
+    use_isa("EMU+AMD:LLVM:gfx1201")
+    a = np.arange(96, dtype=np.float32).reshape(8, 12) / 7
+    got = (Tensor(a, device="EMU+AMD:LLVM:gfx1201").exp() * 2).sum(1).numpy()
+    assert np.allclose(got, (np.exp(a) * 2).sum(1), rtol=1e-5), got
+    assert ISAProgram.totals.instructions > 100 and "v_exp_f32" in ISAProgram.totals.opcodes
+    print("ok", ISAProgram.totals.instructions)
+  """)
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr

@@ -1,7 +1,8 @@
-"""`DEV=EMU+AMD` with machine code: `use_isa("EMU+AMD", "LLVM", "gfx1201")` swaps the opened EMU device's UOp
-interpreter for the AMD renderer + compiler + this ISA emulator, with buffers in host memory (their host addresses
-serve as GPU addresses). For running tinycore's op suite against the machine code before the KFD runtime's mock
-driver exists, and for bug hunts; MOCKGPU=1 DEV=KFD+AMD is the real device path."""
+"""`DEV=EMU+AMD` with machine code: `use_isa("EMU+AMD:HIP:gfx1201")` swaps the opened EMU device's UOp interpreter
+for its AMD renderer + compiler + this ISA emulator, with buffers in host memory (their host addresses serve as GPU
+addresses). For running tinycore's conformance kit against the machine code before the KFD runtime's mock driver
+exists (`pytest --pyargs tinycore.testing --device=EMU+AMD:HIP:gfx1201 -p tinycore_amd.isa.pytest_kit`), and for bug
+hunts; MOCKGPU=1 DEV=KFD+AMD is the device path."""
 from __future__ import annotations
 import numpy as np
 from tinycore_amd.isa.dispatch import dispatch, DispatchStats
@@ -63,15 +64,14 @@ class ISAProgram:
     t.instructions += s.instructions; t.waves += s.waves; t.workgroups += s.workgroups; t.opcodes |= s.opcodes
     if wait: return time.perf_counter() - st
 
-def use_isa(device: str = "EMU+AMD", renderer: str = "LLVM", arch: str = "gfx1100"):
-  """Make the opened `device` (an EMU+AMD one, host-memory allocator) compile with the AMD renderer and run on the ISA
-  emulator. Returns the device."""
+def use_isa(device: str):
+  """Make the opened EMU+AMD `device` (host-memory allocator) compile with its AMD renderer (the one `DEV=EMU+AMD:HIP:gfx1201`
+  names) and run the code objects on the ISA emulator instead of interpreting the UOp program. Returns the device."""
   from tinycore.device import Device
+  from tinycore.emulator.device import EmulatedRenderer
   dev = Device[device]
-  if renderer == "LLVM":
-    from tinycore_amd.renderer_llvm import AMDLLVMRenderer as R
-  else:
-    from tinycore_amd.renderer_hip import HIPRenderer as R   # type: ignore[assignment]
-  dev.renderer = R(arch)
+  if isinstance(dev.renderer, EmulatedRenderer): dev.renderer = dev.renderer.base
+  if getattr(dev.renderer, "device", None) != "AMD": raise ValueError(f"{device} is not an EMU+AMD device")
+  arch = dev.renderer.arch
   dev.runtime = lambda name, lib: ISAProgram(name, lib, arch)
   return dev
