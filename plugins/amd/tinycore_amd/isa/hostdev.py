@@ -42,12 +42,18 @@ class HostMemory:
       arr[(a[sel] - np.uint64(base)).astype(np.int64)[:, None] + np.arange(data.shape[1])] = data[sel]
 
 class ISAProgram:
-  """`prg(*bufs, global_size, local_size, vals)` on the emulator; kernargs packed from the code object's metadata."""
+  """`prg(*bufs, global_size, local_size, vals)` on the emulator; kernargs packed from the code object's metadata.
+  `totals` sums every dispatch of the process, `seconds` the time spent in the emulator, `emitted` the operations in
+  every code object loaded (for coverage)."""
   totals = DispatchStats()
+  seconds = 0.0
+  emitted: set = set()
   def __init__(self, name: str, lib: bytes, arch: str):
     from tinycore_amd.codeobject import read
     self.name, self.lib, self.arch = name, lib, arch
     k = read(lib).kernels[name]
+    from tinycore_amd.isa.measure import emitted_ops
+    ISAProgram.emitted |= emitted_ops(lib, arch)
     self.args = [(a[".offset"], a[".size"]) for a in k.args if not a.get(".value_kind", "").startswith("hidden_")]
     self.kernarg_size = max(k.kernarg_size, 8)
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, **kw):
@@ -62,6 +68,7 @@ class ISAProgram:
     s = dispatch(self.lib, self.name, self.arch, gs, ls, ka_addr, mem)
     t = ISAProgram.totals
     t.instructions += s.instructions; t.waves += s.waves; t.workgroups += s.workgroups; t.opcodes |= s.opcodes
+    ISAProgram.seconds += time.perf_counter() - st
     if wait: return time.perf_counter() - st
 
 def use_isa(device: str):

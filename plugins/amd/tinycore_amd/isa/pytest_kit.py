@@ -8,3 +8,13 @@ def _isa_machine_code():
   from tinycore_amd.isa.hostdev import use_isa
   use_isa(Device.DEFAULT)
   yield
+
+def pytest_terminal_summary(terminalreporter):
+  """Coverage and speed of this run (per process: run without -n for whole-kit numbers)."""
+  from tinycore_amd.isa.hostdev import ISAProgram
+  t = ISAProgram.totals
+  if not t.instructions: return
+  cov = len(t.opcodes & ISAProgram.emitted)
+  terminalreporter.write_line(f"ISA emulator: {t.instructions} instructions in {ISAProgram.seconds:.1f}s "
+                              f"({t.instructions / max(ISAProgram.seconds, 1e-9):,.0f}/s), {t.waves} waves; "
+                              f"{cov}/{len(ISAProgram.emitted)} emitted operations executed")
