@@ -1,0 +1,94 @@
+"""Regenerates opcodes.py: every opcode value of every encoding this emulator decodes, named by LLVM's disassembler.
+
+Run by hand when an arch is added (`python -m tinycore_amd.isa.gen_opcodes > opcodes.py`); needs llvm-mc-19. The
+emulator itself never calls LLVM: the table is data, and test_isa_decode checks it against llvm-objdump."""
+from __future__ import annotations
+import re, subprocess, sys
+
+# encoding -> (number of op values, [variant(op) -> instruction words]): LLVM's decoder wants unused fields zero, so each
+# opcode is tried with operand variants until one decodes
+V1, V2, V3 = 257, 258, 259   # v1, v2, v3 as 9-bit sources
+def _formats(arch: str) -> dict:
+  gfx12 = arch.startswith("gfx12")
+  src3 = [V2 | V3 << 9 | (V1 + 3) << 18, V2 | V3 << 9, V2]
+  ds = [2 | d0 << 8 | d1 << 16 | vd << 24 for vd in (0, 8) for d0 in (0, 4) for d1 in (0, 6)]
+  f = {
+    "SOP2": (128, [lambda op: [0x80000000 | op << 23 | 4 << 16 | 2 << 8 | 1], lambda op: [0x80000000 | op << 23 | 4 << 16 | 2 << 8 | 1, 0x3E800000]]),
+    "SOPK": (32, [lambda op: [0xB0000000 | op << 23 | 4 << 16 | 0x10], lambda op: [0xB0000000 | op << 23 | 0x10]]),
+    "SOP1": (256, [lambda op: [0xBE800000 | 4 << 16 | op << 8 | 2], lambda op: [0xBE800000 | op << 8 | 2],
+                   lambda op: [0xBE800000 | 4 << 16 | op << 8], lambda op: [0xBE800000 | op << 8]]),
+    "SOPC": (128, [lambda op: [0xBF000000 | op << 16 | 2 << 8 | 1]]),
+    "SOPP": (128, [lambda op: [0xBF800000 | op << 16 | 0]]),
+    "SMEM": (64 if gfx12 else 256, [(lambda op: [0xF4000000 | op << 13 | 4 << 6 | 2, 0xF8000010]) if gfx12 else
+                   (lambda op: [0xF4000000 | op << 18 | 4 << 6 | 2, 0xF8000010])]),
+    "VOP1": (256, [lambda op: [0x7E000000 | 4 << 17 | op << 9 | V2], lambda op: [0x7E000000 | op << 9]]),
+    "VOP2": (64, [lambda op: [op << 25 | 4 << 17 | 6 << 9 | V2], lambda op: [op << 25 | 4 << 17 | 6 << 9 | V2, 0x3E800000]]),
+    "VOPC": (256, [lambda op: [0x7C000000 | op << 17 | 6 << 9 | V2]]),
+    "VOP3": (1024, [lambda op, s=s: [0xD4000000 | op << 16 | 4, s] for s in src3] +
+                   [lambda op, s=s: [0xD4000000 | op << 16 | 6 << 8 | 4, s] for s in src3]),
+    "VOP3P": (128, [lambda op, s=s: [0xCC000000 | op << 16 | 0x4000, s | 3 << 27] for s in
+                    (8 + 256 | (16 + 256) << 9, 8 + 256 | (12 + 256) << 9)] +
+                   [lambda op, s=s: [0xCC000000 | op << 16 | 0x4000 | 4, s | 3 << 27] for s in src3]),
+    "DS": (256, [lambda op, w=w: [0xD8000000 | op << 18, w] for w in ds]),
+  }
+  if not gfx12:   # MUBUF: only its cache-control ops (buffer_gl0_inv, ...) appear in our code
+    f["MUBUF"] = (256, [lambda op: [0xE0000000 | op << 18, 0]])
+  for seg, name in enumerate(("FLAT", "SCRATCH", "GLOBAL")):
+    if gfx12:
+      f[name] = (256, [lambda op, s=seg, d=d, v=v: [0xEC000000 | s << 24 | op << 14 | 0x7C, v | d << 23 | (0x20000 if s == 1 else 0), 2]
+                       for d in (0, 6) for v in (0, 8)])
+    else:
+      f[name] = (128, [lambda op, s=seg, d=d, v=v: [0xDC000000 | op << 18 | s << 16, 2 | d << 8 | 0x7C << 16 | v << 24]
+                       for d in (0, 6) for v in (0, 8)])
+  return f
+
+def _run(arch: str, lines: list[str]):
+  r = subprocess.run(["llvm-mc-19", "-disassemble", "-arch=amdgcn", f"-mcpu={arch}", "-show-encoding"], input="\n".join(lines) + "\n",
+                     capture_output=True, text=True)
+  bad = {int(m) - 1 for m in re.findall(r"<stdin>:(\d+):\d+: warning", r.stderr)}
+  return bad, [(ln.split(";")[0].split()[0], ln.split("; encoding: [")[1].count(",") + 1) for ln in r.stdout.splitlines() if "; encoding: [" in ln]
+
+def _names(arch: str, words: list[list[int]]) -> list[str | None]:
+  """Disassemble each candidate, one per line (llvm-mc decodes lines independently and reports a bad one on stderr by
+  its line number); the clean lines go through again, together when each decodes as one instruction, else alone."""
+  lines = [" ".join(f"0x{b:02x}" for w in ws for b in w.to_bytes(4, "little")) for ws in words]
+  bad, _ = _run(arch, lines)
+  good = [i for i in range(len(lines)) if i not in bad]
+  bad2, decoded = _run(arch, [lines[i] for i in good])
+  res: list[str | None] = [None] * len(lines)
+  if not bad2 and len(decoded) == len(good):
+    for i, (nm, _) in zip(good, decoded): res[i] = nm
+    return res
+  for i in good:
+    b, d = _run(arch, [lines[i]])
+    if not b and len(d) == 1: res[i] = d[0][0]
+  return res
+
+def table(arch: str) -> dict[str, dict[int, str]]:
+  out = {}
+  for fmt, (n, variants) in _formats(arch).items():
+    ops: dict[int, str] = {}
+    for enc in variants:
+      todo = [op for op in range(n) if op not in ops]
+      for op, nm in zip(todo, _names(arch, [enc(op) for op in todo])):
+        if nm: ops[op] = nm
+    out[fmt] = dict(sorted(ops.items()))
+  return out
+
+if __name__ == "__main__":
+  print('"""Opcode numbers of the RDNA3 (gfx11) and RDNA4 (gfx12) encodings the emulator decodes, per encoding; generated by\n'
+        'gen_opcodes.py (LLVM 19\'s disassembler enumerated over every opcode value). Mnemonics carry LLVM\'s _e32/_e64 suffixes."""')
+  print("OPCODES = {")
+  for arch in ("gfx1100", "gfx1201"):
+    print(f"  {arch!r}: {{")
+    for fmt, ops in table(arch).items():
+      print(f"    {fmt!r}: {{")
+      line = "     "
+      for k, v in ops.items():
+        if len(line) + len(f" {k}: {v!r},") > 140: print(line); line = "     "
+        line += f" {k}: {v!r},"
+      print(line)
+      print("    },")
+    print("  },")
+  print("}")
+  sys.stdout.flush()
