@@ -126,13 +126,13 @@ def scenario_die(how: str) -> None:
 
 pytestmark = [pytest.mark.needs_device, pytest.mark.skipif(_mpi_missing() is not None, reason=str(_mpi_missing()))]
 
-@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("n", [2, pytest.param(3, marks=pytest.mark.slow), 4])
 def test_collectives_against_numpy(n):
   rc, out, _ = mpirun(n, "collectives")
   assert rc == 0, out
   for r in range(n): assert f"collectives OK on rank {r} of {n}" in out, out
 
-@pytest.mark.parametrize("jit", ["1", "0"])
+@pytest.mark.parametrize("jit", ["1", pytest.param("0", marks=pytest.mark.slow)])
 def test_two_ranks_train_like_one_process(jit):
   with tempfile.TemporaryDirectory() as d:
     one, two = os.path.join(d, "one.npz"), os.path.join(d, "two.npz")

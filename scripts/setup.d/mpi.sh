@@ -3,7 +3,7 @@
 # multi-process tests skip with the reason.
 sys_step "command -v mpirun >/dev/null 2>&1" "optional: OpenMPI (openmpi-bin, libopenmpi-dev, ~60 MB)" \
   "the multi-process distributed tests" openmpi-bin libopenmpi-dev
-step "optional: mpi4py (compiled against the system MPI), the host collective engine of tinycore.distributed"
+step "optional: mpi4py (it loads the system libmpi at run time), the host collective engine of tinycore.distributed"
 if command -v mpicc >/dev/null 2>&1; then
   pip install "mpi4py>=4,<5" || echo "setup: mpi4py did not install: the distributed tests skip with the reason"
 else

@@ -26,11 +26,11 @@ def _run(name: str, fn: Callable[..., None], bufs: list[Buffer]) -> None:
   from tinycore.engine.run import ExecItem, run_items
   run_items([ExecItem(CollectiveRunner(name, fn), bufs, {})], {})
 
-def _input(x: Tensor, what: str) -> tuple[Buffer, str]:
+def _input(x: Tensor, what: str) -> tuple[Buffer, str, tuple[int, ...]]:
   if not isinstance(x, Tensor): raise TypeError(f"{what} takes a Tensor, got {type(x).__name__}")
   if isinstance(x.device, tuple): raise CollectiveError(f"{what} takes a tensor on one device, got one sharded over {x.device}")
   if not all_int(x.shape): raise CollectiveError(f"{what} needs a concrete shape, got {x.shape}")
-  return x.detach()._buffer(), str(x.device)
+  return x.detach()._buffer(), str(x.device), tuple(int(s) for s in x.shape)
 
 def _output(shape: tuple[int, ...], dtype: DType, device: str) -> tuple[Tensor, Buffer]:
   buf = Buffer(device, prod(shape), dtype)
@@ -48,44 +48,43 @@ def _peer(r: int, what: str) -> int:
 def allreduce(x: Tensor, op: str = "sum") -> Tensor:
   """The elementwise `op` (sum, mean, max, min) of `x` over every rank; every rank gets the result."""
   op = _check_op(op, x)
-  inp, dev = _input(x, "allreduce")
+  inp, dev, shape = _input(x, "allreduce")
   eng = get_engine(dev)
-  out, obuf = _output(tuple(x.shape), x.dtype, dev)
+  out, obuf = _output(shape, x.dtype, dev)
   _run(f"allreduce_{op}", lambda o, i: eng.allreduce(o, i, op), [obuf, inp])
   return out
 
 def allgather(x: Tensor) -> Tensor:
   """Every rank's `x`, concatenated along axis 0 in rank order (a 0-d `x` gives shape (world_size,))."""
-  inp, dev = _input(x, "allgather")
+  inp, dev, shape = _input(x, "allgather")
   eng = get_engine(dev)
-  shape = (eng.world_size * x.shape[0], *x.shape[1:]) if x.shape else (eng.world_size,)
-  out, obuf = _output(tuple(shape), x.dtype, dev)   # type: ignore[arg-type]
+  out, obuf = _output((eng.world_size * shape[0], *shape[1:]) if shape else (eng.world_size,), x.dtype, dev)
   _run("allgather", eng.allgather, [obuf, inp])
   return out
 
 def reduce_scatter(x: Tensor, op: str = "sum") -> Tensor:
   """Reduce `x` over every rank, then split axis 0 into world_size parts: this rank gets part `rank()`."""
   op = _check_op(op, x)
-  inp, dev = _input(x, "reduce_scatter")
+  inp, dev, shape = _input(x, "reduce_scatter")
   eng = get_engine(dev)
-  if not x.shape or x.shape[0] % eng.world_size:
-    raise CollectiveError(f"reduce_scatter needs axis 0 divisible by the world size {eng.world_size}, got shape {x.shape}")
-  out, obuf = _output((x.shape[0] // eng.world_size, *x.shape[1:]), x.dtype, dev)   # type: ignore[operator,arg-type]
+  if not shape or shape[0] % eng.world_size:
+    raise CollectiveError(f"reduce_scatter needs axis 0 divisible by the world size {eng.world_size}, got shape {shape}")
+  out, obuf = _output((shape[0] // eng.world_size, *shape[1:]), x.dtype, dev)
   _run(f"reduce_scatter_{op}", lambda o, i: eng.reduce_scatter(o, i, op), [obuf, inp])
   return out
 
 def broadcast(x: Tensor, root: int = 0) -> Tensor:
   """Rank `root`'s `x` on every rank (the others' `x` gives only shape, dtype and device, and must match it)."""
-  inp, dev = _input(x, "broadcast")
+  inp, dev, shape = _input(x, "broadcast")
   eng = get_engine(dev)
   root = _peer(root, "broadcast root")
-  out, obuf = _output(tuple(x.shape), x.dtype, dev)
+  out, obuf = _output(shape, x.dtype, dev)
   _run("broadcast", lambda o, i: eng.broadcast(o, i, root), [obuf, inp])
   return out
 
 def send(x: Tensor, dst: int, tag: int = 0) -> None:
   """Send `x` to rank `dst`, which must `recv` the same shape and dtype with the same tag."""
-  inp, dev = _input(x, "send")
+  inp, dev, _ = _input(x, "send")
   eng = get_engine(dev)
   dst = _peer(dst, "send destination")
   if dst == eng.rank: raise ValueError(f"rank {dst} can't send to itself")

@@ -14,8 +14,8 @@ def _buckets(params: list[Tensor], bucket_bytes: int) -> list[list[Tensor]]:
   out: list[list[Tensor]] = []
   by_dtype: dict = {}
   for p in params:
-    cur = by_dtype.setdefault(p.grad.dtype, [[], 0])   # type: ignore[union-attr]
-    nbytes = p.grad.nbytes()   # type: ignore[union-attr]
+    cur = by_dtype.setdefault(p.grad.dtype, [[], 0])
+    nbytes = p.grad.nbytes()
     if cur[0] and cur[1] + nbytes > bucket_bytes:
       out.append(cur[0])
       cur[0], cur[1] = [], 0
@@ -29,12 +29,12 @@ def allreduce_grads(params: list[Tensor], op: str = "mean", bucket_mb: float = 2
   if not bucket_mb > 0: raise ValueError(f"bucket_mb must be positive, got {bucket_mb}")
   with_grad = [p for p in params if p.grad is not None]
   for bucket in _buckets(with_grad, int(bucket_mb * 2**20)):
-    flat = Tensor.cat(*[p.grad.detach().flatten() for p in bucket]) if len(bucket) > 1 else bucket[0].grad.detach().flatten()  # type: ignore[union-attr]
+    flat = Tensor.cat(*[p.grad.detach().flatten() for p in bucket]) if len(bucket) > 1 else bucket[0].grad.detach().flatten()
     reduced = allreduce(flat, op)
     at = 0
     for p in bucket:
-      n = p.grad.numel()   # type: ignore[union-attr]
-      p.grad = reduced[at:at + n].reshape(p.grad.shape)   # type: ignore[union-attr]
+      n = p.grad.numel()
+      p.grad = reduced[at:at + n].reshape(p.grad.shape)
       at += n
 
 def broadcast_params(params: list[Tensor], root: int = 0) -> None:

@@ -46,14 +46,14 @@ class CollectiveEngine:
     os._exit(code)
   def close(self) -> None: pass
 
-def engine_classes(device: str) -> list[type]:
+def engine_classes(device: str) -> list[type[CollectiveEngine]]:
   """Engines for `device`: what its plugins contribute (best first), then core's host engine, then the one-process
   engine (a script run without a launcher)."""
   from tinycore import plugins
   from tinycore.device import Device
   from tinycore.distributed.mpi_engine import MPIEngine
   from tinycore.distributed.local_engine import LocalEngine
-  found: list[type] = []
+  found: list[type[CollectiveEngine]] = []
   base = device.split(":")[0].upper()
   try: Device[device]   # opens the device, which loads the plugin that provides it
   except Exception: pass   # an unknown device still gets the host engine; the tensor op reports the device error itself

@@ -21,7 +21,7 @@ _group = _Group()
 def _timeout_from(timeout: float | None) -> float:
   raw = timeout if timeout is not None else os.environ.get("TINYCORE_DIST_TIMEOUT", DEFAULT_TIMEOUT_S)
   try: t = float(raw)
-  except (TypeError, ValueError): raise ValueError(f"the collective timeout must be a number of seconds, got {raw!r} (TINYCORE_DIST_TIMEOUT)") from None
+  except (TypeError, ValueError): raise ValueError(f"the collective timeout must be a number of seconds, got {raw!r}") from None
   if not t > 0 or t == float("inf"): raise ValueError(f"the collective timeout must be a positive, finite number of seconds, got {raw!r}")
   return t
 
