@@ -5,7 +5,7 @@ reads and writes them in place with no copy; elsewhere each buffer is copied out
 Every operation is nonblocking (MPI_I*) and polled against a deadline, because a blocking MPI call waits forever for
 a peer that died or hangs; past the deadline CollectiveTimeout names the operation, the ranks and the timeout."""
 from __future__ import annotations
-import time
+import os, time
 from typing import Any
 from tinycore.device import Buffer
 from tinycore.distributed.engine import CollectiveEngine, CollectiveError, CollectiveTimeout, host_view, write_back
@@ -43,15 +43,19 @@ class MPIEngine(CollectiveEngine):
 
   # ***** waiting with a deadline *****
   def _wait(self, req: Any, what: str) -> None:
-    deadline, spins, delay = time.monotonic() + self.timeout, 0, 2e-5
+    start = time.monotonic()
+    deadline, delay = start + self.timeout, 5e-5
     while not req.Test():
-      if time.monotonic() > deadline:
+      now = time.monotonic()
+      if now > deadline:
         self.broken = what
         raise CollectiveTimeout(f"{what} on rank {self.rank} of {self.world_size} timed out after {self.timeout:g} s: another rank died, "
                                 "hangs, or called a different collective (raise the limit with distributed.init(timeout=...) or "
                                 "TINYCORE_DIST_TIMEOUT)")
-      spins += 1
-      if spins > 200:   # spin briefly (fast collectives), then sleep so a waiting rank leaves the cores to the others
+      # poll hard for the first 10 ms (a collective between live ranks ends within that), yielding the core so a peer
+      # rank that shares it can run; then sleep, backing off to 1 ms, so a rank left waiting costs the others little
+      if now - start < 1e-2: os.sched_yield()
+      else:
         time.sleep(delay)
         delay = min(delay * 2, 1e-3)
 
