@@ -166,3 +166,23 @@ def _mlp_run(wrap: bool, jit: bool) -> list[np.ndarray]:
 @pytest.mark.parametrize("jit", [False, True])
 def test_data_parallel_one_rank_matches_plain(one_rank, jit):
   for a, b in zip(_mlp_run(False, jit), _mlp_run(True, jit)): np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+
+# ***** host path: no extra copies *****
+
+@pytest.mark.needs_device
+def test_realized_input_runs_only_the_collective(one_rank):
+  from tinycore.helpers import GlobalCounters
+  x = Tensor(np.arange(16, dtype=np.float32)).realize()
+  before = GlobalCounters.kernel_count
+  out = dist.allreduce(x, "sum")
+  assert GlobalCounters.kernel_count - before == 1   # the collective itself: no copy kernel of the input first
+  np.testing.assert_array_equal(out.numpy(), np.arange(16, dtype=np.float32))
+
+@pytest.mark.needs_device
+def test_host_view_is_the_cpu_buffer_itself():
+  from tinycore.distributed.engine import host_view
+  x = Tensor(np.zeros(8, np.float32), device="CPU").realize()
+  arr, is_view = host_view(x._buffer())
+  assert is_view and arr.nbytes == 32
+  arr.view(np.float32)[3] = 7.0   # MPI writes here: the tensor sees it with no copy back
+  assert x.numpy()[3] == 7.0

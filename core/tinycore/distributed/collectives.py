@@ -30,7 +30,7 @@ def _input(x: Tensor, what: str) -> tuple[Buffer, str, tuple[int, ...]]:
   if not isinstance(x, Tensor): raise TypeError(f"{what} takes a Tensor, got {type(x).__name__}")
   if isinstance(x.device, tuple): raise CollectiveError(f"{what} takes a tensor on one device, got one sharded over {x.device}")
   if not all_int(x.shape): raise CollectiveError(f"{what} needs a concrete shape, got {x.shape}")
-  return x.detach()._buffer(), str(x.device), tuple(int(s) for s in x.shape)
+  return x._buffer(), str(x.device), tuple(int(s) for s in x.shape)   # a realized tensor: its own buffer, no copy
 
 def _output(shape: tuple[int, ...], dtype: DType, device: str) -> tuple[Tensor, Buffer]:
   buf = Buffer(device, prod(shape), dtype)
