@@ -46,6 +46,14 @@ def scenario_collectives() -> None:
     close(dist.allreduce(x, "sum").numpy(), np.sum(xs, axis=0, dtype=dt), rtol=1e-5)
     if np.dtype(dt).kind == "f": close(dist.allreduce(x * 1, "mean").numpy(), np.mean(xs, axis=0, dtype=dt), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(dist.allgather(x).numpy(), np.concatenate(xs))
+  # half precision: moved as bytes, but MPI can't reduce it: a clear error on every rank before any message is sent
+  hs = [rank_data(i, (6,)).astype(np.float16) for i in range(W)]
+  np.testing.assert_array_equal(dist.allgather(Tensor(hs[r])).numpy(), np.concatenate(hs))
+  try:
+    dist.allreduce(Tensor(hs[r]), "sum")
+    raise AssertionError("float16 allreduce on the MPI engine did not raise")
+  except dist.CollectiveError as e:
+    if "cast to float32" not in str(e): raise
   # reduce_scatter: axis 0 split in world_size parts, this rank gets part r of the sum
   ys = [rank_data(10 + i, (W * 3, 4)) for i in range(W)]
   close(dist.reduce_scatter(Tensor(ys[r]), "sum").numpy(), np.sum(ys, axis=0)[3 * r:3 * r + 3], rtol=1e-5, atol=1e-5)

@@ -63,7 +63,9 @@ class MPIEngine(CollectiveEngine):
     if self.broken is not None: raise CollectiveError(f"the communicator is unusable: an earlier {self.broken} timed out on this rank")
 
   def _typed(self, arr: Any, buf: Buffer, what: str) -> Any:
-    if buf.dtype.fmt is None: raise CollectiveError(f"{what} can't reduce {buf.dtype} on the host engine; cast to float32 first")
+    # MPI's reductions have no half-precision types (and bfloat16/fp8 have no numpy type at all)
+    if buf.dtype.fmt is None or buf.dtype.fmt == "e" or buf.dtype.fmt == "?":
+      raise CollectiveError(f"{what} can't reduce {buf.dtype} on the MPI engine; cast to float32 (or int32 for bool) first")
     return arr.view(buf.dtype.np)
 
   def _mean(self, arr: Any, buf: Buffer) -> None:
