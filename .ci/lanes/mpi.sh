@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tinycore.distributed over 2-4 OpenMPI ranks on this machine (loopback): collectives against numpy, 2-rank digits
 # training equal to one process with the combined batch (under TinyJit), a hung rank and a dead rank end the job within
-# the timeout. Skips, saying why, when mpirun or mpi4py is missing. About 60 s on 2 busy cores (the one-process tests, tests/test_distributed.py, run in the main suite) (-m slow adds 3 ranks and the
+# the timeout. Skips, saying why, when mpirun or mpi4py is missing. About 25 s on 2 cores (60 s when they are busy) (the one-process tests, tests/test_distributed.py, run in the main suite) (-m slow adds 3 ranks and the
 # training run without the JIT).
 set -u
 t0=$(date +%s)
