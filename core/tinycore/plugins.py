@@ -84,6 +84,10 @@ class Hooks:
   @hookspec
   def tinycore_emulator(self, device: str, arch: str | None) -> Any:
     """The device's execution model for the shared emulator (warp size, local memory, tensor-core layouts), or None."""
+  @hookspec
+  def tinycore_collectives(self, device: str) -> list[Any] | None:
+    """Collective engines (tinycore.distributed.engine.CollectiveEngine subclasses) that act on `device`'s buffers
+    across processes, best first; core falls back to its host engine (MPI through mpi4py) when none answers."""
 
 HOOKS: dict[str, tuple[str, ...]] = {n: tuple(inspect.signature(f).parameters)[1:] for n, f in vars(Hooks).items() if n.startswith("tinycore_")}
 

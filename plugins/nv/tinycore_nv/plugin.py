@@ -68,3 +68,8 @@ def tinycore_emulator(device, arch):
   if device not in ("NV", "CUDA"): return None
   from tinycore_nv.emulator import model
   return model(device, arch)
+
+def tinycore_collectives(device):
+  if device not in ("NV", "CUDA"): return None
+  from tinycore_nv.nccl import NCCLEngine   # loads nothing: libnccl is opened when the engine starts
+  return [NCCLEngine]
