@@ -12,7 +12,9 @@ MAX_OPSET = 21
 RTOL, ATOL = 1e-3, 1e-5   # the onnx backend runner's rtol; an atol that tolerates float32 ulps near zero
 
 # Cases whose expected outputs follow a semantic we deliberately don't match. Each entry says why; nothing else may fail.
-EXPECTED_FAILURES: dict[str, str] = {}
+_RECIPROCAL_DIV = ("tinycore's float division multiplies by the reciprocal (within 1 ulp of IEEE division); here x/scale = "
+                   "-2.5/0.0196078 lands on the tie -127.5 instead of -127.49999, and round-half-even then picks the other integer")
+EXPECTED_FAILURES: dict[str, str] = {"test_dynamicquantizelinear": _RECIPROCAL_DIV, "test_dynamicquantizelinear_expanded": _RECIPROCAL_DIV}
 
 @dataclass
 class CaseResult:

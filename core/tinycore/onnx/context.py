@@ -26,7 +26,7 @@ class OpContext:
     if x is None or isinstance(x, Tensor): return x
     arr = np.asarray(x)
     if arr.dtype == np.float64 and not isinstance(x, np.ndarray): arr = arr.astype(np.float32)
-    return Tensor(np.ascontiguousarray(arr), device=self.device)
+    return Tensor(np.require(arr, requirements='C'), device=self.device)   # not ascontiguousarray: it turns 0-d into 1-d
 
   def array(self, x) -> np.ndarray:
     """The concrete value of x (realizes a Tensor: only for inputs that decide shapes, which ONNX allows to be computed)."""

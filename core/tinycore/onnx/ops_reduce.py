@@ -20,12 +20,23 @@ def _reduction(fn):
     return fn(x, axes, keep)
   return handler
 
+def _extreme(largest: bool):
+  def fn(x, axes, keep):
+    if x.dtype == dtypes.bool: return x.any(axes, keepdim=keep) if largest else x.all(axes, keepdim=keep)
+    if any(x.shape[a] == 0 for a in axes):   # an empty set reduces to the identity: -inf for max, +inf for min
+      from tinycore.tensor import Tensor
+      shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keep else tuple(s for i, s in enumerate(x.shape) if i not in axes)
+      ident = (dtypes.min if largest else dtypes.max)(x.dtype)
+      return Tensor.full(shape, ident, dtype=x.dtype, device=x.device)
+    return x.max(axes, keepdim=keep) if largest else x.min(axes, keepdim=keep)
+  return fn
+
 def _sum(x, axes, keep): return x.sum(axes, keepdim=keep).cast(x.dtype) if x.ndim else x
 
 op("ReduceSum")(_reduction(_sum))
 op("ReduceMean")(_reduction(lambda x, a, k: x.mean(a, keepdim=k).cast(x.dtype)))
-op("ReduceMax")(_reduction(lambda x, a, k: x.max(a, keepdim=k) if x.dtype != dtypes.bool else x.any(a, keepdim=k)))
-op("ReduceMin")(_reduction(lambda x, a, k: x.min(a, keepdim=k) if x.dtype != dtypes.bool else x.all(a, keepdim=k)))
+op("ReduceMax")(_reduction(_extreme(True)))
+op("ReduceMin")(_reduction(_extreme(False)))
 op("ReduceProd")(_reduction(lambda x, a, k: x.prod(a, keepdim=k).cast(x.dtype)))
 op("ReduceL1")(_reduction(lambda x, a, k: x.abs().sum(a, keepdim=k).cast(x.dtype)))
 op("ReduceL2")(_reduction(lambda x, a, k: (x * x).sum(a, keepdim=k).sqrt().cast(x.dtype)))

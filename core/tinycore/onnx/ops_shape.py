@@ -47,7 +47,8 @@ def reshape(ctx, ins, attrs):
 @op("Flatten")
 def flatten(ctx, ins, attrs):
   x = ctx.tensor(ins[0])
-  axis = attrs.get("axis", 1) % (x.ndim + 1) if x.ndim else 0
+  axis = attrs.get("axis", 1)
+  if axis < 0: axis += x.ndim   # -1 is the last dim, not the position after it
   return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
 
 @op("Transpose")

@@ -43,7 +43,7 @@ class OnnxRunner:
     self.constants: dict[str, Any] = {}
     for name, arr in self.model.weights.items():
       small_int = arr.dtype.kind in "iub" and arr.size <= STATIC_INT_LIMIT
-      self.constants[name] = np.array(arr) if small_int else Tensor(np.ascontiguousarray(arr), device=self.device)
+      self.constants[name] = np.array(arr) if small_int else Tensor(np.require(arr, requirements='C'), device=self.device)
     graph = self.model.graph
     init = set(self.model.weights)
     self.inputs = {i.name: i for i in graph.input if i.name not in init}
@@ -55,9 +55,9 @@ class OnnxRunner:
     from tinycore.tensor import Tensor
     vi = self.inputs[name]
     tt = vi.type.tensor_type
-    x = value if isinstance(value, Tensor) else Tensor(np.ascontiguousarray(np.asarray(value)), device=self.device)
-    if tt.elem_type:
-      want = onnx_dtype(tt.elem_type, f"input {name!r}")
+    want = onnx_dtype(tt.elem_type, f"input {name!r}") if tt.elem_type else None   # refuses string inputs, naming them
+    x = value if isinstance(value, Tensor) else Tensor(np.require(np.asarray(value), requirements='C'), device=self.device)
+    if want is not None:
       if x.dtype != want:
         raise TypeError(f"input {name!r} must be {want.name}, got {x.dtype.name}")
     shape = declared_shape(vi)
