@@ -203,3 +203,33 @@ def _hardmax(x, axis):
 op("Softmax")(_softmax_like(lambda x, a: x.softmax(a)))
 op("LogSoftmax")(_softmax_like(lambda x, a: x.log_softmax(a)))
 op("Hardmax")(_softmax_like(_hardmax))
+
+def _nll(ctx, logp, target, weight, attrs):
+  from tinycore.tensor import Tensor
+  c = logp.shape[1]
+  target = ctx.tensor(target).cast(dtypes.int32)
+  ignore = attrs.get("ignore_index")
+  keep = (target != ignore) if ignore is not None else None
+  cls = Tensor.arange(c, device=logp.device).reshape(1, c, *[1] * (logp.ndim - 2))
+  onehot = target.unsqueeze(1) == cls   # an ignored target matches no class, so it picks 0
+  picked = onehot.where(logp, 0).sum(1)
+  w = onehot.where(ctx.tensor(weight).reshape(1, c, *[1] * (logp.ndim - 2)), 0).sum(1) if weight is not None else None
+  if w is None: w = keep.cast(logp.dtype) if keep is not None else picked.ones_like()
+  elif keep is not None: w = keep.where(w, 0)
+  loss = -picked * w
+  red = attrs.get("reduction", "mean")
+  if red == "none": return loss.cast(logp.dtype)
+  if red == "sum": return loss.sum().cast(logp.dtype)
+  if red == "mean": return (loss.sum() / w.sum()).cast(logp.dtype)
+  raise UnsupportedOpError(f"loss reduction {red!r}")
+
+@op("NegativeLogLikelihoodLoss")
+def nll_loss(ctx, ins, attrs):
+  return _nll(ctx, ctx.tensor(ins[0]), ins[1], ins[2] if len(ins) > 2 else None, attrs)
+
+@op("SoftmaxCrossEntropyLoss")
+def softmax_cross_entropy_loss(ctx, ins, attrs):
+  x = ctx.tensor(ins[0])
+  logp = x.log_softmax(1)
+  loss = _nll(ctx, logp, ins[1], ins[2] if len(ins) > 2 else None, attrs)
+  return (loss, logp) if ctx.n_outputs > 1 else loss
