@@ -39,7 +39,8 @@ def interpolation_matrix(n_in: int, n_out: int, scale: float, attrs: dict, roi: 
   """(out, in) weights and a per-output mask of positions outside the input (tf_crop_and_resize's extrapolation)."""
   x = np.arange(n_out, dtype=np.float64)
   coord_mode = attrs.get("coordinate_transformation_mode", "half_pixel")
-  c = _source_coord(x, coord_mode, scale, n_in, n_out if n_out_exact is None else n_out_exact, roi)
+  exact = n_out_exact if n_out_exact is not None and coord_mode == "align_corners" else n_out
+  c = _source_coord(x, coord_mode, scale, n_in, exact, roi)
   outside = ((c < 0) | (c > n_in - 1)) if coord_mode == "tf_crop_and_resize" else np.zeros(n_out, bool)
   w = np.zeros((n_out, n_in), np.float64)
   mode, rows = attrs.get("mode", "nearest"), np.arange(n_out)
