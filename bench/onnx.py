@@ -88,7 +88,8 @@ def main(argv=None) -> int:
   print("|---|---|---|---|---|---|---|")
   for r in rows:
     if "skipped" in r or "error" in r: print(f"| {r['model']} | {r.get('skipped') or 'ERROR ' + r['error']} |||||"); continue
-    print(f"| {r['model']} | {r['max_abs']:.2e} | {r['cosine']:.6f} | {r['tinycore_ms']:.2f} | {r['ort_ms']:.2f} | {r['ratio']:.2f} | {r['first_run_s']:.1f} |")
+    print(f"| {r['model']} | {r['max_abs']:.2e} | {r['cosine']:.6f} | {r['tinycore_ms']:.2f} | {r['ort_ms']:.2f} | {r['ratio']:.2f} "
+          f"| {r['first_run_s']:.1f} |")
   if a.json:
     tmp = a.json + ".tmp"
     with open(tmp, "w") as f: json.dump({"rows": rows}, f, indent=1)

@@ -2,6 +2,7 @@
 print its outputs' shapes, or with --benchmark the latency percentiles over repeated runs (like onnxruntime_perf_test)."""
 from __future__ import annotations
 import argparse, sys, time
+from typing import Any
 import numpy as np
 
 def random_inputs(runner, dims: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
@@ -16,7 +17,7 @@ def random_inputs(runner, dims: dict[str, int], seed: int = 0) -> dict[str, np.n
       elif isinstance(d, str) and d in dims: shape.append(dims[d])
       else: shape.append(dims.get("*", 1))   # an unnamed or unbound dynamic axis
     dt = onnx_dtype(vi.type.tensor_type.elem_type, f"input {name!r}")
-    npdt = np.dtype(dt.fmt) if dt.fmt else np.float32
+    npdt = np.dtype(dt.fmt) if dt.fmt else np.dtype(np.float32)
     if npdt.kind == "f": feeds[name] = rng.standard_normal(shape).astype(npdt)
     elif npdt.kind == "b": feeds[name] = rng.integers(0, 2, shape).astype(bool)
     else: feeds[name] = rng.integers(0, dims.get("int_high", 10), shape).astype(npdt)
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
   from tinycore.tensor import Tensor
   runner = OnnxRunner(a.model, device=a.device)
   feeds = {k: Tensor(v, device=runner.device) for k, v in random_inputs(runner, _dims(a.dim)).items()}
-  step = runner
+  step: Any = lambda **kw: runner(kw)
   if a.jit:
     from tinycore.engine.jit import TinyJit
     step = TinyJit(lambda **kw: {k: v.realize() for k, v in runner(kw).items()})

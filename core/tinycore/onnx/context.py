@@ -16,9 +16,10 @@ def onnx_dtype(code: int, what: str = "dtype") -> DType:
 
 class OpContext:
   def __init__(self, opset: int, device: str, run_graph: Callable[..., list], node_name: str = "", n_outputs: int = 1,
-               scope=None):
+               scope=None, const_cache: dict | None = None):
     self.opset, self.device, self.run_graph, self.node_name, self.n_outputs = opset, device, run_graph, node_name, n_outputs
     self.scope = scope   # the values visible to a subgraph (If/Loop bodies read outer names)
+    self.const_cache = const_cache if const_cache is not None else {}
 
   def tensor(self, x) -> Any:
     """A Tensor for compute, whether x is already one or a static numpy value."""
@@ -26,7 +27,12 @@ class OpContext:
     if x is None or isinstance(x, Tensor): return x
     arr = np.asarray(x)
     if arr.dtype == np.float64 and not isinstance(x, np.ndarray): arr = arr.astype(np.float32)
-    return Tensor(np.require(arr, requirements='C'), device=self.device)   # not ascontiguousarray: it turns 0-d into 1-d
+    # one realized buffer per distinct static value, made on the first call: a TinyJit capture (a later call) then sees
+    # only kernels reading existing buffers; an upload made inside the capture would not be replayed
+    key = (arr.dtype.str, arr.shape, arr.tobytes())
+    if key not in self.const_cache:
+      self.const_cache[key] = Tensor(np.require(arr, requirements='C'), device=self.device).realize()   # require keeps 0-d 0-d
+    return self.const_cache[key]
 
   def array(self, x) -> np.ndarray:
     """The concrete value of x (realizes a Tensor: only for inputs that decide shapes, which ONNX allows to be computed)."""

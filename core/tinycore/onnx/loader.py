@@ -6,6 +6,7 @@ contains is ever executed. External weights are memory-mapped, not read."""
 from __future__ import annotations
 import os
 from dataclasses import dataclass, field
+from typing import Any
 import numpy as np
 from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
 
@@ -26,7 +27,7 @@ def require_onnx():
 
 @dataclass
 class LoadedModel:
-  graph: object                           # onnx.GraphProto (shape-inferred)
+  graph: Any                              # onnx.GraphProto (shape-inferred)
   opset: int                              # default-domain opset version
   weights: dict[str, np.ndarray] = field(default_factory=dict)
   path: str | None = None
@@ -76,6 +77,7 @@ def tensor_to_numpy(t, base_dir: str | None = None, where: str = "model") -> np.
       raise CorruptFileError(f"{where}: tensor {t.name!r} raw_data has {len(t.raw_data)} bytes, dims {dims} of {npdt} need {need}")
     return _widen_bfloat16(np.frombuffer(t.raw_data, dtype=npdt.newbyteorder("<")).reshape(dims), t.data_type)
   # typed fields: float_data / int32_data (also packs 8/16-bit ints, bool, float16 bits) / int64_data / double_data / uint64_data
+  via: Any
   if t.data_type == 1: src, via = t.float_data, np.float32
   elif t.data_type == 11: src, via = t.double_data, np.float64
   elif t.data_type == 7: src, via = t.int64_data, np.int64

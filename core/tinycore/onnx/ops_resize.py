@@ -61,7 +61,6 @@ def interpolation_matrix(n_in: int, n_out: int, scale: float, attrs: dict, roi: 
   return w, outside
 
 def _resize(ctx, x, scales, sizes, roi, attrs):
-  from tinycore.tensor import Tensor
   if attrs.get("antialias", 0): raise UnsupportedOpError("Resize with antialias=1")
   nd = x.ndim
   axes = [a % nd for a in attrs.get("axes", list(range(nd)))]
@@ -86,10 +85,10 @@ def _resize(ctx, x, scales, sizes, roi, attrs):
   for a, n_in, n_out, s, r in zip(axes, in_sh, out_sh, sc, roi_pairs):
     if n_in == n_out and s == 1.0 and attrs.get("coordinate_transformation_mode") != "tf_crop_and_resize": continue
     w, outside = interpolation_matrix(n_in, n_out, s, attrs, r, None if sizes is not None else n_in * s)
-    wt = Tensor(w.T.astype(np.float32 if y.dtype == dtypes.float32 else np.float64), device=y.device)
+    wt = ctx.tensor(np.require(w.T.astype(np.float32 if y.dtype == dtypes.float32 else np.float64), requirements="C"))
     y = (y.transpose(a, -1) @ wt).transpose(a, -1)
     if outside.any():
-      m = Tensor(outside, device=y.device).reshape(*[n_out if d == a else 1 for d in range(nd)])
+      m = ctx.tensor(outside).reshape(*[n_out if d == a else 1 for d in range(nd)])
       y = m.where(extrap, y)
   if dtypes.is_int(out_dt) and not dtypes.is_float(out_dt): y = y.round()
   return y.cast(out_dt)

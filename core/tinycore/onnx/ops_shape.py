@@ -150,11 +150,11 @@ def pad(ctx, ins, attrs):
 
 @op("Range")
 def range_(ctx, ins, attrs):
-  from tinycore.tensor import Tensor
+  # the length depends on the values: a Tensor start/limit/delta is read (realized) here
   start, limit, delta = (ctx.scalar(t) for t in ins)
   dt = ctx.tensor(ins[0]).dtype if not is_static(ins[0]) else None
   out = np.arange(start, limit, delta, dtype=np.asarray(ins[0]).dtype if is_static(ins[0]) else None)
-  return Tensor(out, device=ctx.device).cast(dt) if dt is not None else out
+  return ctx.tensor(out).cast(dt) if dt is not None else out
 
 @op("Trilu")
 def trilu(ctx, ins, attrs):

@@ -43,12 +43,13 @@ class OnnxRunner:
     self.constants: dict[str, Any] = {}
     for name, arr in self.model.weights.items():
       small_int = arr.dtype.kind in "iub" and arr.size <= STATIC_INT_LIMIT
-      self.constants[name] = np.array(arr) if small_int else Tensor(np.require(arr, requirements='C'), device=self.device)
+      self.constants[name] = np.array(arr) if small_int else Tensor(np.require(arr, requirements='C'), device=self.device).realize()
     graph = self.model.graph
     init = set(self.model.weights)
     self.inputs = {i.name: i for i in graph.input if i.name not in init}
     self.output_names = [o.name for o in graph.output]
     self._fold_cache: dict[bytes, Any] = {}
+    self._const_cache: dict[tuple, Any] = {}
 
   # ---- inputs
   def _bind_input(self, name: str, value) -> Any:
@@ -75,7 +76,7 @@ class OnnxRunner:
     env: dict[str, Any] = dict(self.constants)
     env.update({n: self._bind_input(n, v) for n, v in feeds.items()})
     outs = self.run_graph(self.model.graph, env)
-    ctx = OpContext(self.model.opset, self.device, self.run_graph)
+    ctx = OpContext(self.model.opset, self.device, self.run_graph, const_cache=self._const_cache)
     return {n: ctx.tensor(v) for n, v in zip(self.output_names, outs)}
 
   # ---- graph execution (also used for If/Loop bodies, with the outer scope visible)
@@ -104,7 +105,7 @@ class OnnxRunner:
     if present and op_type not in NO_FOLD and all(is_static(x) and x.size <= FOLD_LIMIT for x in present):
       folded = self._fold(node, ins)
       if folded is not None: return folded
-    ctx = OpContext(self.model.opset, self.device, self.run_graph, node.name or op_type, len(node.output), scope)
+    ctx = OpContext(self.model.opset, self.device, self.run_graph, node.name or op_type, len(node.output), scope, self._const_cache)
     try: return self.handlers[op_type](ctx, ins, attrs)
     except UnsupportedOpError: raise
     except (ValueError, TypeError, RuntimeError) as e:
