@@ -37,6 +37,14 @@ def _resnet18_from_nn():
   return nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1), *layers,
                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000))
 
+def _torchvision():
+  # a torchvision built for another torch (the PyPI CUDA wheel next to the CPU torch) fails at import with RuntimeError
+  try:
+    import torchvision
+    return torchvision
+  except (ImportError, RuntimeError, OSError):
+    return None
+
 def _randomize_bn(model):
   # random running statistics, so the BatchNorm folding is actually exercised
   import torch
@@ -65,18 +73,42 @@ def tiny_cnn(d: str):
 def resnet18(d: str):
   import torch
   _seed()
-  try:
-    import torchvision
-    model = torchvision.models.resnet18(weights=None)
-  except ImportError: model = _resnet18_from_nn()
+  tv = _torchvision()
+  model = tv.models.resnet18(weights=None) if tv is not None else _resnet18_from_nn()
   path = _export(_randomize_bn(model), (torch.randn(1, 3, 224, 224),), os.path.join(d, "resnet18.onnx"), ["x"], ["y"])
   return path, {"x": np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
 
+def _mobilenet_v3_small_from_nn():
+  """torchvision's mobilenet_v3_small layout from torch.nn: inverted residuals, depthwise convs, squeeze-excite, hardswish."""
+  import torch.nn as nn
+  def div8(v): n = max(8, int(v + 4) // 8 * 8); return n + 8 if n < 0.9 * v else n
+  def cba(cin, cout, k, s, groups, act):
+    return [nn.Conv2d(cin, cout, k, s, (k - 1) // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)] + ([act()] if act else [])
+  class SE(nn.Module):
+    def __init__(self, c):
+      super().__init__(); sq = div8(c // 4)
+      self.fc1, self.fc2 = nn.Conv2d(c, sq, 1), nn.Conv2d(sq, c, 1)
+    def forward(self, x): return x * nn.functional.hardsigmoid(self.fc2(self.fc1(x.mean((2, 3), keepdim=True)).relu()))
+  class Block(nn.Module):
+    def __init__(self, cin, k, exp, cout, se, act, s):
+      super().__init__()
+      layers = cba(cin, exp, 1, 1, 1, act) if exp != cin else []
+      layers += cba(exp, exp, k, s, exp, act) + ([SE(exp)] if se else []) + cba(exp, cout, 1, 1, 1, None)
+      self.body, self.res = nn.Sequential(*layers), s == 1 and cin == cout
+    def forward(self, x): return x + self.body(x) if self.res else self.body(x)
+  RE, HS = nn.ReLU, nn.Hardswish
+  cfg = [(16, 3, 16, 16, True, RE, 2), (16, 3, 72, 24, False, RE, 2), (24, 3, 88, 24, False, RE, 1), (24, 5, 96, 40, True, HS, 2),
+         (40, 5, 240, 40, True, HS, 1), (40, 5, 240, 40, True, HS, 1), (40, 5, 120, 48, True, HS, 1), (48, 5, 144, 48, True, HS, 1),
+         (48, 5, 288, 96, True, HS, 2), (96, 5, 576, 96, True, HS, 1), (96, 5, 576, 96, True, HS, 1)]
+  return nn.Sequential(*cba(3, 16, 3, 2, 1, HS), *[Block(*c) for c in cfg], *cba(96, 576, 1, 1, 1, HS), nn.AdaptiveAvgPool2d(1),
+                       nn.Flatten(), nn.Linear(576, 1024), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(1024, 1000))
+
 def mobilenet_v3_small(d: str):
   import torch
-  import torchvision   # no torch.nn stand-in: callers skip when torchvision is missing
   _seed()
-  path = _export(_randomize_bn(torchvision.models.mobilenet_v3_small(weights=None)), (torch.randn(1, 3, 224, 224),),
+  tv = _torchvision()
+  model = tv.models.mobilenet_v3_small(weights=None) if tv is not None else _mobilenet_v3_small_from_nn()
+  path = _export(_randomize_bn(model), (torch.randn(1, 3, 224, 224),),
                  os.path.join(d, "mobilenet_v3_small.onnx"), ["x"], ["y"])
   return path, {"x": np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
 
