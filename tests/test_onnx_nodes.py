@@ -14,7 +14,8 @@ QUICK = ["test_add_bcast", "test_matmul_3d", "test_gemm_all_attributes", "test_c
          "test_transpose_all_permutations_2", "test_reduce_mean_keepdims_example", "test_argmax_negative_axis_keepdims_example_select_last_index",
          "test_gather_negative_indices", "test_gather_elements_1", "test_scatternd", "test_einsum_batch_matmul", "test_where_example",
          "test_dequantizelinear", "test_quantizelinear", "test_matmulinteger", "test_if", "test_range_float_type_positive_delta",
-         "test_cast_FLOAT_to_DOUBLE", "test_expand_dim_changed", "test_split_equal_parts_1d_opset18", "test_resize_upsample_scales_linear", "test_sce_mean_weight"]
+         "test_cast_FLOAT_to_DOUBLE", "test_expand_dim_changed", "test_split_equal_parts_1d_opset18",
+         "test_resize_upsample_scales_linear", "test_sce_mean_weight"]
 
 ALL = conformance.case_names()
 
