@@ -57,6 +57,11 @@ class OnnxRunner:
     vi = self.inputs[name]
     tt = vi.type.tensor_type
     want = onnx_dtype(tt.elem_type, f"input {name!r}") if tt.elem_type else None   # refuses string inputs, naming them
+    if not isinstance(value, Tensor):
+      arr = np.asarray(value)
+      if arr.dtype.kind == "V" or arr.dtype.name.startswith(("bfloat16", "float8", "float4", "int4", "uint4")):
+        # ml_dtypes' host arrays (what onnx's numpy_helper returns for these types) have no Tensor constructor yet
+        raise UnsupportedOpError(f"input {name!r}: feeding a numpy {arr.dtype.name} array (pass a Tensor of that dtype instead)")
     x = value if isinstance(value, Tensor) else Tensor(np.require(np.asarray(value), requirements='C'), device=self.device)
     if want is not None:
       if x.dtype != want:
