@@ -129,3 +129,14 @@ def test_if_picks_the_branch_from_a_static_condition():
   for cond, want in ((True, [2.0, 4.0]), (False, [-1.0, -2.0])):
     r = OnnxRunner(_model(nodes, [x], [y], [numpy_helper.from_array(np.array(cond), "cond")]))
     np.testing.assert_array_equal(r({"x": np.array([1, 2], np.float32)})["y"].numpy(), want)
+
+@pytest.mark.needs_device
+def test_benchmark_cli_prints_percentiles(tmp_path, capsys):
+  from tinycore.onnx.__main__ import main
+  path = str(tmp_path / "lin.onnx")
+  onnx.save_model(_linear_model(np.ones((4, 3), np.float32)), path)
+  assert main([path, "--benchmark", "-n", "5", "--warmup", "1", "--dim", "batch=2"]) == 0
+  out = capsys.readouterr().out
+  assert "5 runs on" in out and all(k in out for k in ("p50", "p90", "p99"))
+  assert main([path, "--dim", "batch=3"]) == 0
+  assert "y: shape (3, 3) float" in capsys.readouterr().out
