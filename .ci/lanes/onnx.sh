@@ -7,7 +7,7 @@ t0=$(date +%s)
 if ! .venv/bin/python -c "import onnx, onnxruntime" 2>/dev/null; then echo "onnx lane: onnx/onnxruntime not installed, skipped"; exit 0; fi
 # resnet18 and mobilenet_v3_small compile for minutes on 2 cores (mobilenet's first run took 745 s on a loaded machine):
 # they stay behind `-m slow` for a manual run, not in the lane
-timeout 900 .venv/bin/python -m pytest -q -n 2 -m slow tests/test_onnx_nodes.py tests/test_onnx_models.py -k "not resnet18 and not mobilenet"
+timeout 600 .venv/bin/python -m pytest -q -n 2 -m slow tests/test_onnx_nodes.py tests/test_onnx_models.py -k "not resnet18 and not mobilenet"
 rc=$?
 echo "onnx lane: exit $rc in $(( $(date +%s) - t0 ))s"
 exit $rc

@@ -2,14 +2,19 @@
 # The `-m slow` tests (long fuzzing, huge tensors, every LLM architecture against transformers), bounded: ~2 minutes on an
 # idle 2-core machine, capped at SLOW_TIMEOUT seconds (default 600). The random graph fuzzer tries
 # TINYCORE_FUZZ_SLOW_EXAMPLES graphs (300 here; SLOW_FULL=1 keeps its own default, 2000, for a nightly run; a failure prints
-# the hypothesis blob that reproduces it). tests/test_packaging.py is slow-marked too; .ci/run runs it in its own step.
+# the hypothesis blob that reproduces it). tests/test_packaging.py is slow-marked too; .ci/run runs it in its own step,
+# and the files with their own lane in .ci/lanes run there.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 t0=$(date +%s)
 if [ "${SLOW_FULL:-0}" != "1" ]; then export TINYCORE_FUZZ_SLOW_EXAMPLES="${TINYCORE_FUZZ_SLOW_EXAMPLES:-300}"; fi
 echo "slow lane: pytest -m slow -n 2 (fuzzer: ${TINYCORE_FUZZ_SLOW_EXAMPLES:-its default} random graphs)"
 log=$(mktemp)
-timeout "${SLOW_TIMEOUT:-600}" .venv/bin/python -m pytest -m slow -n 2 -v --ignore=tests/test_packaging.py -p no:cacheprovider \
+# files with a lane of their own (onnx, viz, amd-isa) are left to it
+own_lane="--ignore=tests/test_onnx_nodes.py --ignore=tests/test_onnx_models.py --ignore=core/tests/test_viz_browser.py
+  --ignore=plugins/amd/tests/test_isa.py --ignore=plugins/amd/tests/test_isa_decode.py"
+# shellcheck disable=SC2086
+timeout "${SLOW_TIMEOUT:-600}" .venv/bin/python -m pytest -m slow -n 2 -v --ignore=tests/test_packaging.py $own_lane -p no:cacheprovider \
   --durations=6 > "$log" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ]; then sed -n '/slowest/,$p' "$log"   # the longest tests and the summary line
