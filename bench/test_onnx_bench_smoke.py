@@ -1,4 +1,4 @@
-"""ONNX bench smoke: `bench/onnx.py --quick` exports the tiny CNN and the GPT-2 KV-cache step, checks them against ONNX
+"""ONNX bench smoke: `bench/onnx_vs_ort.py --quick` exports the tiny CNN and the GPT-2 KV-cache step, checks them against ONNX
 Runtime and times both (no timing asserted; agreement is)."""
 import json
 import os
@@ -9,12 +9,12 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 for mod in ("onnx", "onnxruntime", "torch", "transformers"):
-  pytest.importorskip(mod, reason=f"bench/onnx.py needs {mod}")
+  pytest.importorskip(mod, reason=f"bench/onnx_vs_ort.py needs {mod}")
 
 @pytest.mark.needs_device
 def test_onnx_bench_quick(tmp_path):
   out = tmp_path / "onnx.json"
-  p = subprocess.run([sys.executable, os.path.join(HERE, "onnx.py"), "--quick", "--json", str(out)],
+  p = subprocess.run([sys.executable, os.path.join(HERE, "onnx_vs_ort.py"), "--quick", "--json", str(out)],
                      capture_output=True, text=True, timeout=900, check=False)
   assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
   rows = {r["model"]: r for r in json.loads(out.read_text())["rows"]}

@@ -1,8 +1,8 @@
 """ONNX models on tinycore vs ONNX Runtime: agreement (max abs diff, cosine) and latency side by side.
 
-  .venv/bin/python bench/onnx.py                       # every model in bench/onnx_models.py
-  .venv/bin/python bench/onnx.py --quick               # the tiny CNN and the GPT-2 KV-cache step only (smoke, seconds)
-  .venv/bin/python bench/onnx.py --models resnet18,minilm --reps 20 --json out.json
+  .venv/bin/python bench/onnx_vs_ort.py                       # every model in bench/onnx_models.py
+  .venv/bin/python bench/onnx_vs_ort.py --quick               # the tiny CNN and the GPT-2 KV-cache step only (smoke, seconds)
+  .venv/bin/python bench/onnx_vs_ort.py --models resnet18,minilm --reps 20 --json out.json
 
 tinycore runs each model under TinyJit (two calls to capture, then replays); both runtimes get warm-up calls and return
 outputs in host memory. `ratio` = tinycore median / ORT median (below 1: tinycore is faster). A model whose export
@@ -12,8 +12,6 @@ import argparse, json, os, statistics, sys, tempfile, time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# run as a script, this folder is sys.path[0] and this file would shadow the `onnx` package: drop it, load the builders by path
-sys.path[:] = [x for x in sys.path if os.path.abspath(x or ".") != HERE]
 
 def _load_builders():
   import importlib.util
