@@ -3,7 +3,8 @@
 `DEV=AMD` (the HIP interface) dispatches through ROCm's HIP runtime (hip.py): an LRU-pooled allocator over hipMalloc,
 code objects loaded with hipModuleLoadData, kernels launched with their kernarg buffer packed from the code object's
 metadata. Written against the HIP API and tested against a fake libamdhip64; NOT yet run on AMD hardware.
-A KFD runtime (/dev/kfd ioctls, AQL queues, no ROCm) is not written: KFD+AMD, PCI+AMD and USB+AMD only probe."""
+`DEV=KFD+AMD` is the KFD runtime (kfd/: /dev/kfd ioctls, AQL queues, no ROCm); it is also what a bare `DEV=AMD` opens
+when MOCKGPU=1 (the mock driver, mockgpu/) or when /dev/kfd exists and ROCm's HIP does not. PCI+AMD and USB+AMD only probe."""
 from __future__ import annotations
 import ctypes
 from tinycore.device import Compiled, LRUAllocator, DeviceUnavailable
@@ -14,6 +15,15 @@ def _kfd_arch(ordinal: int) -> str | None:
   from tinycore_amd.topology import kfd_nodes
   gpus = [n["gfx"] for n in kfd_nodes() if n.get("gfx")]
   return gpus[ordinal] if ordinal < len(gpus) else None
+
+def kfd_default() -> bool:
+  """A bare DEV=AMD goes through KFD under the mock driver, or where there is /dev/kfd but no HIP runtime."""
+  import os
+  if os.environ.get("MOCKGPU", "0") not in ("", "0"): return True
+  if not os.path.exists("/dev/kfd"): return False
+  try: hip.libhip()
+  except DeviceUnavailable: return True
+  return False
 
 class HIPContext:
   """One GPU by its HIP ordinal, made current (hipSetDevice) before every call that needs it."""
@@ -116,8 +126,9 @@ def open_device(device_name: str, spec):
   from tinycore.pci import pci_devices
   if spec.iface == "USB": raise DeviceUnavailable("no USB-attached AMD GPU found (the USB bridge interface is not implemented)")
   if spec.iface == "PCI": raise DeviceUnavailable("PCI+AMD only probes (sysfs); a userspace PCI driver is not implemented: use DEV=AMD (HIP)")
-  if spec.iface == "KFD":
-    raise DeviceUnavailable("KFD+AMD only probes: the KFD ioctl runtime is not implemented; DEV=AMD (HIP) dispatches through ROCm's HIP")
+  if spec.iface == "KFD" or (spec.iface is None and kfd_default()):
+    from tinycore_amd.kfd.device import open_kfd
+    return open_kfd(device_name, spec)
   phys = spec.physical(int(device_name.partition(":")[2] or 0))
   if phys not in _contexts:
     try: _contexts[phys] = HIPContext(phys)
