@@ -51,7 +51,7 @@ class MockGPUMemory:
       r = self.regions[int(bases[i])]
       off = (addrs[rows] - np.uint64(r.va)).astype(np.int64)
       if not r.mapped or int(off.max()) + size > r.size:
-        bad = int(addrs[rows[np.argmax(off)]]) if r.mapped else int(addrs[rows[0]])
+        bad = int(addrs[rows[np.argmax(off + size > r.size)]]) if r.mapped else int(addrs[rows[0]])
         raise GPUMemoryFault(f"GPU access to unmapped address 0x{bad:x} ({size} bytes; allocation 0x{r.va:x}+{r.size})")
       out.append((r, rows, off))
     return out
