@@ -90,6 +90,7 @@ class CommandProcessor:
     if (off := kobj - r.va) not in names: names[off] = loader.kernel_at(lib, off)
     grid = tuple((i + b - 1) // b for i, b in zip(items, block))
     try: stats = self.dispatch(lib, names[off], q.gpu["gfx"], grid, block, kernarg, self.mem)
-    except Exception as e: raise MockGPUError(f"kernel {names[off]} ({q.gpu['gfx']}, grid {grid}, work-group {block}): {type(e).__name__}: {e}") from e
+    except Exception as e:
+      raise MockGPUError(f"kernel {names[off]} ({q.gpu['gfx']}, grid {grid}, work-group {block}): {type(e).__name__}: {e}") from e
     self.coverage.add(q.gpu["gfx"], names[off], stats)
 
