@@ -2,7 +2,7 @@
 kernel-dispatch packet on the ISA emulator, honours barrier-AND packets, and completes every packet's signal the way
 the hardware does (decrement the value, write the event id to the mailbox, raise the event)."""
 from __future__ import annotations
-import ctypes, struct
+import ctypes, hashlib, json, os, struct, time
 from dataclasses import dataclass, field
 from tinycore_amd.kfd import aql, loader
 from tinycore_amd.mockgpu.memory import MockGPUMemory
@@ -23,18 +23,33 @@ class MockQueue:
 
 @dataclass
 class Coverage:
-  """What the emulator reported over every dispatch: counts, and the distinct opcodes it executed per arch."""
+  """What the emulator reported over every dispatch: counts, time, the distinct opcodes it executed per arch, and the
+  code objects it ran (so the opcodes our compilers emitted can be counted too)."""
   dispatches: int = 0
   instructions: int = 0
-  opcodes: dict = field(default_factory=dict)   # arch -> set of opcode names
-  kernels: set = field(default_factory=set)
-  def add(self, arch: str, name: str, stats) -> None:
+  seconds: float = 0.0
+  opcodes: dict = field(default_factory=dict)   # arch -> set of executed opcode names (lower case)
+  libs: dict = field(default_factory=dict)      # arch -> {sha1: code object}
+  def add(self, arch: str, lib: bytes, stats, seconds: float) -> None:
     self.dispatches += 1
-    self.kernels.add(name)
+    self.seconds += seconds
+    self.libs.setdefault(arch, {})[hashlib.sha1(lib).hexdigest()] = lib
     if stats is None: return
     self.instructions += int(getattr(stats, "instructions", 0) or 0)
     ops = getattr(stats, "opcodes", None) or ()
-    self.opcodes.setdefault(arch, set()).update(ops.keys() if isinstance(ops, dict) else ops)
+    self.opcodes.setdefault(arch, set()).update(str(o).lower() for o in (ops.keys() if isinstance(ops, dict) else ops))
+  def summary(self) -> dict:
+    from tinycore_amd.mockgpu.disasm import emitted_opcodes
+    return {"dispatches": self.dispatches, "instructions": self.instructions, "emulator_seconds": round(self.seconds, 3),
+            "archs": {a: {"code_objects": len(libs), "executed": sorted(self.opcodes.get(a, ())),
+                          "emitted": sorted(emitted_opcodes(list(libs.values()), a))} for a, libs in self.libs.items()}}
+  def dump(self, directory: str) -> None:
+    """Writes summary() to DIR/mockgpu-PID.json (one file per process: pytest-xdist workers each write theirs)."""
+    if not self.dispatches: return
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".mockgpu-{os.getpid()}.json.tmp")
+    with open(tmp, "w") as f: json.dump(self.summary(), f)
+    os.replace(tmp, os.path.join(directory, f"mockgpu-{os.getpid()}.json"))
 
 class CommandProcessor:
   def __init__(self, mem: MockGPUMemory, dispatch, signal_event):
@@ -89,8 +104,9 @@ class CommandProcessor:
     lib, names = self._code[key]
     if (off := kobj - r.va) not in names: names[off] = loader.kernel_at(lib, off)
     grid = tuple((i + b - 1) // b for i, b in zip(items, block))
+    t0 = time.perf_counter()
     try: stats = self.dispatch(lib, names[off], q.gpu["gfx"], grid, block, kernarg, self.mem)
     except Exception as e:
       raise MockGPUError(f"kernel {names[off]} ({q.gpu['gfx']}, grid {grid}, work-group {block}): {type(e).__name__}: {e}") from e
-    self.coverage.add(q.gpu["gfx"], names[off], stats)
+    self.coverage.add(q.gpu["gfx"], lib, stats, time.perf_counter() - t0)
 

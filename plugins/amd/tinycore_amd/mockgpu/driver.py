@@ -7,7 +7,7 @@ mmap must name an allocation's offset at that allocation's address, queue rings 
 refuses memory KFD still holds. Everything it cannot run raises an error naming the call, never a crash.
 Address space is real host address space (reservations are real mmaps), so the runtime's pointers are real pointers."""
 from __future__ import annotations
-import ctypes, errno, functools
+import atexit, ctypes, errno, functools, os
 from tinycore.device import DeviceUnavailable
 from tinycore_amd.kfd import ioctl as kio
 from tinycore_amd.kfd.syscalls import KFDError, host_mmap, host_munmap, PROT_NONE, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_PRIVATE, \
@@ -207,5 +207,8 @@ class MockKFD:
 
 @functools.cache
 def shared_mock() -> MockKFD:
-  """The process's mock machine (MOCKGPU=1); GPUs appear for each arch DEV asks for."""
-  return MockKFD(archs=())
+  """The process's mock machine (MOCKGPU=1); GPUs appear for each arch DEV asks for. With MOCKGPU_STATS=DIR it writes
+  what the emulator ran (dispatches, instructions, opcodes executed and emitted) to DIR at exit."""
+  m = MockKFD(archs=())
+  if (d := os.environ.get("MOCKGPU_STATS")): atexit.register(m.cp.coverage.dump, d)
+  return m
