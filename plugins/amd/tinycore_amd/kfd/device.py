@@ -135,6 +135,10 @@ class KFDProgram:
     if (k := co.kernels.get(name)) is None:
       raise RuntimeError(f"{name}: the code object has no kernel of that name (it has {', '.join(co.kernels) or 'none'})")
     self.meta = k
+    if k.private_segment_size and not gpu.sys.mock:
+      # the CP needs per-queue scratch (amd_queue_t's scratch fields, set up by the HSA runtime on demand): not written yet
+      raise RuntimeError(f"{name} uses {k.private_segment_size} bytes of scratch per lane, which this KFD runtime does not set up yet "
+                         "(use DEV=HIP+AMD)")
     self.args = [(a[".offset"], a[".size"], a.get(".value_kind", "")) for a in k.args]
     self.n_explicit = sum(not kind.startswith("hidden_") for *_, kind in self.args)
     self.kernarg_size = max([k.kernarg_size] + [o + s for o, s, _ in self.args])
