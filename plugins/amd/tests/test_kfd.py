@@ -156,6 +156,7 @@ def test_hidden_kernargs_are_filled_for_hip_code_objects(gpu):
   args = gpu.fake.log[-1][4]
   assert args["hidden_block_count_x"] == 5 and args["hidden_block_count_y"] == 2 and args["hidden_block_count_z"] == 1
   assert args["hidden_group_size_x"] == 64 and args["hidden_group_size_y"] == 1
+  assert args["hidden_grid_dims"] == 3 and args["hidden_remainder_x"] == 0 and args["hidden_global_offset_x"] == 0
 
 @pytest.mark.needs_device
 def test_ring_and_signals_wrap_in_order(gpu):

@@ -55,6 +55,7 @@ class KFDGPU:
     sys.ioctl(self.kfd, kio.GET_PROCESS_APERTURES_NEW, ap)
     mine = [a for a in aps[:ap.num_of_nodes] if a.gpu_id == node["gpu_id"]]
     if not mine: raise DeviceUnavailable(f"KFD reports no virtual aperture for GPU id {node['gpu_id']}")
+    self.apertures = mine[0]
     self.mem = GPUMemory(sys, self.kfd, self.drm, node["gpu_id"], (mine[0].gpuvm_base, mine[0].gpuvm_limit))
     self.queue = AQLQueue(sys, self.kfd, self.mem, node)
     self.staging = self.mem.alloc(STAGING_BYTES, vram=False, cpu=True)
@@ -118,12 +119,15 @@ class KFDAllocator(LRUAllocator):
     self._copyin(dest, bounce)
 
 # hidden kernel arguments (code object v5 metadata value kinds) this runtime fills in; the rest are zero
-def _hidden(kind: str, grid: tuple, block: tuple) -> int | None:
+def _hidden(kind: str, grid: tuple, block: tuple, apertures) -> int:
   ax = {"x": 0, "y": 1, "z": 2}
   if kind.startswith("hidden_block_count_"): return grid[ax[kind[-1]]]
   if kind.startswith("hidden_group_size_"): return block[ax[kind[-1]]]
   if kind == "hidden_grid_dims": return 3
-  return 0
+  # the high halves of the LDS and scratch apertures, which flat addressing of __shared__/private memory needs
+  if kind == "hidden_shared_base": return apertures.lds_base >> 32
+  if kind == "hidden_private_base": return apertures.scratch_base >> 32
+  return 0   # remainders (every work-group is full), offsets, heap, hostcall, queue pointers
 
 class KFDProgram:
   """A code object loaded into GPU memory; called like every tinycore program (grid in work-groups)."""
@@ -153,7 +157,7 @@ class KFDProgram:
       raise RuntimeError(f"{self.name} takes {self.n_explicit} explicit arguments but was given {len(bufs)} buffers and {len(vals)} values")
     out, explicit = bytearray(self.kernarg_size), iter([*bufs, *vals])
     for off, size, kind in self.args:
-      v = _hidden(kind, grid, block) if kind.startswith("hidden_") else next(explicit)
+      v = _hidden(kind, grid, block, self.gpu.apertures) if kind.startswith("hidden_") else next(explicit)
       out[off:off + size] = (int(v) & ((1 << 8 * size) - 1)).to_bytes(size, "little")
     return bytes(out)
   def submit(self, bufs, vals, grid, block) -> int:

@@ -19,6 +19,7 @@ from tinycore_amd.mockgpu.topology import PARTS, write_tree
 KFD_FD, RENDER_FD_BASE = 1 << 20, (1 << 20) + 16
 DOORBELL_PAGE = 8192
 GPUVM_BASE, GPUVM_LIMIT = 1 << 16, (1 << 47) - 1
+LDS_BASE, SCRATCH_BASE = 1 << 48, 2 << 48     # where gfx9+ KFD puts the LDS and scratch apertures
 
 def _default_dispatch(*a):
   try: from tinycore_amd.isa import dispatch
@@ -95,7 +96,8 @@ class MockKFD:
     gpus = [g for g in self.nodes() if g in self.acquired]
     if a.num_of_nodes < len(gpus): self._fail(errno.ENOSPC, "GET_PROCESS_APERTURES_NEW: array too small")
     arr = (kio.DeviceApertures * len(gpus)).from_address(a.kfd_process_device_apertures_ptr) if gpus else []
-    for i, g in enumerate(gpus): arr[i] = kio.DeviceApertures(gpuvm_base=GPUVM_BASE, gpuvm_limit=GPUVM_LIMIT, gpu_id=g)
+    for i, g in enumerate(gpus): arr[i] = kio.DeviceApertures(lds_base=LDS_BASE, lds_limit=LDS_BASE + (1 << 32) - 1, scratch_base=SCRATCH_BASE,
+                                   scratch_limit=SCRATCH_BASE + (1 << 32) - 1, gpuvm_base=GPUVM_BASE, gpuvm_limit=GPUVM_LIMIT, gpu_id=g)
     a.num_of_nodes = len(gpus)
 
   def _alloc_memory_of_gpu(self, a):
