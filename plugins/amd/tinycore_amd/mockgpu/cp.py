@@ -2,7 +2,7 @@
 kernel-dispatch packet on the ISA emulator, honours barrier-AND packets, and completes every packet's signal the way
 the hardware does (decrement the value, write the event id to the mailbox, raise the event)."""
 from __future__ import annotations
-import ctypes, hashlib, json, os, struct, time
+import ctypes, hashlib, inspect, json, os, struct, time
 from dataclasses import dataclass, field
 from tinycore_amd.kfd import aql, loader
 from tinycore_amd.mockgpu.memory import MockGPUMemory
@@ -51,6 +51,10 @@ class Coverage:
     with open(tmp, "w") as f: json.dump(self.summary(), f)
     os.replace(tmp, os.path.join(directory, f"mockgpu-{os.getpid()}.json"))
 
+def _takes_dispatch_ptr(fn) -> bool:
+  try: return "dispatch_ptr" in inspect.signature(fn).parameters
+  except (TypeError, ValueError): return False
+
 class CommandProcessor:
   def __init__(self, mem: MockGPUMemory, dispatch, signal_event):
     self.mem, self.dispatch, self.signal_event = mem, dispatch, signal_event
@@ -72,7 +76,7 @@ class CommandProcessor:
       if kind == aql.TYPE_INVALID: break   # announced but not yet written
       signal = struct.unpack_from("<Q", pkt, 56)[0]
       try:
-        if kind == aql.TYPE_KERNEL_DISPATCH: self._dispatch(q, pkt)
+        if kind == aql.TYPE_KERNEL_DISPATCH: self._dispatch(q, pkt, slot)
         elif kind == aql.TYPE_BARRIER_AND:
           for dep in struct.unpack_from("<5Q", pkt, 8):
             if dep and struct.unpack("<q", self.mem.read(dep + aql.SIG_VALUE, 8))[0] > 0:
@@ -92,7 +96,7 @@ class CommandProcessor:
       self.mem.write(mailbox, struct.pack("<Q", event_id))
       self.signal_event(event_id)
 
-  def _dispatch(self, q: MockQueue, pkt: bytes) -> None:
+  def _dispatch(self, q: MockQueue, pkt: bytes, slot: int) -> None:
     bx, by, bz, _, gx, gy, gz, priv, group, kobj, kernarg, _, _ = aql.DISPATCH_BODY.unpack_from(pkt, 4)
     block, items = (bx, by, bz), (gx, gy, gz)
     if (struct.unpack_from("<H", pkt, 2)[0] & 3) == 0 or not all(block) or not all(items):
@@ -105,7 +109,9 @@ class CommandProcessor:
     if (off := kobj - r.va) not in names: names[off] = loader.kernel_at(lib, off)
     grid = tuple((i + b - 1) // b for i, b in zip(items, block))
     t0 = time.perf_counter()
-    try: stats = self.dispatch(lib, names[off], q.gpu["gfx"], grid, block, kernarg, self.mem)
+    # the packet's own address is what the hardware hands a kernel that asks for the dispatch pointer
+    extra = {"dispatch_ptr": slot} if _takes_dispatch_ptr(self.dispatch) else {}
+    try: stats = self.dispatch(lib, names[off], q.gpu["gfx"], grid, block, kernarg, self.mem, **extra)
     except Exception as e:
       raise MockGPUError(f"kernel {names[off]} ({q.gpu['gfx']}, grid {grid}, work-group {block}): {type(e).__name__}: {e}") from e
     self.coverage.add(q.gpu["gfx"], lib, stats, time.perf_counter() - t0)
