@@ -259,3 +259,29 @@ def test_without_mock_or_driver_it_says_why(registry, monkeypatch):
   monkeypatch.delenv("MOCKGPU", raising=False)
   if os.path.exists("/dev/kfd"): pytest.skip("this machine has /dev/kfd")
   with pytest.raises(DeviceUnavailable, match="no /dev/kfd.*MOCKGPU=1"): Device["KFD+AMD"]
+
+# ***** coverage bookkeeping
+
+def test_opcode_names_normalize_encodings_and_dual_issue():
+  from tinycore_amd.mockgpu.disasm import normalize
+  assert normalize("V_ADD_F32_E64") == ["v_add_f32"] and normalize("v_cndmask_b32_e32") == ["v_cndmask_b32"]
+  assert normalize("v_dual_add_f32::v_dual_mov_b32") == ["v_dual_add_f32", "v_dual_mov_b32"]
+
+@pytest.mark.needs_device
+def test_coverage_is_written_per_process(gpu, tmp_path):
+  from types import SimpleNamespace
+  from tinycore_amd.mockgpu.disasm import objdump
+  import json
+  al = KFDAllocator(gpu)
+  p = al.alloc(64)
+  al._copyin(p, memoryview(bytes(range(64))))
+  gpu.queue.synchronize()
+  cov = gpu.mock.cp.coverage
+  cov.add("gfx1100", b"not a code object", SimpleNamespace(instructions=7, opcodes={"S_ENDPGM", "v_dual_mul_f32::v_dual_mov_b32"}), 0.5)
+  cov.dump(str(tmp_path))
+  (f,) = tmp_path.glob("mockgpu-*.json")
+  s = json.loads(f.read_text())
+  assert s["dispatches"] == 2 and s["instructions"] == 7
+  a = s["archs"]["gfx1100"]
+  assert a["code_objects"] == 2 and a["executed"] == ["s_endpgm", "v_dual_mov_b32", "v_dual_mul_f32"]
+  if objdump(): assert {"global_load_b128", "global_store_b128", "s_endpgm"} <= set(a["emitted"]) and "s_code_end" not in a["emitted"]

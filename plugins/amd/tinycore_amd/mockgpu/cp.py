@@ -37,7 +37,8 @@ class Coverage:
     if stats is None: return
     self.instructions += int(getattr(stats, "instructions", 0) or 0)
     ops = getattr(stats, "opcodes", None) or ()
-    self.opcodes.setdefault(arch, set()).update(str(o).lower() for o in (ops.keys() if isinstance(ops, dict) else ops))
+    from tinycore_amd.mockgpu.disasm import normalize
+    self.opcodes.setdefault(arch, set()).update(n for o in (ops.keys() if isinstance(ops, dict) else ops) for n in normalize(str(o)))
   def summary(self) -> dict:
     from tinycore_amd.mockgpu.disasm import emitted_opcodes
     return {"dispatches": self.dispatches, "instructions": self.instructions, "emulator_seconds": round(self.seconds, 3),

@@ -3,12 +3,13 @@ decoder is checked against): the denominator of the mock GPU's instruction cover
 from __future__ import annotations
 import re, shutil, subprocess, tempfile
 
-_LINE = re.compile(r"^\s+([a-z_][a-z0-9_]*)\b.*//\s*[0-9A-Fa-f]+:", re.M)
+_LINE = re.compile(r"^\s+([a-z_][a-z0-9_]*)\b(.*)//\s*[0-9A-Fa-f]+:", re.M)
+_DUAL = re.compile(r"::\s*([a-z_][a-z0-9_]*)")   # a VOPD pair prints as 'v_dual_x ... :: v_dual_y ...': two opcodes
 _SUFFIX = re.compile(r"_e(32|64)$|_(dpp|sdwa)$")
 
-def normalize(op: str) -> str:
-  """v_add_f32_e32 and v_add_f32_e64 are one opcode in two encodings."""
-  return _SUFFIX.sub("", op.lower())
+def normalize(op: str) -> list[str]:
+  """v_add_f32_e32 and v_add_f32_e64 are one opcode in two encodings; 'v_dual_x::v_dual_y' is two."""
+  return [_SUFFIX.sub("", o.strip().lower()) for o in op.split("::") if o.strip()]
 
 def objdump() -> str | None:
   return next((p for c in ("llvm-objdump-19", "llvm-objdump-20", "llvm-objdump-18", "llvm-objdump") if (p := shutil.which(c))), None)
@@ -24,5 +25,6 @@ def emitted_opcodes(libs: list[bytes], arch: str) -> set[str]:
       with open(p, "wb") as f: f.write(lib)
     for k in range(0, len(paths), 64):
       r = subprocess.run([tool, "-d", f"--mcpu={arch}", *paths[k:k + 64]], capture_output=True, text=True)
-      out.update(normalize(m) for m in _LINE.findall(r.stdout) if m != "s_code_end")   # s_code_end pads after the kernel
+      for first, rest in _LINE.findall(r.stdout):
+        if first != "s_code_end": out.update(normalize("::".join([first, *_DUAL.findall(rest)])))   # s_code_end pads after the kernel
   return out
