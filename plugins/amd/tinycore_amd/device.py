@@ -16,15 +16,6 @@ def _kfd_arch(ordinal: int) -> str | None:
   gpus = [n["gfx"] for n in kfd_nodes() if n.get("gfx")]
   return gpus[ordinal] if ordinal < len(gpus) else None
 
-def kfd_default() -> bool:
-  """A bare DEV=AMD goes through KFD under the mock driver, or where there is /dev/kfd but no HIP runtime."""
-  import os
-  if os.environ.get("MOCKGPU", "0") not in ("", "0"): return True
-  if not os.path.exists("/dev/kfd"): return False
-  try: hip.libhip()
-  except DeviceUnavailable: return True
-  return False
-
 class HIPContext:
   """One GPU by its HIP ordinal, made current (hipSetDevice) before every call that needs it."""
   def __init__(self, ordinal: int):
@@ -126,7 +117,7 @@ def open_device(device_name: str, spec):
   from tinycore.pci import pci_devices
   if spec.iface == "USB": raise DeviceUnavailable("no USB-attached AMD GPU found (the USB bridge interface is not implemented)")
   if spec.iface == "PCI": raise DeviceUnavailable("PCI+AMD only probes (sysfs); a userspace PCI driver is not implemented: use DEV=AMD (HIP)")
-  if spec.iface == "KFD" or (spec.iface is None and kfd_default()):
+  if spec.iface == "KFD":
     from tinycore_amd.kfd.device import open_kfd
     return open_kfd(device_name, spec)
   phys = spec.physical(int(device_name.partition(":")[2] or 0))

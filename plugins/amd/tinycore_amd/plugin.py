@@ -29,17 +29,25 @@ def _open(device_name: str, spec):
   from tinycore_amd.device import open_device
   return open_device(device_name, spec)
 
+def _mock() -> bool: return os.environ.get("MOCKGPU", "0") not in ("", "0")
+def _kfd_default() -> bool:
+  """A bare DEV=AMD opens KFD under the mock driver, or where there is /dev/kfd but no HIP runtime; else HIP."""
+  return _mock() or (os.path.exists("/dev/kfd") and _hip_count()[0] == 0)
+
 class HIP(Interface):
-  name, default = "HIP", True     # ROCm's HIP runtime (libamdhip64), which drives the amdgpu kernel driver through KFD
+  name = "HIP"                    # ROCm's HIP runtime (libamdhip64), which drives the amdgpu kernel driver through KFD
+  @property
+  def default(self): return not _kfd_default()
   def count(self): return _hip_count()[0]
   def probe(self):
     from tinycore_amd import hip
     n = self.count()
     return [{"index": i, "name": hip.device_name(i), "arch": hip.gcn_arch(i)} for i in range(n)] if n else _gpus()
   def unavailable_reason(self): return None if self.count() else _missing()
-def _mock() -> bool: return os.environ.get("MOCKGPU", "0") not in ("", "0")
 class KFD(Interface):
   name = "KFD"                    # the amdgpu kernel driver's compute interface: /dev/kfd ioctls and AQL queues (kfd/)
+  @property
+  def default(self): return _kfd_default()
   def count(self):
     if _mock(): return 1          # MOCKGPU=1: the mock driver's GPU (mockgpu/)
     return len(_gpus()) if os.path.exists("/dev/kfd") else 0

@@ -36,12 +36,16 @@ def syscalls():
     return shared_mock()
   return LinuxSyscalls()
 
+_kfd_fds: dict[int, int] = {}
+
 class KFDGPU:
   """One GPU opened through KFD: its memory, its AQL queue and the blit kernel."""
   def __init__(self, sys, node: dict):
     self.sys, self.node, self.arch = sys, node, node["gfx"]
-    try: self.kfd = sys.open("/dev/kfd")
-    except OSError as e: raise DeviceUnavailable(f"cannot open /dev/kfd: {e.strerror} (is this user in the 'render' group?)") from None
+    if id(sys) not in _kfd_fds:   # one /dev/kfd per process: every GPU is a node of the same KFD process
+      try: _kfd_fds[id(sys)] = sys.open("/dev/kfd")
+      except OSError as e: raise DeviceUnavailable(f"cannot open /dev/kfd: {e.strerror} (is this user in the 'render' group?)") from None
+    self.kfd = _kfd_fds[id(sys)]
     try: self.drm = sys.open(f"/dev/dri/renderD{node['drm_minor']}")
     except OSError as e: raise DeviceUnavailable(f"cannot open /dev/dri/renderD{node['drm_minor']}: {e.strerror}") from None
     v = kio.GetVersion()
@@ -146,8 +150,7 @@ class KFDProgram:
     self.args = [(a[".offset"], a[".size"], a.get(".value_kind", "")) for a in k.args]
     self.n_explicit = sum(not kind.startswith("hidden_") for *_, kind in self.args)
     self.kernarg_size = max([k.kernarg_size] + [o + s for o, s, _ in self.args])
-    probe, _ = loader.layout(lib, 0)
-    self.code = gpu.mem.alloc(len(probe), vram=False, cpu=True, executable=True)
+    self.code = gpu.mem.alloc(loader.file_offset(loader.parse(lib).size) + len(lib), vram=False, cpu=True, executable=True)
     image, img = loader.layout(lib, self.code.va)
     if name not in img.descriptors: raise RuntimeError(f"{name}: no kernel descriptor symbol {name}.kd in the code object")
     ctypes.memmove(self.code.va, image, len(image))
