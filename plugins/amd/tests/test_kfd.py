@@ -254,6 +254,13 @@ def test_device_opens_on_the_mock_and_copies(mockenv, arch):
   np.testing.assert_array_equal(Tensor(x, device=f"KFD+AMD::{arch}").numpy(), x)
   assert {a for _, a, *_ in mockenv.log} == {arch}
 
+@pytest.mark.needs_device
+def test_bare_amd_opens_kfd_under_the_mock(mockenv):
+  from tinycore.device import Device
+  from tinycore_amd.plugin import HIP, KFD
+  assert KFD().default and not HIP().default
+  assert type(Device["AMD"]).__name__ == "KFDDevice" and Device["AMD"].spec.iface == "KFD"
+
 def test_without_mock_or_driver_it_says_why(registry, monkeypatch):
   from tinycore.device import Device, DeviceUnavailable
   monkeypatch.delenv("MOCKGPU", raising=False)
