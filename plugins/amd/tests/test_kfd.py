@@ -97,6 +97,13 @@ def test_loader_rejects_what_it_cannot_place():
   with pytest.raises(loader.CodeObjectError, match="truncated"): loader.parse(lib[:200])
   with pytest.raises(loader.CodeObjectError, match="ELF64"): loader.parse(b"\0" * 128)
   with pytest.raises(loader.CodeObjectError, match="no kernel descriptor"): loader.kernel_at(lib, 3)
+  phoff, = struct.unpack_from("<Q", lib, 32)
+  huge = bytearray(lib)
+  for i in range(struct.unpack_from("<H", lib, 56)[0]):   # every PT_LOAD claims 1 GiB of memory
+    if struct.unpack_from("<I", lib, phoff + 56 * i)[0] == loader.PT_LOAD: struct.pack_into("<Q", huge, phoff + 56 * i + 40, 1 << 30)
+  with pytest.raises(loader.CodeObjectError, match="out of range"): loader.parse(bytes(huge))
+  bad = bytearray(lib); struct.pack_into("<H", bad, 54, 8)   # e_phentsize too small to hold a program header
+  with pytest.raises(loader.CodeObjectError, match="too small"): loader.parse(bytes(bad))
 
 # ***** copies, kernels, the queue
 

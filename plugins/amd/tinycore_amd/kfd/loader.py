@@ -12,6 +12,7 @@ PT_LOAD, PT_DYNAMIC = 1, 2
 SHT_RELA, SHT_SYMTAB, SHT_DYNSYM = 4, 2, 11
 R_AMDGPU_NONE, R_AMDGPU_RELATIVE64 = 0, 13
 EM_AMDGPU, ET_DYN = 224, 3
+MAX_IMAGE = 64 << 20          # far beyond any kernel's code object; a header claiming more is refused, not allocated
 
 class CodeObjectError(ValueError):
   """A code object this loader cannot place in GPU memory (not linked, malformed, an unsupported relocation)."""
@@ -34,19 +35,21 @@ def parse(lib: bytes) -> Image:
   if e_type != ET_DYN: raise CodeObjectError("the code object is not linked (ET_DYN): install ld.lld so the compiler can link it")
   phoff, shoff = struct.unpack_from("<QQ", lib, 32)
   phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", lib, 54)
+  if phentsize < 56 or shentsize < 64: raise CodeObjectError(f"ELF header entry sizes {phentsize}/{shentsize} are too small for ELF64")
   _need(lib, phoff, phnum * phentsize, "program headers"); _need(lib, shoff, shnum * shentsize, "section headers")
   segs = []
   for i in range(phnum):
     p_type, _, off, vaddr, _, filesz, memsz, _ = struct.unpack_from("<IIQQQQQQ", lib, phoff + i * phentsize)
     if p_type != PT_LOAD: continue
     _need(lib, off, filesz, f"segment {i}")
-    if memsz < filesz or vaddr + memsz > 1 << 32: raise CodeObjectError(f"segment {i}: memory size {memsz} / address 0x{vaddr:x} out of range")
+    if memsz < filesz or vaddr + memsz > MAX_IMAGE:
+      raise CodeObjectError(f"segment {i}: memory size {memsz} at 0x{vaddr:x} is out of range (an image is at most {MAX_IMAGE >> 20} MiB)")
     segs.append((vaddr, off, filesz, memsz))
   if not segs: raise CodeObjectError("the code object has no loadable segment")
   size = max(v + m for v, _, _, m in segs)
   secs = [struct.unpack_from("<IIQQQQIIQQ", lib, shoff + k * shentsize) for k in range(shnum)]
   relocs, kds = [], {}
-  for name, typ, _, _, off, sz, link, _, _, entsize in secs:
+  for _, typ, _, _, off, sz, link, _, _, _ in secs:
     if typ == SHT_RELA:
       _need(lib, off, sz, "a relocation section")
       for o in range(off, off + sz - 23, 24):
