@@ -43,6 +43,7 @@ class Fake:
       n = args["n"]
       x = mem.load(args["src"] + 4 * np.arange(n, dtype=np.uint64), 4).view(np.int32)
       mem.store(args["dst"] + 4 * np.arange(n, dtype=np.uint64), (x * np.uint32(args["k"]).view(np.int32)).view(np.uint8))
+    else: raise NotImplementedError(f"the stand-in runs {blit.NAME} and scale only, not {name}")   # never a silent no-op
 
 @pytest.fixture
 def gpu():
@@ -233,6 +234,8 @@ def test_mock_refuses_what_kfd_refuses(gpu):
   with pytest.raises(KFDError, match="still holds"): m.munmap(gpu.staging.va, gpu.staging.size)
   with pytest.raises(KFDError, match="no host-mappable"): m.mmap(loose, 4096, 3, 0x11, gpu.drm, 12345 << 32)
   with pytest.raises(FileNotFoundError): m.open("/dev/dri/renderD200")
+  with pytest.raises(KFDError, match="already set"):   # one event page per process
+    m.ioctl(kfd, kio.CREATE_EVENT, kio.CreateEvent(event_page_offset=gpu.staging.handle, event_type=kio.EVENT_SIGNAL))
   m.munmap(loose, 8192)
 
 def test_vram_is_not_host_mapped(gpu):

@@ -57,3 +57,14 @@ def test_matmul(mock_dev, arch):
   for ren in _renderers(arch):
     dev = f"KFD+AMD:{ren}:{arch}"
     np.testing.assert_allclose((Tensor(a, device=dev) @ Tensor(b, device=dev)).numpy(), a @ b, rtol=1e-4, atol=1e-4, err_msg=dev)
+
+@pytest.mark.needs_device
+def test_two_mock_gpus_in_one_process(mock_dev):
+  """One mock machine, a gfx1100 and a gfx1201 node: two KFD GPUs with their own queues, data moved between them."""
+  from tinycore import Tensor
+  from tinycore.device import Device
+  a, b = Device["KFD+AMD::gfx1100"], Device["KFD+AMD::gfx1201"]
+  assert a.gpu is not b.gpu and a.gpu.kfd == b.gpu.kfd and a.gpu.node["gpu_id"] != b.gpu.node["gpu_id"]
+  assert a.gpu.queue.event_id == b.gpu.queue.event_id   # one signal event (and event page) per process
+  x = np.arange(300, dtype=np.int32)
+  np.testing.assert_array_equal(Tensor(x, device="KFD+AMD::gfx1100").to("KFD+AMD::gfx1201").numpy(), x)

@@ -113,14 +113,6 @@ class KFDAllocator(LRUAllocator):
       g.staging_busy = g.copy(g.staging.va, src + off, k)
       g.queue.wait(g.staging_busy)
       ctypes.memmove(base + off, g.staging.va, k)
-  def _transfer(self, dest: int, src: int, size: int, src_dev, dest_dev) -> None:
-    if src_dev.allocator is self:
-      self.gpu.copy(dest, src, size)
-      return
-    bounce = memoryview(bytearray(size))   # two KFD GPUs: through the host (no peer mapping here)
-    src_dev.synchronize()
-    src_dev.allocator._copyout(bounce, src)
-    self._copyin(dest, bounce)
 
 # hidden kernel arguments (code object v5 metadata value kinds) this runtime fills in; the rest are zero
 def _hidden(kind: str, grid: tuple, block: tuple, apertures) -> int:

@@ -7,8 +7,9 @@ Waiting reads the signal's value and, while it is not done, sleeps in WAIT_EVENT
 raises when it completes a signal whose mailbox is set (interrupt signals, as the HSA runtime uses)."""
 from __future__ import annotations
 import ctypes, os, struct, time
+from dataclasses import dataclass
 from tinycore_amd.kfd import aql, ioctl as kio
-from tinycore_amd.kfd.memory import GPUMemory
+from tinycore_amd.kfd.memory import GPUAlloc, GPUMemory
 from tinycore_amd.kfd.syscalls import PROT_READ, PROT_WRITE, MAP_SHARED
 
 RING_BYTES = 64 * 1024          # 1024 packets
@@ -27,6 +28,30 @@ def _cwsr_sizes(node: dict) -> tuple[int, int]:
   ctl = (cus * waves * 12 + 40 + 4095) // 4096 * 4096
   return ctl + cus * (512 * 1024 + 64 * 1024 + 4096), ctl
 
+@dataclass
+class ProcessEvent:
+  page: GPUAlloc          # the event page: a mailbox slot per event
+  event_id: int
+  mailbox: int
+  gpus: set               # GPU ids the page is mapped on
+
+_events: dict[int, ProcessEvent] = {}   # per syscalls object (one KFD process)
+
+def process_event(sys, kfd_fd: int, mem: GPUMemory) -> tuple[int, int]:
+  """(event id, mailbox address) of the process's one signal event, shared by every queue of every GPU. KFD takes one
+  event page per process (a second one is EINVAL): the first CREATE_EVENT names our GTT page by its handle, and the
+  page is mapped on each GPU whose packet processor writes mailboxes into it."""
+  if (ev := _events.get(id(sys))) is None:
+    page = mem.alloc(kio.SIGNAL_EVENT_LIMIT * 8, vram=False, cpu=True, uncached=True)
+    args = kio.CreateEvent(event_page_offset=page.handle, event_type=kio.EVENT_SIGNAL, auto_reset=1)
+    sys.ioctl(kfd_fd, kio.CREATE_EVENT, args)
+    _events[id(sys)] = ev = ProcessEvent(page, args.event_id, page.va + 8 * args.event_slot_index, {mem.gpu_id})
+  if mem.gpu_id not in ev.gpus:
+    ids = (ctypes.c_uint32 * 1)(mem.gpu_id)
+    sys.ioctl(kfd_fd, kio.MAP_MEMORY_TO_GPU, kio.MapMemory(handle=ev.page.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1))
+    ev.gpus.add(mem.gpu_id)
+  return ev.event_id, ev.mailbox
+
 class AQLQueue:
   def __init__(self, sys, kfd_fd: int, mem: GPUMemory, node: dict):
     self.sys, self.kfd, self.mem = sys, kfd_fd, mem
@@ -36,15 +61,11 @@ class AQLQueue:
     cwsr, ctl_stack = _cwsr_sizes(node)
     self.cwsr = mem.alloc(cwsr, vram=False)
     self.signals = mem.alloc(SIGNALS * aql.SIGNAL_SIZE, vram=False, cpu=True, uncached=True)
-    self.events = mem.alloc(kio.SIGNAL_EVENT_LIMIT * 8, vram=False, cpu=True, uncached=True)
-    self.allocs = [self.ring, self.ctl, self.eop, self.cwsr, self.signals, self.events]
+    self.allocs = [self.ring, self.ctl, self.eop, self.cwsr, self.signals]
     self.rptr, self.wptr = self.ctl.va, self.ctl.va + 8
     ctypes.memset(self.ring.va, 0, self.ring.size)
     for i in range(RING_BYTES // aql.PACKET_SIZE): ctypes.c_uint16.from_address(self.ring.va + i * aql.PACKET_SIZE).value = aql.TYPE_INVALID
-    # one signal event: the first CREATE_EVENT names the event page (our GTT allocation) by its handle
-    ev = kio.CreateEvent(event_page_offset=self.events.handle, event_type=kio.EVENT_SIGNAL, auto_reset=1)
-    sys.ioctl(kfd_fd, kio.CREATE_EVENT, ev)
-    self.event_id, self.mailbox = ev.event_id, self.events.va + 8 * ev.event_slot_index
+    self.event_id, self.mailbox = process_event(sys, kfd_fd, mem)
     args = kio.CreateQueue(ring_base_address=self.ring.va, write_pointer_address=self.wptr, read_pointer_address=self.rptr,
                            ring_size=RING_BYTES, gpu_id=mem.gpu_id, queue_type=kio.QUEUE_TYPE_COMPUTE_AQL,
                            queue_percentage=kio.MAX_QUEUE_PERCENTAGE, queue_priority=7, eop_buffer_address=self.eop.va,
@@ -90,6 +111,5 @@ class AQLQueue:
     if self.next: self.wait(self.next - 1)
   def destroy(self) -> None:
     self.sys.ioctl(self.kfd, kio.DESTROY_QUEUE, kio.DestroyQueue(queue_id=self.queue_id))
-    self.sys.ioctl(self.kfd, kio.DESTROY_EVENT, kio.DestroyEvent(event_id=self.event_id))
     self.sys.munmap(self.doorbell_page, DOORBELL_PAGE)
     for a in self.allocs: self.mem.free(a)

@@ -135,10 +135,12 @@ class MockKFD:
 
   def _create_event(self, a):
     if a.event_type != kio.EVENT_SIGNAL: self._fail(errno.EINVAL, f"CREATE_EVENT: event type {a.event_type} (the mock has signal events)")
-    if self.event_page is None:
+    if a.event_page_offset:
+      if self.event_page is not None: self._fail(errno.EINVAL, "CREATE_EVENT: the event page is already set (one per process)")
       if (r := self.handles.get(a.event_page_offset)) is None or r.vram or r.size < kio.SIGNAL_EVENT_LIMIT * 8:
-        self._fail(errno.EINVAL, "CREATE_EVENT: the first signal event must name a GTT event page of 4096 slots by its handle")
+        self._fail(errno.EINVAL, "CREATE_EVENT: the event page must be a GTT allocation of 4096 slots, named by its handle")
       self.event_page = r
+    elif self.event_page is None: self._fail(errno.EINVAL, "CREATE_EVENT: the first signal event must name the event page")
     slot = next(i for i in range(1, kio.SIGNAL_EVENT_LIMIT + 1) if i not in self.events)
     if slot >= kio.SIGNAL_EVENT_LIMIT: self._fail(errno.ENOSPC, "CREATE_EVENT: out of event slots")
     self.events[slot] = False
