@@ -30,10 +30,13 @@ class Coverage:
   seconds: float = 0.0
   opcodes: dict = field(default_factory=dict)   # arch -> set of executed opcode names (lower case)
   libs: dict = field(default_factory=dict)      # arch -> {sha1: code object}
+  def seen(self, arch: str, lib: bytes) -> None:
+    """A code object about to run: its opcodes count as emitted even if the emulator then fails on one."""
+    self.libs.setdefault(arch, {})[hashlib.sha1(lib).hexdigest()] = lib
   def add(self, arch: str, lib: bytes, stats, seconds: float) -> None:
     self.dispatches += 1
     self.seconds += seconds
-    self.libs.setdefault(arch, {})[hashlib.sha1(lib).hexdigest()] = lib
+    self.seen(arch, lib)
     if stats is None: return
     self.instructions += int(getattr(stats, "instructions", 0) or 0)
     ops = getattr(stats, "opcodes", None) or ()
@@ -109,6 +112,7 @@ class CommandProcessor:
     lib, names = self._code[key]
     if (off := kobj - r.va) not in names: names[off] = loader.kernel_at(lib, off)
     grid = tuple((i + b - 1) // b for i, b in zip(items, block))
+    self.coverage.seen(q.gpu["gfx"], lib)
     t0 = time.perf_counter()
     # the packet's own address is what the hardware hands a kernel that asks for the dispatch pointer
     extra = {"dispatch_ptr": slot} if _takes_dispatch_ptr(self.dispatch) else {}
