@@ -179,6 +179,17 @@ def test_ring_and_signals_wrap_in_order(gpu):
   assert gpu.queue.complete(n - 1) and gpu.queue.next == n
 
 @pytest.mark.needs_device
+def test_kernarg_ring_wraps_without_overwriting_queued_arguments(monkeypatch):
+  monkeypatch.setattr(kfd_device, "KERNARG_BYTES", 64 * 10)   # ten dispatches' worth of kernel arguments
+  fake = Fake()
+  m = MockKFD(("gfx1100",), dispatch=fake)
+  g = KFDGPU(m, gpu_nodes(m)[0])
+  prg = KFDProgram(g, "scale", AMDLLVMCompiler("gfx1100").compile(SCALE))
+  for i in range(95): prg(0x1000, 0x1000, vals=(i, 0))   # nothing runs until the host waits: wrapping must wait first
+  g.queue.synchronize()
+  assert [args["k"] for name, *_, args in fake.log] == list(range(95))
+
+@pytest.mark.needs_device
 def test_wait_returns_the_elapsed_time(gpu):
   prg = KFDProgram(gpu, "scale", AMDLLVMCompiler("gfx1100").compile(SCALE))
   t = prg(0x1000, 0x1000, vals=(1, 0), wait=True)
