@@ -3,13 +3,14 @@
 The shared C-style renderer with AMD's kernel signature and thread indices from the `__builtin_amdgcn_*` intrinsics.
 Math calls are clang builtins that lower to LLVM intrinsics the AMDGPU backend selects natively (no device libs):
 half is native `_Float16`; bfloat16/fp8 are emulated (float in registers, their bits in memory); float64
-transcendentals are computed in float32 (exp2/log2/sin have no f64 instruction and no libm here); pow is
+exp2/log2/sin (no f64 instruction, no libm here) are double-precision helpers from f64math.py; pow is
 exp2(y*log2(x)), so a negative base gives NaN."""
 from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes
 from tinycore_amd.arch import AMDTarget
+from tinycore_amd.f64math import HIP_F64_MATH
 
 _HELPERS = r"""#define __global__ __attribute__((global))
 #define TCD static __attribute__((device, always_inline)) inline
@@ -55,7 +56,7 @@ TCD float __tc_round_fp8e5m2(float f) { return __tc_from_fp8e5m2(__tc_to_fp8e5m2
 class HIPRenderer(AMDTarget, CStyleRenderer):
   name = "HIP"
   kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
-  prelude = _HELPERS
+  prelude = _HELPERS + HIP_F64_MATH
   type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "_Float16"}
   emulated = {dtypes.bfloat16: dtypes.uint16, dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
   def make_compiler(self):
@@ -73,6 +74,7 @@ class HIPRenderer(AMDTarget, CStyleRenderer):
   def math(self, fn: str, dt: DType, *a: str) -> str:
     if fn == "pow": return self.math("exp2", dt, f"({a[1]})*{self.math('log2', dt, a[0])}")
     if dt == dtypes.float64 and fn in ("sqrt", "trunc"): return f"__builtin_{fn}({', '.join(a)})"
+    if dt == dtypes.float64 and fn in ("exp2", "log2", "sin"): return f"__tc_{fn}_f64({a[0]})"   # f64math.py
     f = f"__builtin_{fn}f({', '.join(f'(float)({x})' for x in a)})"
     return f if dt == dtypes.float32 or dt in self.emulated else f"(({self.ctype(dt)}){f})"
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:

@@ -3,8 +3,8 @@
 The walk and the lowering are the shared LLVMIRRenderer (tinycore/renderer/llvmir.py); AMD adds one `amdgpu_kernel`
 per program with buffers in `addrspace(1)` (global) and accumulators as `addrspace(5)` (private) allocas, thread
 indices from llvm.amdgcn.workgroup.id.* / workitem.id.*, WMMA/MFMA tensor cores, and bfloat16 through LLVM's
-`bfloat` type (i16 in memory, float in registers). float64 exp2/log2/sin have no AMDGPU instruction, so they are
-computed in float32; pow is exp2(y*log2(x)). fp8 is not supported here (use AMD:HIP)."""
+`bfloat` type (i16 in memory, float in registers). float64 exp2/log2/sin have no AMDGPU instruction: they are the
+double-precision IR functions of f64math.py; pow is exp2(y*log2(x)). fp8 is not supported here (use AMD:HIP)."""
 from __future__ import annotations
 from tinycore.uop import UOp
 from tinycore.dtype import DType, dtypes
@@ -32,9 +32,11 @@ class AMDLLVMRenderer(AMDTarget, LLVMIRRenderer):
   def math(self, fn: str, dt: DType, *a: str) -> str:
     t = self.ltype(dt)
     if fn == "pow": return self.math("exp2", dt, self.ins(f"fmul {t} {a[1]}, {self.math('log2', dt, a[0])}"))
-    if t == "double" and fn in ("exp2", "log2", "sin"):   # no f64 instruction: through float
-      f = self.call(f"llvm.{fn}.f32", "float", ("float", self.ins(f"fptrunc double {a[0]} to float")))
-      return self.ins(f"fpext float {f} to double")
+    if t == "double" and fn in ("exp2", "log2", "sin"):   # no f64 instruction: double-precision helpers (f64math.py)
+      from tinycore_amd.f64math import llvm_f64_math, LLVM_DECLS
+      self.used.update(LLVM_DECLS)
+      self.used[f"__tc_{fn}_f64"] = llvm_f64_math()[f"__tc_{fn}_f64"]
+      return self.ins(f"call double @__tc_{fn}_f64(double {a[0]})")
     return super().math(fn, dt, *a)
 
   def special(self, u: UOp) -> str:

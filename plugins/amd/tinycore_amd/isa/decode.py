@@ -15,7 +15,8 @@ VOPD_X = ("v_dual_fmac_f32", "v_dual_fmaak_f32", "v_dual_fmamk_f32", "v_dual_mul
           "v_dual_min_f32", "v_dual_dot2acc_f32_f16", "v_dual_dot2acc_f32_bf16")
 VOPD_Y = VOPD_X + ("", "", "v_dual_add_nc_u32", "v_dual_lshlrev_b32", "v_dual_and_b32")
 # opcodes that carry a 32-bit constant after their words whatever their sources say
-_ALWAYS_LITERAL = {"v_fmamk_f32", "v_fmaak_f32", "v_fmamk_f16", "v_fmaak_f16", "v_dual_fmamk_f32", "v_dual_fmaak_f32"}
+_ALWAYS_LITERAL = {"v_fmamk_f32", "v_fmaak_f32", "v_fmamk_f16", "v_fmaak_f16", "v_dual_fmamk_f32", "v_dual_fmaak_f32", "s_fmamk_f32",
+                   "s_fmaak_f32"}
 
 class UnknownInstruction(NotImplementedError):
   pass

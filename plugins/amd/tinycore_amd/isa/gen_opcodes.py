@@ -13,7 +13,7 @@ def _formats(arch: str) -> dict:
   src3 = [V2 | V3 << 9 | (V1 + 3) << 18, V2 | V3 << 9, V2]
   ds = [2 | d0 << 8 | d1 << 16 | vd << 24 for vd in (0, 8) for d0 in (0, 4) for d1 in (0, 6)]
   f = {
-    "SOP2": (128, [lambda op: [0x80000000 | op << 23 | 4 << 16 | 2 << 8 | 1]]),
+    "SOP2": (128, [lambda op: [0x80000000 | op << 23 | 4 << 16 | 2 << 8 | 1], lambda op: [0x80000000 | op << 23 | 4 << 16 | 2 << 8 | 1, 0x3E800000]]),
     "SOPK": (32, [lambda op: [0xB0000000 | op << 23 | 4 << 16 | 0x10], lambda op: [0xB0000000 | op << 23 | 0x10]]),
     "SOP1": (256, [lambda op: [0xBE800000 | 4 << 16 | op << 8 | 2], lambda op: [0xBE800000 | op << 8 | 2],
                    lambda op: [0xBE800000 | 4 << 16 | op << 8], lambda op: [0xBE800000 | op << 8]]),

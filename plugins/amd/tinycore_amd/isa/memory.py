@@ -1,6 +1,7 @@
 """GPU virtual memory as the emulator sees it (the GlobalMemory protocol the mock driver implements) and ArenaMemory,
 a simple implementation for tests: buffers allocated at increasing addresses, every access bounds-checked."""
 from __future__ import annotations
+import bisect
 from typing import Protocol
 import numpy as np
 
@@ -44,6 +45,12 @@ class ArenaMemory:
   def _index(self, addrs: np.ndarray, size: int):
     """(buffer, [n, size] byte offsets) per group of accesses into the same buffer."""
     a = np.asarray(addrs, np.uint64)
+    if len(a) and self.starts:   # the usual case: every lane in one buffer, found by bisecting its lowest address
+      lo, hi = int(a.min()), int(a.max())
+      k = bisect.bisect_right(self.starts, lo) - 1
+      if k >= 0 and hi + size <= self.starts[k] + len(self.bufs[k]):
+        yield slice(None), self.bufs[k], (a - np.uint64(self.starts[k])).astype(np.int64)[:, None] + np.arange(size)
+        return
     k = self._find(a, size)
     for kk in np.unique(k):
       sel = np.nonzero(k == kk)[0]

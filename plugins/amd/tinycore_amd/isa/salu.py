@@ -72,8 +72,9 @@ SOP2.update({
   "s_absdiff_i32": (32, lambda a, b, scc: (r := abs(s32(a) - s32(b)) & M32, int(r != 0))),
 })
 # RDNA4's scalar float ops (bits in SGPRs, IEEE float32/float16 arithmetic through numpy scalars)
-def _f32(x: int) -> np.float32: return np.array([x], np.uint32).view(np.float32)[0]
-def _bits32(f) -> int: return int(np.array([f], np.float32).view(np.uint32)[0])
+def f32(x: int) -> np.float32: return np.array([x], np.uint32).view(np.float32)[0]
+def bits32(f) -> int: return int(np.array([f], np.float32).view(np.uint32)[0])
+_f32, _bits32 = f32, bits32
 def _f16(x: int) -> np.float16: return np.array([x & 0xFFFF], np.uint16).view(np.float16)[0]
 def _bits16(f) -> int: return int(np.array([f], np.float16).view(np.uint16)[0])
 for _n, _fn in {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "min_num": np.fmin, "max_num": np.fmax,
@@ -99,6 +100,10 @@ SOP1: dict[str, tuple] = {
   "s_sext_i32_i8": (32, lambda a, scc: (_sext(a & 0xFF, 8) & M32, None)),
   "s_sext_i32_i16": (32, lambda a, scc: (_sext(a & 0xFFFF, 16) & M32, None)),
   "s_abs_i32": (32, lambda a, scc: (r := abs(s32(a)) & M32, int(r != 0))),
+  "s_cls_i32": (32, lambda a, scc: (32 - (a if not a >> 31 else ~a & M32).bit_length() if a not in (0, M32) else M32, None)),
+  "s_clz_i32_u64": (64, lambda a, scc: (64 - a.bit_length() if a else M32, None)),
+  "s_ctz_i32_b64": (64, lambda a, scc: ((a & -a).bit_length() - 1 if a else M32, None)),
+  "s_bcnt0_i32_b32": (32, lambda a, scc: (r := 32 - bin(a).count("1"), int(r != 0))),
 }
 def _cvt(x: float, lo: int, hi: int) -> int: return 0 if x != x else int(min(max(np.trunc(x), lo), hi))
 SOP1.update({

@@ -7,6 +7,7 @@ comparisons (VOPC), carries and lane ops that need more than values are there to
 v_sin/v_cos take revolutions (x * 2*pi radians) as the hardware does."""
 from __future__ import annotations
 import re
+from fractions import Fraction
 import numpy as np
 
 NP = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32, "u32": np.uint32, "b32": np.uint32,
@@ -37,7 +38,14 @@ def _cvt_int(x, lo, hi, d):
   """float -> int as the hardware converts: truncate, saturate, NaN -> 0."""
   x = _f64(x)
   return np.where(np.isnan(x), 0, np.clip(np.trunc(np.nan_to_num(x)), lo, hi)).astype(d)
-def _fma(a, b, c, t): return (_f64(a) * _f64(b) + _f64(c)).astype(NP[t])
+def _fma(a, b, c, t):
+  """Fused: f32/f16 products are exact in float64; float64 goes through exact rationals (one rounding, like v_fma_f64)."""
+  if t != "f64": return (_f64(a) * _f64(b) + _f64(c)).astype(NP[t])
+  a, b, c = np.broadcast_arrays(_f64(a), _f64(b), _f64(c))
+  out = a * b + c   # right wherever an operand or the result is not finite
+  for i in np.ndindex(out.shape):
+    if np.isfinite(out[i]) and np.isfinite(a[i] * b[i]): out[i] = float(Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i])))
+  return out
 def _u64(x): return np.asarray(x).astype(np.uint64)
 def _shift(b, n): return np.asarray(b) & n   # shift amounts use their low bits only
 def _bfe(x, off, width, signed: bool):
@@ -207,6 +215,22 @@ op("v_bfi_b32", "b32", "b32 b32 b32", lambda a, b, c: (a & b) | (~a & c))
 op("v_bfm_b32", "b32", "u32 u32", lambda a, b: (((np.uint64(1) << _u64(a & 31)) - np.uint64(1)) << _u64(b & 31)).astype(np.uint32))
 op("v_alignbit_b32", "b32", "b32 b32 u32", lambda a, b, c: (((_u64(a) << np.uint64(32)) | _u64(b)) >> _u64(c & 31)).astype(np.uint32))
 op("v_alignbyte_b32", "b32", "b32 b32 u32", lambda a, b, c: (((_u64(a) << np.uint64(32)) | _u64(b)) >> _u64((c & 3) * 8)).astype(np.uint32))
+def _clz(a):
+  a = np.asarray(a, np.uint32)
+  return np.where(a == 0, np.uint32(0xFFFFFFFF), (31 - np.floor(np.log2(np.maximum(a, 1).astype(np.float64)))).astype(np.uint32))
+def _ctz(a):
+  a = np.asarray(a, np.uint32)
+  low = a & (~a + np.uint32(1))
+  return np.where(a == 0, np.uint32(0xFFFFFFFF), np.log2(np.maximum(low, 1).astype(np.float64)).astype(np.uint32))
+def _cls(a):
+  """Leading bits equal to the sign, not counting it (-1 where every bit is the sign)."""
+  a = np.asarray(a, np.uint32)
+  flipped = np.where(a >> 31 == 1, ~a, a)
+  c = _clz(flipped)
+  return np.where(c == 0xFFFFFFFF, np.uint32(0xFFFFFFFF), c)
+op("v_clz_i32_u32 v_ffbh_u32", "u32", "u32", _clz)
+op("v_ctz_i32_b32 v_ffbl_b32", "u32", "u32", _ctz)
+op("v_cls_i32 v_ffbh_i32", "u32", "u32", _cls)
 op("v_bcnt_u32_b32", "u32", "b32 u32", lambda a, b: np.array([bin(int(x)).count("1") for x in np.broadcast_to(a, (32,))], np.uint32) + b)
 op("v_perm_b32", "b32", "b32 b32 b32", lambda a, b, c: _perm(a, b, c))
 op("v_sad_u32", "u32", "u32 u32 u32", lambda a, b, c: np.where(a > b, a - b, b - a) + c)

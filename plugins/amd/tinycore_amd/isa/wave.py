@@ -38,10 +38,14 @@ class Wave:
     self.pending: dict[str, list[set]] = {"vm": [], "lgkm": [], "ds": [], "km": []}
     self.waiting: set = set()   # registers a load has written that no s_waitcnt has covered yet
     self.mode = 0
+    self._exec_bits, self._exec_arr = 0, _mask_array(0)
+    self._loading: str | None = None   # the counter of the load whose results are being written, while they are
 
   # ---- registers
   @property
-  def exec(self) -> np.ndarray: return _mask_array(self.s[EXEC])
+  def exec(self) -> np.ndarray:
+    if self.s[EXEC] != self._exec_bits: self._exec_bits, self._exec_arr = self.s[EXEC], _mask_array(self.s[EXEC])
+    return self._exec_arr
   def _hazard(self, reg):
     raise ExecutionError(f"{self.arch} pc 0x{self.pc:x}: reads {reg} before an s_waitcnt covers the load that writes it")
   def vreg(self, r: int) -> np.ndarray:
@@ -71,13 +75,17 @@ class Wave:
     if code == SCC_SRC: return self.scc
     if code == 251: return int(self.s[VCC] == 0)    # src_vccz
     if code == 252: return int(self.s[EXEC] == 0)   # src_execz
-    raise ExecutionError(f"pc 0x{self.pc:x}: scalar operand {code} is not supported")
+    what = {250: "a DPP16 operand", 233: "a DPP8 operand", 234: "a DPP8 (FI) operand", 254: "an LDS-direct operand"}.get(code, f"operand code {code}")
+    raise ExecutionError(f"{self.arch} pc 0x{self.pc:x}: {what} is not emulated")
   def sset(self, code: int, val: int, bits: int = 32):
     if code == NULL: return
     if code >= 128 or (code >= 106 and code not in (VCC, VCC + 1, M0, EXEC, EXEC + 1)):
       raise ExecutionError(f"pc 0x{self.pc:x}: cannot write scalar register {code}")
     self.s[code] = val & 0xFFFFFFFF
     if bits == 64: self.s[code + 1] = (val >> 32) & 0xFFFFFFFF
+    if self.waiting:
+      self._overwritten(("s", code))
+      if bits == 64: self._overwritten(("s", code + 1))
     self.s[EXEC + 1] = 0   # wave32: exec_hi does not exist
 
   def vsrc(self, code: int, t: str, lit: int | None, hi: bool = False) -> np.ndarray | np.number:
@@ -99,36 +107,47 @@ class Wave:
     m = self.exec if mask is None else mask
     if r + (2 if bits == 64 else 1) > self.nv:
       raise ExecutionError(f"pc 0x{self.pc:x} writes v{r} but the kernel descriptor allocates only {self.nv} VGPRs")
-    val = np.broadcast_to(val, (32,))
     if bits == 64:
-      np.copyto(self.v[r], (val & np.uint64(0xFFFFFFFF)).astype(np.uint32), where=m)
-      np.copyto(self.v[r + 1], (val >> np.uint64(32)).astype(np.uint32), where=m)
+      val = np.asarray(val, np.uint64)
+      np.copyto(self.v[r], val & np.uint64(0xFFFFFFFF), where=m, casting="unsafe")
+      np.copyto(self.v[r + 1], val >> np.uint64(32), where=m, casting="unsafe")
     elif bits == 16:
       cur = self.v[r]
-      new = (cur & 0x0000FFFF) | (val.astype(np.uint32) << 16) if hi else (cur & 0xFFFF0000) | val.astype(np.uint32)
-      np.copyto(self.v[r], new, where=m)
-    else: np.copyto(self.v[r], val.astype(np.uint32), where=m)
-    if self.waiting: self.waiting.discard(("v", r))
+      v32 = np.asarray(val).astype(np.uint32)
+      np.copyto(cur, (cur & 0x0000FFFF) | (v32 << 16) if hi else (cur & 0xFFFF0000) | v32, where=m)
+    else: np.copyto(self.v[r], val, where=m, casting="unsafe")
+    if self.waiting:
+      self._overwritten(("v", r))
+      if bits == 64: self._overwritten(("v", r + 1))
 
   # ---- the loop
   def run(self, program: dict, limit: int):
-    """Execute until s_endpgm or a barrier. `program` caches decoded instructions by pc."""
+    """Execute until s_endpgm or a barrier. `program` caches (decoded instruction, handler) by pc."""
     stats = self.stats
     with np.errstate(all="ignore"):
       while not self.done and not self.at_barrier:
-        ins = program.get(self.pc)
-        if ins is None: ins = program[self.pc] = decode(self.g.code, self.pc, self.arch)
+        ent = program.get(self.pc)
+        if ent is None:
+          ins = decode(self.g.code, self.pc, self.arch)
+          handler = _HANDLERS.get(ins.fmt)
+          if handler is None: raise unknown(ins.words, self.arch, self.pc, f"{ins.fmt} instructions are not emulated")
+          ent = program[self.pc] = (ins, handler)
+        ins, handler = ent
         stats.instructions += 1
         stats.opcodes.update(ins.names)
         if stats.instructions > limit: raise ExecutionError(f"more than {limit} instructions executed: a runaway loop? (pc 0x{self.pc:x})")
         nxt = self.pc + ins.size
-        handler = _HANDLERS.get(ins.fmt)
-        if handler is None: raise unknown(ins.words, self.arch, self.pc, f"{ins.fmt} instructions are not emulated")
         target = handler(self, ins)
         self.pc = nxt if target is None else target
 
   # ---- scalar
   def sop2(self, i: Instr):
+    if i.name in ("s_fmac_f32", "s_fmaak_f32", "s_fmamk_f32"):   # RDNA4 scalar FMAs; K is the literal
+      a, b = salu.f32(self.sget(i.f["ssrc0"], 32, i.literal)), salu.f32(self.sget(i.f["ssrc1"], 32, i.literal))
+      d, k = salu.f32(self.sget(i.f["sdst"])), salu.f32(i.literal or 0)
+      x, y, z = {"s_fmac_f32": (a, b, d), "s_fmaak_f32": (a, b, k), "s_fmamk_f32": (a, k, b)}[i.name]
+      self.sset(i.f["sdst"], salu.bits32(_fma_t(np.float32(x), np.float32(y), np.float32(z), "f32")))
+      return None
     spec = salu.SOP2.get(i.name)
     if spec is None: raise unknown(i.words, self.arch, self.pc, f"{i.name} is not emulated")
     bits, fn = spec
@@ -160,6 +179,11 @@ class Wave:
       tgt = self.sget(src, 64)
       if n == "s_swappc_b64": self.sset(d, self.pc + i.size, 64)
       return tgt
+    if n.startswith(("s_bitset0_", "s_bitset1_")):   # D.bit[S0] = 0/1, the rest of D kept
+      bits = 64 if n.endswith("b64") else 32
+      cur, b = self.sget(d, bits), self.sget(src, 32, i.literal) & (bits - 1)
+      self.sset(d, cur | 1 << b if n.startswith("s_bitset1") else cur & ~(1 << b), bits)
+      return None
     spec = salu.SOP1.get(n)
     if spec is None: raise unknown(i.words, self.arch, self.pc, f"{n} is not emulated")
     bits, fn = spec
@@ -232,6 +256,13 @@ class Wave:
       return None   # timing hints, clause markers and messages: no effect on the values a kernel computes
     raise unknown(i.words, self.arch, self.pc, f"{n} is not emulated")
 
+  def _overwritten(self, reg):
+    """Writing a register a load still has to fill races with that load: an error, unless the write is itself a load
+    counted by the same counter (those return in order, e.g. global_load_d16_b16 then _d16_hi_b16 into one VGPR)."""
+    if reg in self.waiting:
+      kinds = {k for k, q in self.pending.items() if any(reg in regs for regs in q)}
+      if self._loading is None or kinds != {self._loading}:
+        raise ExecutionError(f"{self.arch} pc 0x{self.pc:x}: writes {reg[0]}{reg[1]} while a load into it is outstanding (no s_waitcnt before)")
   def _issue(self, kind: str, regs: set):
     self.pending[kind].append(regs)
     self.waiting |= regs
@@ -539,6 +570,7 @@ class Wave:
       self.vopc(i, n, f["src0"], f["src1"], f["vdst"], abs_=f["abs"], neg=f["neg"], opsel=f["opsel"])
       return None
     if self._special(i, n, f, True): return None
+    if n.startswith("v_s_"): return self._pseudo_scalar(i, "v_" + n[4:], f)
     if n in ("v_div_scale_f32", "v_div_scale_f64", "v_div_fmas_f32", "v_div_fmas_f64", "v_div_fixup_f32", "v_div_fixup_f64", "v_div_fixup_f16"):
       return self._division(i, n, f)
     spec = OPS.get(n)
@@ -547,6 +579,18 @@ class Wave:
     codes = (f["src0"], f["src1"], f["src2"])[:nsrc]
     if n.startswith(("v_fmac_", "v_dot2acc_")): codes = (f["src0"], f["src1"], 256 + f["vdst"])
     self.vdst(*self.compute(i, n, codes, f["vdst"], abs_=f["abs"], neg=f["neg"], opsel=f["opsel"], clamp=f["clamp"], omod=f["omod"]))
+    return None
+  def _pseudo_scalar(self, i: Instr, base: str, f: dict):
+    """RDNA4 v_s_exp_f32 s0, s1 and kin: a transcendental unit op with a scalar source and an SGPR destination."""
+    spec = OPS.get(base)
+    if spec is None or len(spec[1]) != 1: raise unknown(i.words, self.arch, self.pc, f"v_s_{base[2:]} is not emulated")
+    dt, (st,), fn = spec
+    x = typed(np.array([self.sget(f["src0"], 32, i.literal, st) & (0xFFFF if BITS[st] == 16 else 0xFFFFFFFF)]), st)
+    if f["abs"] & 1: x = np.abs(x)
+    if f["neg"] & 1: x = -x
+    res = np.asarray(fn(x))
+    if f["clamp"]: res = np.clip(res, 0, 1)
+    self.sset(f["vdst"], int(raw(res, dt)[0]))
     return None
   def _division(self, i: Instr, n: str, f: dict):
     """The IEEE division sequence's helpers. Scaling is an exactness trick for denormal/huge operands; values that do
@@ -582,7 +626,23 @@ class Wave:
       wmma(self, i)
       return None
     if n.startswith("v_pk_"): return self._packed(i)
+    if n in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"): return self._fma_mix(i)
     raise unknown(i.words, self.arch, self.pc, f"{n} is not emulated")
+  def _fma_mix(self, i: Instr):
+    """D = S0 * S1 + S2 with each source float32, or float16 (op_sel_hi bit set; op_sel picks its half); neg_hi is abs."""
+    f = i.f
+    args = []
+    for k, c in enumerate((f["src0"], f["src1"], f["src2"])):
+      if f["opsel_hi"] >> k & 1: x = typed(self.vsrc(c, "f16", i.literal, bool(f["opsel"] >> k & 1)), "f16").astype(np.float32)
+      else: x = typed(self.vsrc(c, "f32", i.literal), "f32")
+      if f["neg_hi"] >> k & 1: x = np.abs(x)
+      if f["neg"] >> k & 1: x = -x
+      args.append(x)
+    res = _fma_t(*args, "f32")
+    if f["clamp"]: res = np.clip(res, 0, 1)
+    if i.name == "v_fma_mix_f32": self.vdst(f["vdst"], raw(res, "f32"), 32)
+    else: self.vdst(f["vdst"], raw(res.astype(np.float16), "f16"), 16, i.name.endswith("hi_f16"))
+    return None
   def _packed(self, i: Instr):
     """v_pk_*: two 16-bit lanes per register, op_sel/op_sel_hi choose which half of each source feeds each half."""
     f, n = i.f, i.name
@@ -620,9 +680,18 @@ class Wave:
     return None
 
 def _fma_t(a, b, c, t):
-  """Fused multiply-add through float64 (exact product for f32; for f64 the product rounds once first)."""
-  return (np.asarray(a, np.float64) * b + c).astype(np.float32 if t == "f32" else np.float64)
+  from tinycore_amd.isa.valu import _fma
+  return _fma(a, b, c, t)
 
-_HANDLERS = {"SOP2": Wave.sop2, "SOP1": Wave.sop1, "SOPC": Wave.sopc, "SOPK": Wave.sopk, "SOPP": Wave.sopp, "SMEM": Wave.smem,
+def _as_load(handler, gfx11_kind: str, gfx12_kind: str):
+  """A memory handler whose register writes are the load's own (see Wave._overwritten)."""
+  def run(w: Wave, i: Instr):
+    w._loading = gfx12_kind if w.gfx12 else gfx11_kind
+    try: return handler(w, i)
+    finally: w._loading = None
+  return run
+
+_HANDLERS = {"SOP2": Wave.sop2, "SOP1": Wave.sop1, "SOPC": Wave.sopc, "SOPK": Wave.sopk, "SOPP": Wave.sopp, "SMEM": _as_load(Wave.smem, "lgkm", "km"),
              "VOP1": Wave.vop1, "VOP2": Wave.vop2, "VOPC": Wave.vopc_e32, "VOP3": Wave.vop3, "VOP3P": Wave.vop3p, "VOPD": Wave.vopd,
-             "DS": Wave.ds, "MUBUF": Wave.mubuf, "GLOBAL": Wave.vmem, "FLAT": Wave.vmem, "SCRATCH": Wave.vmem}
+             "DS": _as_load(Wave.ds, "lgkm", "ds"), "MUBUF": Wave.mubuf, "GLOBAL": _as_load(Wave.vmem, "vm", "vm"),
+             "FLAT": _as_load(Wave.vmem, "vm", "vm"), "SCRATCH": Wave.vmem}
