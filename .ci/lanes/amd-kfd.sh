@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # AMD the whole way down without AMD hardware: the conformance kit on DEV=KFD+AMD under the mock KFD driver (MOCKGPU=1),
 # every kernel's machine code executed by the RDNA ISA emulator (tinycore_amd.isa), for gfx1100 and gfx1201 with the
-# LLVM and HIP renderers. A bounded subset by default (the emulator runs ~1e5 instructions/s); AMD_KFD_FULL=1 runs the
+# LLVM and HIP renderers. A bounded subset by default (the emulator runs ~1e4 wave instructions/s); AMD_KFD_FULL=1 runs the
 # whole kit. Prints pass/fail per combination, then instruction coverage (distinct opcodes executed / emitted by our
 # compilers over the run) and the emulator's speed.
 set -uo pipefail
@@ -41,7 +41,7 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1], "*"))):
     n, instr, secs = n + s["dispatches"], instr + s["instructions"], secs + s["emulator_seconds"]
     for a in s["archs"].values(): ex |= set(a["executed"]); em |= set(a["emitted"])
   cov = f"{len(ex & em)}/{len(em)} emitted opcodes executed" if em else f"{len(ex)} opcodes executed (no llvm-objdump for the emitted set)"
-  speed = f", {instr / secs:,.0f} instructions/s" if secs and instr else ""
+  speed = f", {instr / secs:,.0f} wave instructions/s" if secs and instr else ""
   print(f"amd-kfd: {arch}: {n} dispatches, {instr:,} instructions, {cov}{speed}")
   if em - ex: print(f"amd-kfd: {arch}: emitted, never executed: {' '.join(sorted(em - ex))}")
 PYEOF
