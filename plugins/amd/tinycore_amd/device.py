@@ -3,7 +3,8 @@
 `DEV=AMD` (the HIP interface) dispatches through ROCm's HIP runtime (hip.py): an LRU-pooled allocator over hipMalloc,
 code objects loaded with hipModuleLoadData, kernels launched with their kernarg buffer packed from the code object's
 metadata. Written against the HIP API and tested against a fake libamdhip64; NOT yet run on AMD hardware.
-A KFD runtime (/dev/kfd ioctls, AQL queues, no ROCm) is not written: KFD+AMD, PCI+AMD and USB+AMD only probe."""
+`DEV=KFD+AMD` is the KFD runtime (kfd/: /dev/kfd ioctls, AQL queues, no ROCm); it is also what a bare `DEV=AMD` opens
+when MOCKGPU=1 (the mock driver, mockgpu/) or when /dev/kfd exists and ROCm's HIP does not. PCI+AMD and USB+AMD only probe."""
 from __future__ import annotations
 import ctypes
 from tinycore.device import Compiled, LRUAllocator, DeviceUnavailable
@@ -117,7 +118,8 @@ def open_device(device_name: str, spec):
   if spec.iface == "USB": raise DeviceUnavailable("no USB-attached AMD GPU found (the USB bridge interface is not implemented)")
   if spec.iface == "PCI": raise DeviceUnavailable("PCI+AMD only probes (sysfs); a userspace PCI driver is not implemented: use DEV=AMD (HIP)")
   if spec.iface == "KFD":
-    raise DeviceUnavailable("KFD+AMD only probes: the KFD ioctl runtime is not implemented; DEV=AMD (HIP) dispatches through ROCm's HIP")
+    from tinycore_amd.kfd.device import open_kfd
+    return open_kfd(device_name, spec)
   phys = spec.physical(int(device_name.partition(":")[2] or 0))
   if phys not in _contexts:
     try: _contexts[phys] = HIPContext(phys)

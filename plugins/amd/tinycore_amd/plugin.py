@@ -29,8 +29,15 @@ def _open(device_name: str, spec):
   from tinycore_amd.device import open_device
   return open_device(device_name, spec)
 
+def _mock() -> bool: return os.environ.get("MOCKGPU", "0") not in ("", "0")
+def _kfd_default() -> bool:
+  """A bare DEV=AMD opens KFD under the mock driver, or where there is /dev/kfd but no HIP runtime; else HIP."""
+  return _mock() or (os.path.exists("/dev/kfd") and _hip_count()[0] == 0)
+
 class HIP(Interface):
-  name, default = "HIP", True     # ROCm's HIP runtime (libamdhip64), which drives the amdgpu kernel driver through KFD
+  name = "HIP"                    # ROCm's HIP runtime (libamdhip64), which drives the amdgpu kernel driver through KFD
+  @property
+  def default(self): return not _kfd_default()
   def count(self): return _hip_count()[0]
   def probe(self):
     from tinycore_amd import hip
@@ -38,15 +45,20 @@ class HIP(Interface):
     return [{"index": i, "name": hip.device_name(i), "arch": hip.gcn_arch(i)} for i in range(n)] if n else _gpus()
   def unavailable_reason(self): return None if self.count() else _missing()
 class KFD(Interface):
-  name = "KFD"                    # the amdgpu kernel driver's compute interface, probed through its topology only
-  def count(self): return len(_gpus()) if os.path.exists("/dev/kfd") else 0
+  name = "KFD"                    # the amdgpu kernel driver's compute interface: /dev/kfd ioctls and AQL queues (kfd/)
+  @property
+  def default(self): return _kfd_default()
+  def count(self):
+    if _mock(): return 1          # MOCKGPU=1: the mock driver's GPU (mockgpu/)
+    return len(_gpus()) if os.path.exists("/dev/kfd") else 0
   def probe(self):
     from tinycore_amd.topology import kfd_nodes
+    if _mock(): return [{"index": 0, "name": "mock KFD GPU (MOCKGPU=1)"}]
     return [n for n in kfd_nodes() if n.get("gfx")] or _gpus()
   def unavailable_reason(self):
-    if not _gpus(): return "no AMD GPU on the PCI bus"
-    if not os.path.exists("/dev/kfd"): return "the amdgpu kernel driver is not loaded (no /dev/kfd)"
-    return "KFD+AMD only probes: the KFD ioctl runtime is not implemented (DEV=AMD dispatches through ROCm's HIP)"
+    if _mock() or self.count(): return None
+    if not _gpus(): return "no AMD GPU on the PCI bus (MOCKGPU=1 runs a mock KFD driver)"
+    return "the amdgpu kernel driver is not loaded (no /dev/kfd)"
 class PCIIface(Interface):
   name = "PCI"
   def count(self): return len(_gpus())
@@ -58,7 +70,7 @@ class USBIface(Interface):
   def unavailable_reason(self): return "no USB-attached AMD GPU found"
 
 def tinycore_devices():
-  return [{"name": "AMD", "factory": _open, "priority": 95, "description": "AMD GPU (RDNA2+, CDNA) through ROCm's HIP runtime"}]
+  return [{"name": "AMD", "factory": _open, "priority": 95, "description": "AMD GPU (RDNA2+, CDNA) through ROCm's HIP runtime or KFD"}]
 
 def tinycore_renderers(device):
   if device != "AMD": return None
