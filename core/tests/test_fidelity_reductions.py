@@ -130,3 +130,18 @@ def test_reduce_after_reshape_between_zero_shapes(old, new, axis):
   x = rand(*old)
   np.testing.assert_array_equal(Tensor(x).reshape(new).sum(axis).numpy(), x.reshape(new).sum(axis))
   np.testing.assert_array_equal((Tensor(x) < 0).logical_not().reshape(new).sum(axis).numpy(), np.logical_not(x < 0).reshape(new).sum(axis))
+
+@pytest.mark.parametrize("op", ["sum", "prod", "all"])
+def test_empty_reduce_reads_nothing(op):
+  """A reduce over a zero-size axis is its identity and its kernel loads nothing: the sanitizer lane caught a kernel that
+  read element 0 of a zero-size bool buffer (an invalid _Bool under UBSan) before skipping its empty loop."""
+  from tinycore import Device
+  from tinycore.engine.schedule import create_schedule
+  from tinycore.codegen import get_program
+  from tinycore.uop import Ops
+  x = (Tensor(rand(5, 3, 0)) > 0) if op == "all" else Tensor(rand(5, 3, 0))
+  y = getattr(x, op)(axis=2)
+  ast = create_schedule([y.uop])[-1].ast
+  prg = get_program(ast, Device[Device.DEFAULT].renderer, None, device=Device.DEFAULT)
+  assert not any(u.op is Ops.LOAD for u in prg.uops), prg.src
+  np.testing.assert_array_equal(y.numpy(), getattr(np, op)(x.numpy(), axis=2))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from tinycore.uop import UOp, Ops, GroupOp, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
+from tinycore.codegen.linearize import reduce_identity
 
 
 def _strides(shape) -> list:
@@ -118,6 +119,9 @@ class Lowerer:
       return ((s, tuple(nidx), inner_valid),), lambda val: UOp(Ops.WHERE, u.dtype, (cond, val, UOp.const(u.dtype, 0)))
     if op is Ops.REDUCE_AXIS:
       rop, axes = u.arg
+      # an empty reduce is its identity: nothing of the source is read (its loads would touch a zero-size buffer)
+      if any(isinstance(s.shape[a], int) and s.shape[a] == 0 for a in axes):
+        return (), UOp.const(u.dtype, reduce_identity(rop, u.dtype))
       nidx = list(idx)
       rngs = []
       for a in axes:
