@@ -210,8 +210,11 @@ def test_a_failing_kernel_is_reported_and_the_queue_goes_on(gpu):
 def test_a_kernel_touching_freed_memory_faults(gpu):
   al = KFDAllocator(gpu)
   a, b = al.alloc(256), al.alloc(256)
-  al._free(b, 256)
   prg = KFDProgram(gpu, "scale", AMDLLVMCompiler("gfx1100").compile(SCALE))
+  # code object, kernarg ring and signals in place first: an allocation made after the free could reuse b's addresses
+  prg(a, a, vals=(1, 4))
+  gpu.queue.synchronize()
+  al._free(b, 256)
   prg(a, b, vals=(1, 4))
   with pytest.raises(MockGPUError, match=f"unmapped address 0x{b:x}"): gpu.queue.synchronize()
 
