@@ -39,21 +39,22 @@ def _spatial_pads(attrs, in_sp, k_, s_, d_, what: str) -> list[tuple[int, int]]:
     out.append((small, big) if auto == "SAME_UPPER" else (big, small))
   return out
 
-@op("Conv")
-def conv(ctx, ins, attrs):
+def _conv_inputs(ctx, ins, attrs):
+  """Conv's and ConvTranspose's shared operands: input, weight, optional bias, kernel size, strides, dilations."""
   x, w = ctx.tensor(ins[0]), ctx.tensor(ins[1])
   b = ctx.tensor(ins[2]) if len(ins) > 2 and ins[2] is not None else None
-  k_ = tuple(w.shape[2:]); n = len(k_)
-  s_, d_ = attrs.get("strides", [1] * n), attrs.get("dilations", [1] * n)
+  k_ = tuple(w.shape[2:])
+  return x, w, b, k_, len(k_), attrs.get("strides", [1] * len(k_)), attrs.get("dilations", [1] * len(k_))
+
+@op("Conv")
+def conv(ctx, ins, attrs):
+  x, w, b, k_, n, s_, d_ = _conv_inputs(ctx, ins, attrs)
   pads = _spatial_pads(attrs, x.shape[2:], k_, s_, d_, "Conv")
   return x.conv2d(w, b, groups=attrs.get("group", 1), stride=tuple(s_), dilation=tuple(d_), padding=_flat_pads(pads))
 
 @op("ConvTranspose")
 def conv_transpose(ctx, ins, attrs):
-  x, w = ctx.tensor(ins[0]), ctx.tensor(ins[1])
-  b = ctx.tensor(ins[2]) if len(ins) > 2 and ins[2] is not None else None
-  k_ = tuple(w.shape[2:]); n = len(k_)
-  s_, d_ = attrs.get("strides", [1] * n), attrs.get("dilations", [1] * n)
+  x, w, b, k_, n, s_, d_ = _conv_inputs(ctx, ins, attrs)
   op_ = list(attrs.get("output_padding", [0] * n))
   in_sp = x.shape[2:]
   if "output_shape" in attrs:
