@@ -178,3 +178,29 @@ def test_output_is_view_of_input():
     r, s = f(Tensor(x), Tensor(y))
     np.testing.assert_allclose(r.numpy(), x.reshape(2, 2))
     np.testing.assert_allclose(s.numpy(), x + y, rtol=1e-6)
+
+# ---- uploads from host data inside the jitted function: constants replay, per-call data is an error (not stale values)
+def test_constant_upload_inside_jit_replays():
+  @TinyJit
+  def f(x): return (x * Tensor([1., 2., 3., 4.])).realize()
+  x = Tensor(np.arange(4, dtype=np.float32)).realize()
+  for _ in range(4): np.testing.assert_equal(f(x).numpy(), np.arange(4) * np.array([1, 2, 3, 4]))
+  assert f.cnt >= 3
+
+def test_changing_upload_inside_jit_is_an_error():
+  step = [0]
+  @TinyJit
+  def f(x):
+    step[0] += 1
+    return (x + Tensor(np.full(4, step[0], np.float32))).realize()
+  x = Tensor.zeros(4).realize()
+  np.testing.assert_equal(f(x).numpy(), np.full(4, 1.0))
+  with pytest.raises(jitmod.JitError, match=r"upload 1: shape \(4,\).*changed between calls.*Tensor argument"):
+    f(x)
+
+def test_upload_observer_is_removed_after_a_failed_call():
+  from tinycore import tensor as tensormod
+  @TinyJit
+  def f(x): raise ValueError("boom")
+  with pytest.raises(ValueError): f(Tensor.zeros(2).realize())
+  assert tensormod.upload_observers == []

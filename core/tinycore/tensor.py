@@ -40,6 +40,9 @@ def _scalar(v: ConstType, dt: DType, device: str) -> UOp:
   """A 0-d tensor's value, as its dtype holds it: Tensor(1.1, dtype=dtypes.fp8e4m3) is 1.125, like a 1-element tensor."""
   return UOp.const(dt, truncate(dt, float(v)) if dtypes.is_float(dt) else v, device)
 
+# TinyJit: called with (Buffer, the C-contiguous host array) for every upload from host data, while a call is observed
+upload_observers: list = []
+
 def _from_np(x, device: str, dtype: DType | None) -> UOp:
   import numpy as np
   if x.dtype.kind not in "biuf" or x.dtype.name == "float128": raise TypeError(f"numpy dtype {x.dtype} is not supported by Tensor")
@@ -51,6 +54,7 @@ def _from_np(x, device: str, dtype: DType | None) -> UOp:
   x = np.require(x, requirements="C")
   buf = Buffer(device, max(x.size, 0), dt)
   if x.size: buf.allocate().copyin(memoryview(x.reshape(-1).view(np.uint8)))
+  for obs in upload_observers: obs(buf, x)
   return UOp(Ops.BUFFER, dt, (), buf).reshape(x.shape)
 
 def _scalar_dtype(v, dtype: DType | None) -> DType:

@@ -209,11 +209,29 @@ def _out_tensors(ret) -> list:
   _map_ret(ret, lambda t: outs.append(t))
   return outs
 
+class _Uploads:
+  """Every upload from host data (Tensor(np_array), Tensor([..])) made inside an observed call, as (shape, dtype,
+  digest). A capture replays such an upload with the values it had when captured, like a constant (as jax.jit bakes
+  numpy arrays into its trace). That is right for constants and silently wrong for per-call data, so the capture
+  compares its uploads with call 1's: one that changed between the two calls is an error, not a stale replay."""
+  def __init__(self): self.seen: list[tuple] = []
+  def __call__(self, buf, x) -> None:
+    import hashlib
+    self.seen.append((x.shape, str(x.dtype), hashlib.blake2b(memoryview(x.reshape(-1).view("uint8")), digest_size=16).digest()))
+  def __enter__(self):
+    from tinycore.tensor import upload_observers
+    upload_observers.append(self)
+    return self
+  def __exit__(self, *exc):
+    from tinycore.tensor import upload_observers
+    upload_observers.remove(self)
+
 class _Entry:
   """The capture state for one set of non-Tensor argument values: calls seen, the capture, and what its key names by identity."""
-  __slots__ = ("cnt", "captured", "refs", "seen")
+  __slots__ = ("cnt", "captured", "refs", "seen", "uploads")
   def __init__(self, cnt: int = 0, captured: CapturedJit | None = None, refs: list | None = None):
     self.cnt, self.captured, self.refs = cnt, captured, refs or []
+    self.uploads: list = []         # call 1's uploads from host data (see _Uploads), compared with the capture's
     self.seen: list | None = None   # per input: a weak reference to the uop that last passed the fast replay's checks
 
 class TinyJit(Generic[R]):
@@ -268,8 +286,8 @@ class TinyJit(Generic[R]):
     tensors, binds, key, refs = _walk_args(args, kwargs)
     self._entry = e = self._entry_for(key, refs)
     if e.cnt == 0:
-      ret = self._run_plain(args, kwargs)
-      e.cnt = 1
+      with _Uploads() as ups: ret = self._run_plain(args, kwargs)
+      e.cnt, e.uploads = 1, ups.seen
       return ret
     bufs = _prepare_inputs(tensors)
     infos = tuple(InputInfo(t) for t in tensors)
@@ -332,6 +350,14 @@ class TinyJit(Generic[R]):
       names = lambda s: sorted(v.arg[0] for v in s)
       raise JitError(f"TinyJit was captured with Variables {names(self.captured.expected_vars)}, now called with {names(var_vals)}")
 
+  def _check_uploads(self, before: list, now: list) -> None:
+    for k, (a, b) in enumerate(zip(before, now)):
+      if a[:2] == b[:2] and a[2] != b[2]:
+        name = getattr(self.fxn, "__qualname__", self.fxn)
+        raise JitError(f"TinyJit {name!r} makes a Tensor from host data (upload {k + 1}: shape {b[0]}, numpy dtype {b[1]}) whose "
+                       "values changed between calls; a captured function would replay the values it had when captured. "
+                       "Pass that data as a Tensor argument of the jitted function instead")
+
   def _capture(self, e: _Entry, args, kwargs, tensors, bufs, infos, var_vals):
     from tinycore.tensor import Tensor
     from tinycore.engine import run
@@ -342,13 +368,15 @@ class TinyJit(Generic[R]):
     run.capture_hooks.append(captured.append)
     tensor_random.key_observers.append(rng_keys.append)
     try:
-      ret = self.fxn(*args, **kwargs)
-      outs = _out_tensors(ret)   # raises on non-Tensor leaves before anything is kept
-      if lazy := [t for t in outs if t.uop.op is not Ops.CONST]: Tensor.realize(*lazy)
+      with _Uploads() as ups:
+        ret = self.fxn(*args, **kwargs)
+        outs = _out_tensors(ret)   # raises on non-Tensor leaves before anything is kept
+        if lazy := [t for t in outs if t.uop.op is not Ops.CONST]: Tensor.realize(*lazy)
     finally:
       tensor_random.key_observers.remove(rng_keys.append)
       run.capture_hooks.remove(captured.append)
       _capturing.pop()
+    self._check_uploads(e.uploads, ups.seen)
     if DEBUG >= 1: print(f"JIT captured {len(captured)} kernels with {len(bufs)} inputs")
     # where the capture-time input buffers sit in the kernels: those slots get the new inputs on replay
     pos = {id(b): k for k, b in enumerate(bufs)}
