@@ -41,6 +41,14 @@ class CollectiveEngine:
   def send(self, buf: Buffer, dst: int, tag: int) -> None: raise NotImplementedError
   def recv(self, buf: Buffer, src: int, tag: int) -> None: raise NotImplementedError
   def barrier(self) -> None: raise NotImplementedError
+  # nonblocking allreduce (gradient buckets overlapped with backward): start returns a handle, wait finishes it (the
+  # result is in `out` only after wait), progress lets an engine without its own progress thread move it along. The
+  # default runs the blocking allreduce in start, so an engine without a nonblocking form still works, unoverlapped.
+  def allreduce_start(self, out: Buffer, inp: Buffer, op: str) -> Any:
+    self.allreduce(out, inp, op)
+    return None
+  def allreduce_wait(self, handle: Any) -> None: pass
+  def progress(self, handle: Any) -> None: pass
   def abort(self, code: int = 1) -> None:
     """End every rank of the job (after an error one rank can't recover from); default: this process only."""
     os._exit(code)

@@ -73,14 +73,24 @@ class MPIEngine(CollectiveEngine):
     arr /= self.world_size
 
   # ***** operations *****
-  def allreduce(self, out: Buffer, inp: Buffer, op: str) -> None:
+  def allreduce(self, out: Buffer, inp: Buffer, op: str) -> None: self.allreduce_wait(self.allreduce_start(out, inp, op))
+
+  def allreduce_start(self, out: Buffer, inp: Buffer, op: str) -> Any:
     self._start("allreduce")
     src, src_is_view = host_view(inp)
     dst, dst_is_view = (src, src_is_view) if out is inp else host_view(out)
     s, d = self._typed(src, inp, "allreduce"), self._typed(dst, out, "allreduce")
-    self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE if out is inp else s, d, op=self._ops[op]), f"allreduce({op}) of {inp.nbytes} bytes")
+    req = self.comm.Iallreduce(self.MPI.IN_PLACE if out is inp else s, d, op=self._ops[op])
+    return (req, out, d, dst_is_view, op)
+
+  def allreduce_wait(self, handle: Any) -> None:
+    req, out, d, dst_is_view, op = handle
+    self._wait(req, f"allreduce({op}) of {out.nbytes} bytes")
     if op == "mean": self._mean(d, out)
-    write_back(out, dst, dst_is_view)
+    write_back(out, d, dst_is_view)
+
+  def progress(self, handle: Any) -> None:
+    if handle is not None: handle[0].Test()   # MPI moves a nonblocking collective along only inside MPI calls
 
   def allgather(self, out: Buffer, inp: Buffer) -> None:
     self._start("allgather")
