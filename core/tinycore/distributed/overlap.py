@@ -36,7 +36,7 @@ def realize_and_allreduce(packs: list[Tensor], buckets: list[Buffer], engine: Co
   from tinycore.engine.run import ExecItem, lower_schedule, run_items, _frees_after
   from tinycore.stages import apply_stage
   if any(t.uop.has_multi for t in packs): raise CollectiveError("overlapped gradient allreduce takes gradients on one device, not sharded ones")
-  targets = [apply_stage(t.uop, t.uop.device, "tensor") for t in packs]
+  targets = [apply_stage(t.uop, str(t.uop.device), "tensor") for t in packs]   # one device each (checked above)
   schedule, outputs = create_schedule(targets, return_outputs=True)
   items = lower_schedule(schedule)
   frees = _frees_after(schedule, {b.base for b in buckets})
