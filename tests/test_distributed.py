@@ -103,7 +103,7 @@ def test_needs_init():
 @pytest.mark.needs_device
 def test_unknown_engine_name(monkeypatch):
   monkeypatch.setenv("TINYCORE_COLLECTIVE", "carrier-pigeon")
-  with pytest.raises(dist.CollectiveError, match="no collective engine named 'carrier-pigeon' for device CPU; there are: .*mpi, local"):
+  with pytest.raises(dist.CollectiveError, match="no collective engine named 'carrier-pigeon' for device CPU; there are: .*mpi, gloo, local"):
     dist.init(abort_on_error=False)
   dist.shutdown()
 

@@ -20,6 +20,8 @@ class MPIEngine(CollectiveEngine):
 
   @classmethod
   def available(cls, launch: LaunchInfo) -> str | None:
+    # torchrun's processes are not an MPI job: each would be a singleton MPI world of one (the gloo engine serves them)
+    if launch.launcher == "torchrun" and launch.world_size > 1: return "torchrun started this job, not an MPI launcher (mpirun, srun)"
     try: _mpi()
     except ImportError as e: return f"mpi4py is not installed ({e}); pip install mpi4py (needs an MPI such as Debian's libopenmpi-dev)"
     except Exception as e: return f"MPI failed to start: {type(e).__name__}: {e}"
