@@ -220,3 +220,23 @@ def test_overlapped_buckets_start_inside_backward(one_rank, overlap):
   backward_end = max(k for k in kernels if k < waits[0])
   assert (starts[0] < backward_end) == overlap, names
   assert max(starts) < min(waits)
+
+# ***** tensors split over ranks, on one rank (the multi-rank runs: test_distributed_mpi.py) *****
+
+def test_split_sizes_follow_array_split():
+  from tinycore.distributed.sharded import split_sizes
+  for n in range(0, 12):
+    for parts in range(1, 5): assert split_sizes(n, parts) == [len(p) for p in np.array_split(np.arange(n), parts)]
+
+@pytest.mark.needs_device
+def test_sharded_on_one_rank(one_rank):
+  rng = np.random.default_rng(1)
+  A, B = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((6, 3)).astype(np.float32)
+  a = dist.shard(Tensor(A), 1)
+  assert a.shape == (4, 6) and a.sizes == (6,) and a.local.shape == (4, 6)
+  np.testing.assert_allclose(dist.matmul(a, dist.shard(Tensor(B), 0)).numpy(), A @ B, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose((a * 3).full().numpy(), A * 3, rtol=1e-6)
+  with pytest.raises(ValueError, match="axis 2 is out of range for a tensor of 2 dimensions"): dist.shard(Tensor(A), 2)
+  with pytest.raises(ValueError, match="same shape and split"): a + dist.shard(Tensor(A), 0)
+  with pytest.raises(TypeError, match="shard the Tensor the same way first"): a + Tensor(A)
+  with pytest.raises(ValueError, match=r"matmul shape mismatch: \(4, 6\) @ \(4, 6\)"): a @ Tensor(A)
