@@ -19,6 +19,11 @@ def split_sizes(n: int, parts: int) -> list[int]:
   """Rows per rank when `n` rows split over `parts` ranks (numpy.array_split's rule)."""
   return [n // parts + (1 if r < n % parts else 0) for r in range(parts)]
 
+def _shape(t: Tensor, what: str) -> tuple[int, ...]:
+  out = tuple(s for s in t.shape if isinstance(s, int))
+  if len(out) != len(t.shape): raise ValueError(f"{what} needs a concrete shape, got {t.shape}")
+  return out
+
 def _axis(axis: int, ndim: int) -> int:
   if type(axis) is not int or not -ndim <= axis < ndim: raise ValueError(f"axis {axis!r} is out of range for a tensor of {ndim} dimensions")
   return axis % ndim
@@ -32,7 +37,7 @@ class RankSharded:
     if len(self.sizes) != _world_size() or sum(self.sizes) != self.shape[axis]:
       raise ValueError(f"parts of lengths {self.sizes} don't split axis {axis} of a {self.shape} tensor over {_world_size()} ranks")
     want = self.shape[:axis] + (self.sizes[_rank()],) + self.shape[axis + 1:]
-    if tuple(local.shape) != want:
+    if _shape(local, "RankSharded") != want:
       raise ValueError(f"rank {_rank()}'s part of a {self.shape} tensor split on axis {axis} has shape {want}, got {local.shape}")
   @property
   def dtype(self): return self.local.dtype
@@ -45,7 +50,7 @@ class RankSharded:
     sizes = self.sizes
     big = max(sizes)
     part = self.local.transpose(0, self.axis) if self.axis else self.local   # allgather joins axis 0
-    if part.shape[0] < big: part = part.pad(((0, big - part.shape[0]),) + ((0, 0),) * (self.ndim - 1))
+    if (have := _shape(part, "full")[0]) < big: part = part.pad(((0, big - have),) + ((0, 0),) * (self.ndim - 1))
     gathered = allgather(part.contiguous())
     pieces = [gathered[r * big:r * big + n] for r, n in enumerate(sizes) if n]
     whole = pieces[0].cat(*pieces[1:]) if len(pieces) > 1 else pieces[0]
@@ -93,8 +98,9 @@ class RankSharded:
       raise ValueError(f"matmul of tensors split on axes {self.axis} and {other.axis}: only a split contraction axis (1 and 0) "
                        "multiplies without a gather; gather one with .full() first")
     if not isinstance(other, Tensor): raise TypeError(f"matmul takes a Tensor or RankSharded, got {type(other).__name__}")
-    if other.ndim != 2 or self.shape[1] != other.shape[0]: raise ValueError(f"matmul shape mismatch: {self.shape} @ {other.shape}")
-    if self.axis == 0: return RankSharded(self.local @ other, 0, (self.shape[0], other.shape[1]), self.sizes)   # rows stay split
+    oshape = _shape(other, "matmul")
+    if len(oshape) != 2 or self.shape[1] != oshape[0]: raise ValueError(f"matmul shape mismatch: {self.shape} @ {oshape}")
+    if self.axis == 0: return RankSharded(self.local @ other, 0, (self.shape[0], oshape[1]), self.sizes)   # rows stay split
     # the split axis is the contraction: this rank's rows of the whole right-hand side
     start = sum(self.sizes[:_rank()])
     return allreduce((self.local @ other[start:start + self.local.shape[1]]).contiguous(), "sum")
@@ -103,8 +109,9 @@ class RankSharded:
     """`other @ self`: whole (M, K) @ split-on-columns (K, N); the result's columns stay split. (`Tensor @ RankSharded`
     can't reach this: Tensor.__matmul__ doesn't defer to the right operand; use distributed.matmul.)"""
     if self.ndim != 2 or self.axis != 1: raise ValueError(f"Tensor @ RankSharded needs a 2-d right-hand side split on axis 1, got {self}")
-    if other.ndim != 2 or other.shape[1] != self.shape[0]: raise ValueError(f"matmul shape mismatch: {other.shape} @ {self.shape}")
-    return RankSharded(other @ self.local, 1, (other.shape[0], self.shape[1]), self.sizes)
+    oshape = _shape(other, "matmul")
+    if len(oshape) != 2 or oshape[1] != self.shape[0]: raise ValueError(f"matmul shape mismatch: {oshape} @ {self.shape}")
+    return RankSharded(other @ self.local, 1, (oshape[0], self.shape[1]), self.sizes)
 
 def matmul(a: Tensor | RankSharded, b: Tensor | RankSharded) -> Tensor | RankSharded:
   """a @ b where either operand may be split over the ranks."""
@@ -115,19 +122,21 @@ def matmul(a: Tensor | RankSharded, b: Tensor | RankSharded) -> Tensor | RankSha
 def shard(t: Tensor, axis: int = 0) -> RankSharded:
   """This rank's part of `t` (the same whole tensor on every rank) split along `axis`."""
   if not isinstance(t, Tensor): raise TypeError(f"shard takes a Tensor, got {type(t).__name__}")
-  a = _axis(axis, t.ndim)
-  sizes = split_sizes(t.shape[a], _world_size())
+  shape = _shape(t, "shard")
+  a = _axis(axis, len(shape))
+  sizes = split_sizes(shape[a], _world_size())
   start = sum(sizes[:_rank()])
   index = tuple(slice(None) for _ in range(a)) + (slice(start, start + sizes[_rank()]),)
-  return RankSharded(t[index].contiguous(), a, tuple(t.shape))
+  return RankSharded(t[index].contiguous(), a, shape)
 
 def from_local(part: Tensor, axis: int = 0) -> RankSharded:
   """The tensor whose part on each rank is that rank's `part`, joined in rank order along `axis` (any lengths; the other
   axes must match on every rank)."""
   if not isinstance(part, Tensor): raise TypeError(f"from_local takes a Tensor, got {type(part).__name__}")
-  a = _axis(axis, part.ndim)
-  shapes = allgather(Tensor([list(part.shape)], dtype=dtypes.int64, device=part.device)).numpy().tolist()   # one row per rank
+  pshape = _shape(part, "from_local")
+  a = _axis(axis, len(pshape))
+  shapes = allgather(Tensor([list(pshape)], dtype=dtypes.int64, device=part.device)).numpy().tolist()   # one row per rank
   others = {tuple(s[:a] + s[a + 1:]) for s in shapes}
   if len(others) != 1: raise ValueError(f"from_local on axis {a}: the ranks' parts differ in their other axes: {shapes}")
   sizes = tuple(int(s[a]) for s in shapes)
-  return RankSharded(part, a, tuple(part.shape[:a]) + (sum(sizes),) + tuple(part.shape[a + 1:]), sizes)
+  return RankSharded(part, a, pshape[:a] + (sum(sizes),) + pshape[a + 1:], sizes)
