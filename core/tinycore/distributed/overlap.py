@@ -28,18 +28,33 @@ class _InFlight:
     h, self.handles[k] = self.handles[k], None
     self.engine.allreduce_wait(h)
 
+def _lowered(uops: list, keep: set) -> tuple[list, dict, list]:
+  """The kernels that compute `uops` (ExecItems), the memory plan (item -> buffers to free after it) and the output UOps,
+  as an eager realize makes them (engine/realize.py): a graph of a structure seen before (every later step) reuses its
+  cached schedule instead of being scheduled again."""
+  from tinycore.engine import schedule_cache as sc
+  from tinycore.engine.run import ExecItem, lower_schedule, _frees_after
+  from tinycore.engine.schedule import create_schedule
+  from tinycore.stages import apply_stage
+  s = sc.structure_of(uops)
+  if s is not None and (hit := sc.lookup(s)) is not None:
+    bufs, outputs = hit.bind(s, uops)
+    items = [ExecItem(runner, [bufs[k] for k in slots], s.var_vals) for runner, slots in hit.items]
+    return items, {i: [bufs[k] for k in f] for i, f in hit.frees}, outputs
+  targets = [apply_stage(u, str(u.device), "tensor") for u in uops]   # one device each (checked by the caller)
+  schedule, outputs = create_schedule(targets, return_outputs=True)
+  frees = _frees_after(schedule, keep)
+  items = lower_schedule(schedule)
+  if s is not None: sc.remember(s, targets, schedule, outputs, [ei.runner for ei in items], frees)
+  return items, frees, outputs
+
 def realize_and_allreduce(packs: list[Tensor], buckets: list[Buffer], engine: CollectiveEngine, op: str, overlap: bool = True) -> None:
   """Realize `packs` (packs[k] assigns bucket k's gradients into buckets[k]) as one schedule and allreduce each bucket
   in place, as soon as its last kernel has run (`overlap`) or after every kernel (not overlapped: the same items in
   another order, for measuring); returns once every bucket holds its reduced values."""
-  from tinycore.engine.schedule import create_schedule
-  from tinycore.engine.run import ExecItem, lower_schedule, run_items, _frees_after
-  from tinycore.stages import apply_stage
+  from tinycore.engine.run import ExecItem, run_items
   if any(t.uop.has_multi for t in packs): raise CollectiveError("overlapped gradient allreduce takes gradients on one device, not sharded ones")
-  targets = [apply_stage(t.uop, str(t.uop.device), "tensor") for t in packs]   # one device each (checked above)
-  schedule, outputs = create_schedule(targets, return_outputs=True)
-  items = lower_schedule(schedule)
-  frees = _frees_after(schedule, {b.base for b in buckets})
+  items, frees, outputs = _lowered([t.uop for t in packs], {b.base for b in buckets})
   if overlap: last = {k: max((i for i, ei in enumerate(items) if ei.bufs[0].base is b), default=-1) for k, b in enumerate(buckets)}
   else: last = {k: len(items) - 1 for k in range(len(buckets))}
   state = _InFlight(engine, op, len(buckets))
