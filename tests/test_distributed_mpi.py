@@ -192,7 +192,7 @@ def test_collectives_against_numpy(n):
   assert rc == 0, out
   for r in range(n): assert f"collectives OK on rank {r} of {n} (mpi)" in out, out
 
-@pytest.mark.parametrize("n", [2, pytest.param(3, marks=pytest.mark.slow), 4])
+@pytest.mark.parametrize("n", [pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow), 4])   # 4: uneven and empty parts
 def test_sharded_tensors_against_numpy(n):
   rc, out, _ = mpirun(n, "sharded")
   assert rc == 0, out
