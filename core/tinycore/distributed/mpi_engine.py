@@ -55,8 +55,11 @@ class MPIEngine(CollectiveEngine):
         raise CollectiveTimeout(f"{what} on rank {self.rank} of {self.world_size} timed out after {self.timeout:g} s: another rank died, "
                                 "hangs, or called a different collective (raise the limit with distributed.init(timeout=...) or "
                                 "TINYCORE_DIST_TIMEOUT)")
-      # poll hard for the first 10 ms (a collective between live ranks ends within that), yielding the core so a peer
-      # rank that shares it can run; then sleep, backing off to 1 ms, so a rank left waiting costs the others little
+      # spin for the first 200 us (a small message between running ranks ends within that: yielding here hands the
+      # core to another process for a whole time slice, 50x the message's latency on a busy machine), then poll
+      # yielding the core until 10 ms (a peer rank that shares it can run), then sleep, backing off to 1 ms, so a
+      # rank left waiting costs the others little
+      if now - start < 2e-4: continue
       if now - start < 1e-2: os.sched_yield()
       else:
         time.sleep(delay)
