@@ -1,7 +1,7 @@
 """Data-parallel training: every rank holds the whole model, computes gradients on its part of the batch, and the
 gradients are averaged across ranks before the optimizer step, so every rank takes the same step.
 
-Gradients are packed into buckets (one flat tensor per dtype, up to `bucket_mb`), so a model with many small
+Gradients are packed into buckets (one flat buffer per dtype, up to `bucket_mb`), so a model with many small
 parameters costs a few large collectives instead of many small ones; the averaged bucket is split back into views
 that replace each `.grad`. Everything goes through the schedule runner, so a TinyJit-compiled step captures the
 packing kernels and the collectives and replays them. Each bucket's allreduce starts as soon as the kernel that
@@ -50,9 +50,16 @@ class GradBuckets:
     if not with_grad: return
     for p in with_grad: _check_op(op, p.grad)
     self._plan(with_grad)
-    bufs = [_input(flat, "allreduce")[0] for flat in self.flats]   # before the assigns (reading an assign realizes it)
-    packs = [flat.assign(Tensor.cat(*[p.grad.detach().flatten() for p in g]) if len(g) > 1 else g[0].grad.detach().flatten())
-             for flat, g in zip(self.flats, self.groups)]
+    bufs = [_input(flat, "allreduce")[0] for flat in self.flats]
+    # each gradient's kernel stores straight into its slice of the bucket: no copy, and no cat kernel fusing reductions
+    # of different shapes into one masked kernel (4x slower for the MLP of bench/distributed.py)
+    packs = []
+    for flat, g in zip(self.flats, self.groups):
+      at = 0
+      for p in g:
+        n = p.grad.numel()
+        packs.append(flat[at:at + n].assign(p.grad.detach().flatten()))
+        at += n
     realize_and_allreduce(packs, bufs, get_engine(str(self.flats[0].device)), op, overlap)
     for flat, g in zip(self.flats, self.groups):
       at = 0

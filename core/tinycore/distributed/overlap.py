@@ -1,7 +1,7 @@
 """Gradient allreduce overlapped with backward.
 
 Backward is one lazy graph: realizing the buckets one at a time would recompute what their gradients share. Instead
-every bucket's packing (an assign of its gradients into the bucket's persistent buffer) is scheduled as one graph, and
+every gradient's packing (an assign into its slice of a bucket's persistent buffer) is scheduled as one graph, and
 the lowered kernel list is run with collective items spliced in: a bucket's nonblocking allreduce starts right after
 the last kernel that writes the bucket, the kernels for the remaining gradients run while it travels, and every bucket
 is waited for after the last kernel. MPI moves a nonblocking collective along only inside MPI calls, so a progress poll
@@ -49,8 +49,8 @@ def _lowered(uops: list, keep: set) -> tuple[list, dict, list]:
   return items, frees, outputs
 
 def realize_and_allreduce(packs: list[Tensor], buckets: list[Buffer], engine: CollectiveEngine, op: str, overlap: bool = True) -> None:
-  """Realize `packs` (packs[k] assigns bucket k's gradients into buckets[k]) as one schedule and allreduce each bucket
-  in place, as soon as its last kernel has run (`overlap`) or after every kernel (not overlapped: the same items in
+  """Realize `packs` (assigns of gradients into slices of the `buckets`) as one schedule and allreduce each bucket in
+  place, as soon as the last kernel that writes it has run (`overlap`) or after every kernel (not overlapped: the same items in
   another order, for measuring); returns once every bucket holds its reduced values."""
   from tinycore.engine.run import ExecItem, run_items
   if any(t.uop.has_multi for t in packs): raise CollectiveError("overlapped gradient allreduce takes gradients on one device, not sharded ones")
