@@ -103,7 +103,7 @@ def test_needs_init():
 @pytest.mark.needs_device
 def test_unknown_engine_name(monkeypatch):
   monkeypatch.setenv("TINYCORE_COLLECTIVE", "carrier-pigeon")
-  with pytest.raises(dist.CollectiveError, match="no collective engine named 'carrier-pigeon' for device CPU; there are: .*mpi, local"):
+  with pytest.raises(dist.CollectiveError, match="no collective engine named 'carrier-pigeon' for device CPU; there are: .*mpi, gloo, local"):
     dist.init(abort_on_error=False)
   dist.shutdown()
 
@@ -186,3 +186,57 @@ def test_host_view_is_the_cpu_buffer_itself():
   assert is_view and arr.nbytes == 32
   arr.view(np.float32)[3] = 7.0   # MPI writes here: the tensor sees it with no copy back
   assert x.numpy()[3] == 7.0
+
+# ***** gradient buckets overlapped with backward *****
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("overlap", [True, False])
+def test_overlapped_buckets_start_inside_backward(one_rank, overlap):
+  rng = np.random.default_rng(5)
+  ws = [Tensor(rng.standard_normal(s).astype(np.float32) * 0.2, requires_grad=True) for s in [(16, 32), (32, 32), (32, 4)]]
+  plain = [Tensor(w.numpy(), requires_grad=True) for w in ws]
+  opt = dist.DataParallel(nn.optim.SGD(ws, lr=0.1, momentum=0.9), bucket_mb=0.001, overlap=overlap)   # a bucket per weight
+  ref = nn.optim.SGD(plain, lr=0.1, momentum=0.9)
+  def make_step(o, w):
+    def step(x, y):
+      with Tensor.train():
+        o.zero_grad()
+        ((x @ w[0]).relu() @ w[1]).relu().matmul(w[2]).sparse_categorical_crossentropy(y).backward()
+        o.step()
+        return w[0].realize()
+    return TinyJit(step)
+  f, g = make_step(opt, ws), make_step(ref, plain)
+  for i in range(5):
+    x, y = Tensor(np.random.default_rng(i).standard_normal((8, 16)).astype(np.float32)), Tensor(np.arange(8, dtype=np.int32) % 4)
+    f(x, y); g(x, y)
+  for a, b in zip(ws, plain): np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+  names = [getattr(ei.runner, "name", None) or ei.runner.p.name for ei in f.captured.jit_cache]
+  starts = [i for i, n in enumerate(names) if n.startswith("allreduce_start")]
+  kernels = [i for i, n in enumerate(names) if not n.startswith("allreduce")]
+  waits = [i for i, n in enumerate(names) if n.startswith("allreduce_wait")]
+  assert len(starts) == len(waits) == 3
+  # overlapped: the first bucket starts while backward still has kernels to run; otherwise after the last of them
+  # (before the optimizer's kernels, which come after the waits)
+  backward_end = max(k for k in kernels if k < waits[0])
+  assert (starts[0] < backward_end) == overlap, names
+  assert max(starts) < min(waits)
+
+# ***** tensors split over ranks, on one rank (the multi-rank runs: test_distributed_mpi.py) *****
+
+def test_split_sizes_follow_array_split():
+  from tinycore.distributed.sharded import split_sizes
+  for n in range(0, 12):
+    for parts in range(1, 5): assert split_sizes(n, parts) == [len(p) for p in np.array_split(np.arange(n), parts)]
+
+@pytest.mark.needs_device
+def test_sharded_on_one_rank(one_rank):
+  rng = np.random.default_rng(1)
+  A, B = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((6, 3)).astype(np.float32)
+  a = dist.shard(Tensor(A), 1)
+  assert a.shape == (4, 6) and a.sizes == (6,) and a.local.shape == (4, 6)
+  np.testing.assert_allclose(dist.matmul(a, dist.shard(Tensor(B), 0)).numpy(), A @ B, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose((a * 3).full().numpy(), A * 3, rtol=1e-6)
+  with pytest.raises(ValueError, match="axis 2 is out of range for a tensor of 2 dimensions"): dist.shard(Tensor(A), 2)
+  with pytest.raises(ValueError, match="same shape and split"): a + dist.shard(Tensor(A), 0)
+  with pytest.raises(TypeError, match="shard the Tensor the same way first"): a + Tensor(A)
+  with pytest.raises(ValueError, match=r"matmul shape mismatch: \(4, 6\) @ \(4, 6\)"): a @ Tensor(A)

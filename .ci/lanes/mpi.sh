@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# tinycore.distributed over 2-4 OpenMPI ranks on this machine (loopback): collectives against numpy, 2-rank digits
-# training equal to one process with the combined batch (under TinyJit), a hung rank and a dead rank end the job within
-# the timeout. Skips, saying why, when mpirun or mpi4py is missing. About 25 s on 2 cores (60 s when they are busy) (the one-process tests, tests/test_distributed.py, run in the main suite) (-m slow adds 3 ranks and the
-# training run without the JIT).
+# tinycore.distributed over 2-4 OpenMPI ranks on this machine (loopback): collectives against numpy, tensors split over
+# 4 ranks against numpy, 2-rank digits training (gradient buckets overlapped with backward, under TinyJit) equal to one
+# process with the combined batch, a hung rank and a dead rank end the job within the timeout. Skips, saying why, when
+# mpirun or mpi4py is missing. About 35 s on 2 idle cores, 80 s at load 15 (the one-process tests,
+# tests/test_distributed.py, and the torchrun/gloo ones, tests/test_distributed_torchrun.py, run in the main suite;
+# -m slow adds 3 ranks, sharded on 2 and 3 ranks and the training run without the JIT).
 set -u
 t0=$(date +%s)
 if ! command -v mpirun >/dev/null 2>&1; then echo "lane mpi: skipped: mpirun is not installed (scripts/setup.d/mpi.sh installs openmpi-bin)"; exit 0; fi

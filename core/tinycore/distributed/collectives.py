@@ -11,6 +11,7 @@ from tinycore.dtype import DType, dtypes, to_dtype
 from tinycore.helpers import all_int, prod
 from tinycore.tensor import Tensor
 from tinycore.uop import UOp, Ops
+from tinycore.engine.run import ExecItem, run_items
 from tinycore.distributed.engine import REDUCE_OPS, CollectiveError
 from tinycore.distributed.group import get_engine, world_size, rank
 
@@ -23,14 +24,14 @@ class CollectiveRunner:
     return time.perf_counter() - st if wait else None
 
 def _run(name: str, fn: Callable[..., None], bufs: list[Buffer]) -> None:
-  from tinycore.engine.run import ExecItem, run_items
   run_items([ExecItem(CollectiveRunner(name, fn), bufs, {})], {})
 
 def _input(x: Tensor, what: str) -> tuple[Buffer, str, tuple[int, ...]]:
   if not isinstance(x, Tensor): raise TypeError(f"{what} takes a Tensor, got {type(x).__name__}")
   if isinstance(x.device, tuple): raise CollectiveError(f"{what} takes a tensor on one device, got one sharded over {x.device}")
-  if not all_int(x.shape): raise CollectiveError(f"{what} needs a concrete shape, got {x.shape}")
-  return x._buffer(), str(x.device), tuple(int(s) for s in x.shape)   # a realized tensor: its own buffer, no copy
+  shape = x.shape
+  if not all_int(shape): raise CollectiveError(f"{what} needs a concrete shape, got {shape}")
+  return x._buffer(), x.device, shape   # type: ignore[return-value]   # all_int checked; a realized tensor: its own buffer, no copy
 
 def _output(shape: tuple[int, ...], dtype: DType, device: str) -> tuple[Tensor, Buffer]:
   buf = Buffer(device, prod(shape), dtype)

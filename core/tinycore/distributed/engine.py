@@ -41,25 +41,34 @@ class CollectiveEngine:
   def send(self, buf: Buffer, dst: int, tag: int) -> None: raise NotImplementedError
   def recv(self, buf: Buffer, src: int, tag: int) -> None: raise NotImplementedError
   def barrier(self) -> None: raise NotImplementedError
+  # nonblocking allreduce (gradient buckets overlapped with backward): start returns a handle, wait finishes it (the
+  # result is in `out` only after wait), progress lets an engine without its own progress thread move it along. The
+  # default runs the blocking allreduce in start, so an engine without a nonblocking form still works, unoverlapped.
+  def allreduce_start(self, out: Buffer, inp: Buffer, op: str) -> Any:
+    self.allreduce(out, inp, op)
+    return None
+  def allreduce_wait(self, handle: Any) -> None: pass
+  def progress(self, handle: Any) -> None: pass
   def abort(self, code: int = 1) -> None:
     """End every rank of the job (after an error one rank can't recover from); default: this process only."""
     os._exit(code)
   def close(self) -> None: pass
 
 def engine_classes(device: str) -> list[type[CollectiveEngine]]:
-  """Engines for `device`: what its plugins contribute (best first), then core's host engine, then the one-process
-  engine (a script run without a launcher)."""
+  """Engines for `device`: what its plugins contribute (best first), then core's host engines (MPI under an MPI
+  launcher, gloo under torchrun), then the one-process engine (a script run without a launcher)."""
   from tinycore import plugins
   from tinycore.device import Device
   from tinycore.distributed.mpi_engine import MPIEngine
   from tinycore.distributed.local_engine import LocalEngine
+  from tinycore.distributed.gloo_engine import GlooEngine
   found: list[type[CollectiveEngine]] = []
   base = device.split(":")[0].upper()
   try: Device[device]   # opens the device, which loads the plugin that provides it
   except Exception: pass   # an unknown device still gets the host engine; the tensor op reports the device error itself
   for _, xs in plugins.call("tinycore_collectives", device=base):
     found += [x for x in (xs if isinstance(xs, (list, tuple)) else [xs]) if isinstance(x, type) and issubclass(x, CollectiveEngine)]
-  return found + [MPIEngine, LocalEngine]
+  return found + [MPIEngine, GlooEngine, LocalEngine]
 
 def choose(device: str, launch: LaunchInfo, timeout: float, want: str | None = None) -> CollectiveEngine:
   """The first engine for `device` that can run here (or the one named `want`), opened."""

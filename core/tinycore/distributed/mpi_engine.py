@@ -5,7 +5,7 @@ reads and writes them in place with no copy; elsewhere each buffer is copied out
 Every operation is nonblocking (MPI_I*) and polled against a deadline, because a blocking MPI call waits forever for
 a peer that died or hangs; past the deadline CollectiveTimeout names the operation, the ranks and the timeout."""
 from __future__ import annotations
-import os, time
+import os, time, weakref
 from typing import Any
 from tinycore.device import Buffer
 from tinycore.distributed.engine import CollectiveEngine, CollectiveError, CollectiveTimeout, host_view, write_back
@@ -20,6 +20,8 @@ class MPIEngine(CollectiveEngine):
 
   @classmethod
   def available(cls, launch: LaunchInfo) -> str | None:
+    # torchrun's processes are not an MPI job: each would be a singleton MPI world of one (the gloo engine serves them)
+    if launch.launcher == "torchrun" and launch.world_size > 1: return "torchrun started this job, not an MPI launcher (mpirun, srun)"
     try: _mpi()
     except ImportError as e: return f"mpi4py is not installed ({e}); pip install mpi4py (needs an MPI such as Debian's libopenmpi-dev)"
     except Exception as e: return f"MPI failed to start: {type(e).__name__}: {e}"
@@ -35,6 +37,7 @@ class MPIEngine(CollectiveEngine):
                             f"{self.comm.Get_rank()} of {self.comm.Get_size()}: the MPI engine needs processes started by an MPI "
                             "launcher (mpirun, srun --mpi=pmix)")
     self._ops = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+    self._views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Buffer -> (its allocation, typed array)
 
   @property
   def rank(self) -> int: return self.comm.Get_rank()
@@ -52,8 +55,11 @@ class MPIEngine(CollectiveEngine):
         raise CollectiveTimeout(f"{what} on rank {self.rank} of {self.world_size} timed out after {self.timeout:g} s: another rank died, "
                                 "hangs, or called a different collective (raise the limit with distributed.init(timeout=...) or "
                                 "TINYCORE_DIST_TIMEOUT)")
-      # poll hard for the first 10 ms (a collective between live ranks ends within that), yielding the core so a peer
-      # rank that shares it can run; then sleep, backing off to 1 ms, so a rank left waiting costs the others little
+      # spin for the first 200 us (a small message between running ranks ends within that: yielding here hands the
+      # core to another process for a whole time slice, 50x the message's latency on a busy machine), then poll
+      # yielding the core until 10 ms (a peer rank that shares it can run), then sleep, backing off to 1 ms, so a
+      # rank left waiting costs the others little
+      if now - start < 2e-4: continue
       if now - start < 1e-2: os.sched_yield()
       else:
         time.sleep(delay)
@@ -73,14 +79,32 @@ class MPIEngine(CollectiveEngine):
     arr /= self.world_size
 
   # ***** operations *****
-  def allreduce(self, out: Buffer, inp: Buffer, op: str) -> None:
-    self._start("allreduce")
-    src, src_is_view = host_view(inp)
-    dst, dst_is_view = (src, src_is_view) if out is inp else host_view(out)
-    s, d = self._typed(src, inp, "allreduce"), self._typed(dst, out, "allreduce")
-    self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE if out is inp else s, d, op=self._ops[op]), f"allreduce({op}) of {inp.nbytes} bytes")
+  def allreduce(self, out: Buffer, inp: Buffer, op: str) -> None: self.allreduce_wait(self.allreduce_start(out, inp, op))
+
+  def _reducible(self, buf: Buffer) -> Any:
+    """`buf` as a numpy array of its dtype that MPI can reduce, and whether it *is* the buffer's memory. Views of
+    host-memory buffers are cached per buffer (while it keeps the same allocation): a gradient bucket, a TinyJit
+    replay's buffers and a repeated input cost no allocation and no lookup per call."""
+    if (hit := self._views.get(buf)) is not None and buf.is_allocated() and hit[0] == buf._buf: return hit[1], True
+    arr, is_view = host_view(buf)
+    typed = self._typed(arr, buf, "allreduce")
+    if is_view and buf._base is None: self._views[buf] = (buf._buf, typed)
+    return typed, is_view
+
+  def allreduce_start(self, out: Buffer, inp: Buffer, op: str) -> Any:
+    if self.broken is not None: self._start("allreduce")
+    s, _ = self._reducible(inp)
+    d, dst_is_view = (s, _) if out is inp else self._reducible(out)
+    return (self.comm.Iallreduce(self.MPI.IN_PLACE if out is inp else s, d, op=self._ops[op]), out, d, dst_is_view, op)
+
+  def allreduce_wait(self, handle: Any) -> None:
+    req, out, d, dst_is_view, op = handle
+    if not req.Test(): self._wait(req, f"allreduce({op}) of {out.nbytes} bytes")   # a small one between live ranks is often done
     if op == "mean": self._mean(d, out)
-    write_back(out, dst, dst_is_view)
+    if not dst_is_view: write_back(out, d, False)
+
+  def progress(self, handle: Any) -> None:
+    if handle is not None: handle[0].Test()   # MPI moves a nonblocking collective along only inside MPI calls
 
   def allgather(self, out: Buffer, inp: Buffer) -> None:
     self._start("allgather")

@@ -104,11 +104,12 @@ class ExecItem:
       GlobalCounters.global_mem += p.mem
     if et is not None: GlobalCounters.time_sum_s += et
     if debug >= 2:
-      name = p.name if p is not None else f"copy {self.bufs[1].device} -> {self.bufs[0].device}"
+      # a collective (distributed/) names itself and may have one buffer or none
+      name = p.name if p is not None else getattr(self.runner, "name", None) or f"copy {self.bufs[1].device} -> {self.bufs[0].device}"
       ops = p.ops if p is not None else 0
-      mem = p.mem if p is not None else self.bufs[0].nbytes
+      mem = p.mem if p is not None else self.bufs[0].nbytes if self.bufs else 0
       t = et or 1e-9
-      print(f"*** {self.bufs[0].device:8s} {GlobalCounters.kernel_count:4d} {colored(name, 'cyan'):40s} "
+      print(f"*** {self.bufs[0].device if self.bufs else '':8s} {GlobalCounters.kernel_count:4d} {colored(name, 'cyan'):40s} "
             f"{t*1e6:9.2f} us  {ops/t*1e-9:8.2f} GFLOP/s  {mem/t*1e-9:7.2f} GB/s")
     return et
 

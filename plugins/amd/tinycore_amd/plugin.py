@@ -97,3 +97,8 @@ def tinycore_emulator(device, arch):
   if device != "AMD": return None
   from tinycore_amd.emulator import model
   return model(device, arch)
+
+def tinycore_collectives(device):
+  if device != "AMD": return None
+  from tinycore_amd.rccl import RCCLEngine   # loads nothing: librccl is opened when the engine starts
+  return [RCCLEngine]
