@@ -11,8 +11,8 @@ import pytest
 from tinycore.llm.quant_encode import quantize
 from tinycore.nn.gguf import DEQUANT, GGML_TYPES
 
-FORMATS = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q4_K": (256, 144), "Q5_K": (256, 176),
-           "Q6_K": (256, 210)}
+FORMATS = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q2_K": (256, 84), "Q3_K": (256, 110),
+           "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
 TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
 SRC = os.path.join(os.path.dirname(__file__), "..", "tinycore_cpu", "quant_matmul.c")
 CC = shutil.which(os.environ.get("CC", "") or "gcc") or shutil.which("clang") or shutil.which("cc")

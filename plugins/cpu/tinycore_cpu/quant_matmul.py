@@ -12,7 +12,7 @@ from tinycore_cpu.runtime import CPUProgram
 
 # ggml type name -> (elements per block, bytes per block): the formats quant_matmul.c has a dot product for
 FORMATS: dict[str, tuple[int, int]] = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34),
-                                        "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
+                                        "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
 
 class _Program(CPUProgram):
   """One exported function of the shared library: CPUProgram's launch (row range split between threads) without a
