@@ -553,40 +553,49 @@ typedef __m256 vf_t;
 #endif
 #define NC (2 * VW)   /* columns per panel: two vectors */
 
+#if PANEL
 /* panel layout: pq[k / 4][NC][4] bytes (for one step, 4 consecutive k of every column: one vpdpbusd per vector against
-   4 activation bytes broadcast), ps/po[k / group][NC] scales and offsets. Columns past nc are zero. */
+   4 activation bytes broadcast), ps/po[k / group][NC] scales and offsets. Columns past nc are zero. Four columns at a
+   time: their decoded groups are interleaved 4 bytes at a time by a 4x4 transpose of dwords. */
 static void pack_panel(const format_t *f, const uint8_t *w, int K, int nc, uint8_t *pq, float *ps, float *po) {
   size_t row_bytes = (size_t)(K / f->block) * f->bytes;
   int per = 32 / f->group;   /* scale entries per 32-element group */
-  for (int c = 0; c < NC; c++) {
+  for (int c = 0; c < NC; c += 4) {
     for (int b = 0; b < K / 32; b++) {
-      uint8_t q[32]; float s[2], o[2];
-      if (c < nc) f->dec(w + (size_t)c * row_bytes, b, q, s, o);
-      else { memset(q, 0, 32); s[0] = s[1] = o[0] = o[1] = 0.0f; }
-      for (int j = 0; j < 8; j++) memcpy(pq + ((size_t)(8 * b + j) * NC + c) * 4, q + 4 * j, 4);
-      for (int h = 0; h < per; h++) { ps[(size_t)(per * b + h) * NC + c] = s[h]; po[(size_t)(per * b + h) * NC + c] = o[h]; }
+      uint8_t q[4][32]; float s[2], o[2];
+      for (int i = 0; i < 4; i++) {
+        if (c + i < nc) f->dec(w + (size_t)(c + i) * row_bytes, b, q[i], s, o);
+        else { memset(q[i], 0, 32); s[0] = s[1] = o[0] = o[1] = 0.0f; }
+        for (int h = 0; h < per; h++) { ps[(size_t)(per * b + h) * NC + c + i] = s[h]; po[(size_t)(per * b + h) * NC + c + i] = o[h]; }
+      }
+      for (int half = 0; half < 2; half++) {
+        __m128i r0 = _mm_loadu_si128((const __m128i *)(q[0] + 16 * half)), r1 = _mm_loadu_si128((const __m128i *)(q[1] + 16 * half));
+        __m128i r2 = _mm_loadu_si128((const __m128i *)(q[2] + 16 * half)), r3 = _mm_loadu_si128((const __m128i *)(q[3] + 16 * half));
+        __m128i t0 = _mm_unpacklo_epi32(r0, r1), t1 = _mm_unpacklo_epi32(r2, r3), t2 = _mm_unpackhi_epi32(r0, r1), t3 = _mm_unpackhi_epi32(r2, r3);
+        __m128i d[4] = {_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1), _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)};
+        for (int m = 0; m < 4; m++) _mm_storeu_si128((__m128i *)(pq + ((size_t)(8 * b + 4 * half + m) * NC + c) * 4), d[m]);
+      }
     }
   }
 }
 
-#if PANEL
 /* TT tokens x NC columns: int32 sums over one scale group (G bytes = G/4 vpdpbusd per accumulator), then scaled into
    float accumulators with the offsets. y: [TT][NC] */
 #define MICRO(G, TT)                                                                                                    \
   static void micro_g##G##_t##TT(const uint8_t *pq, const float *ps, const float *po, const act_t *a, int K, float *y) { \
     vf_t acc[TT][2];                                                                                                    \
     const int8_t *xq[TT]; const float *xd[TT], *xu[TT];                                                                 \
-    for (int t = 0; t < TT; t++) {                                                                                      \
+    _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {                                                            \
       acc[t][0] = acc[t][1] = ZEROF();                                                                                  \
       xq[t] = a[t].q; xd[t] = G == 32 ? a[t].d : a[t].d16; xu[t] = G == 32 ? a[t].u32 : a[t].u;                         \
     }                                                                                                                   \
     for (int g = 0; g < K / G; g++) {                                                                                   \
       vi_t s[TT][2];                                                                                                    \
-      for (int t = 0; t < TT; t++) s[t][0] = s[t][1] = ZEROI();                                                         \
+      _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) s[t][0] = s[t][1] = ZEROI();                               \
       _Pragma("GCC unroll 8") for (int kk = 0; kk < G / 4; kk++) {                                                     \
         const uint8_t *wp = pq + ((size_t)(g * (G / 4) + kk) * NC) * 4;                                                 \
         vi_t w0 = LOADI(wp), w1 = LOADI(wp + 4 * VW);                                                                   \
-        for (int t = 0; t < TT; t++) {                                                                                  \
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {                                                        \
           int32_t x4; memcpy(&x4, xq[t] + g * G + 4 * kk, 4);                                                           \
           vi_t xb = SET1I(x4);                                                                                          \
           s[t][0] = DPBUSD(s[t][0], w0, xb); s[t][1] = DPBUSD(s[t][1], w1, xb);                                         \
@@ -594,13 +603,13 @@ static void pack_panel(const format_t *f, const uint8_t *w, int K, int nc, uint8
       }                                                                                                                 \
       vf_t s0 = LOADF(ps + (size_t)g * NC), s1 = LOADF(ps + (size_t)g * NC + VW);                                       \
       vf_t o0 = LOADF(po + (size_t)g * NC), o1 = LOADF(po + (size_t)g * NC + VW);                                       \
-      for (int t = 0; t < TT; t++) {                                                                                    \
+      _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {                                                          \
         vf_t dx = SET1F(xd[t][g]), u = SET1F(xu[t][g]);                                                                 \
         acc[t][0] = FMA(o0, u, FMA(CVTF(s[t][0]), MULF(s0, dx), acc[t][0]));                                            \
         acc[t][1] = FMA(o1, u, FMA(CVTF(s[t][1]), MULF(s1, dx), acc[t][1]));                                            \
       }                                                                                                                 \
     }                                                                                                                   \
-    for (int t = 0; t < TT; t++) { STOREF(y + t * NC, acc[t][0]); STOREF(y + t * NC + VW, acc[t][1]); }                 \
+    _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) { STOREF(y + t * NC, acc[t][0]); STOREF(y + t * NC + VW, acc[t][1]); }                 \
   }
 MICRO(32, 4) MICRO(32, 1) MICRO(16, 4) MICRO(16, 1)
 
@@ -673,7 +682,7 @@ static void qmm(const format_t *f, float *restrict out, const float *restrict x,
     return;
   }
 #endif
-  (void)pmem; (void)pack_panel;
+  (void)pmem;
   for (long long r = start; r < end; r++) {
     const uint8_t *row = w + (size_t)r * row_bytes;
     for (int t = 0; t < T; t++) {
