@@ -413,13 +413,27 @@ static void dec_q8_0(const uint8_t *restrict row, int b, uint8_t *restrict q, fl
   for (int i = 0; i < 32; i++) q[i] = blk[2 + i] ^ 0x80;
   set_so(s, o, d, d, -128.0f * d, -128.0f * d);
 }
+/* q[l] = (lo[l] >> shift) & mask, or'd with bit `hbit` of hi[l] as bit 2 where hi is given (Q2_K's and Q3_K's 2-bit
+   fields): gcc's own vectorization of this loop widens to 16 bits, twice the work of shifting 16-bit lanes and masking */
+static inline void bits_at(const uint8_t *restrict lo, int shift, int mask, const uint8_t *restrict hi, int hbit, uint8_t *restrict q) {
+#if defined(__AVX2__)
+  __m256i v = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)lo), _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
+  if (hi) {
+    __m256i h = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)hi), _mm_cvtsi32_si128(hbit)), _mm256_set1_epi8(1));
+    v = _mm256_or_si256(v, _mm256_slli_epi16(h, 2));
+  }
+  _mm256_storeu_si256((__m256i *)q, v);
+#else
+  for (int l = 0; l < 32; l++) q[l] = (uint8_t)(((lo[l] >> shift) & mask) | (hi ? ((hi[l] >> hbit) & 1) << 2 : 0));
+#endif
+}
 /* Q2_K: 84 bytes per 256: 16 scale bytes (low nibble scale, high nibble min, one per 16 elements), 64 bytes of 2-bit
    quants (group g: bytes 32 (g / 4).. of the row's half, bits 2 (g % 4)), f16 d, f16 dmin; w = d * sc * q - dmin * m */
 static void dec_q2_k(const uint8_t *restrict row, int b, uint8_t *restrict q, float *s, float *o) {
   const uint8_t *blk = row + (b / 8) * 84;
   int sub = b % 8, shift = 2 * (sub % 4);
   const uint8_t *qs = blk + 16 + 32 * (sub / 4);
-  for (int l = 0; l < 32; l++) q[l] = (qs[l] >> shift) & 3;
+  bits_at(qs, shift, 3, NULL, 0, q);
   float d = f16_to_f32(blk + 80), dmin = f16_to_f32(blk + 82);
   uint8_t s0 = blk[2 * sub], s1 = blk[2 * sub + 1];
   set_so(s, o, d * (float)(s0 & 15), d * (float)(s1 & 15), -dmin * (float)(s0 >> 4), -dmin * (float)(s1 >> 4));
@@ -431,13 +445,12 @@ static void dec_q3_k(const uint8_t *restrict row, int b, uint8_t *restrict q, fl
   const uint8_t *blk = row + (b / 8) * 110, *sc = blk + 96;
   int sub = b % 8, shift = 2 * (sub % 4);
   const uint8_t *qs = blk + 32 + 32 * (sub / 4);
-  for (int l = 0; l < 32; l++) q[l] = (uint8_t)(((qs[l] >> shift) & 3) | (((blk[l] >> sub) & 1) << 2));
-  float d = f16_to_f32(blk + 108), f[2];
-  for (int h = 0; h < 2; h++) {
-    int i = 2 * sub + h, lo = i < 8 ? sc[i] & 15 : sc[i - 8] >> 4, hi = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
-    f[h] = d * (float)((lo | (hi << 4)) - 32);
-  }
-  set_so(s, o, f[0], f[1], -4.0f * f[0], -4.0f * f[1]);
+  bits_at(qs, shift, 3, blk, sub, q);
+  /* scale i: low nibble of byte i % 8 (high nibble from i = 8 on), high 2 bits from bits 2 (i / 4) of byte 8 + i % 4 */
+#define Q3K_SCALE(i) ((((sc[(i) & 7] >> (4 * ((i) >> 3))) & 15) | (((sc[8 + ((i) & 3)] >> (2 * ((i) >> 2))) & 3) << 4)) - 32)
+  float d = f16_to_f32(blk + 108), f0 = d * (float)Q3K_SCALE(2 * sub), f1 = d * (float)Q3K_SCALE(2 * sub + 1);
+#undef Q3K_SCALE
+  set_so(s, o, f0, f1, -4.0f * f0, -4.0f * f1);
 }
 /* Q4_K: 144 bytes per 256: f16 d, f16 dmin, 12 bytes of eight 6-bit (scale, min) pairs, 128 bytes of nibbles (bytes
    32j.. hold group 2j in the low nibbles, 2j+1 in the high); w = d * sc * q - dmin * m */
