@@ -33,6 +33,7 @@ def main() -> None:
   ap.add_argument("--m", default="1,16,64,128,512", help="token counts (default: 1,16,64,128,512)")
   ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads, rows split between them (default: all cores)")
   ap.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES), help="NxK weight shapes (default: %(default)s)")
+  ap.add_argument("--no-torch", action="store_true", help="skip the torch float32 column")
   ap.add_argument("--lib", help="a prebuilt quant_matmul.c library to measure instead of the plugin's")
   args = ap.parse_args()
   from tinycore.llm.quant_encode import quantize
@@ -41,6 +42,7 @@ def main() -> None:
     import torch
     torch.set_num_threads(args.threads)
   except ImportError: torch = None
+  if args.no_torch: torch = None
   # one thread: CPU time of this thread (the machine may be shared); several: wall time
   clock = time.thread_time if args.threads == 1 else time.perf_counter
   ptr = lambda a: ctypes.c_void_p(a.ctypes.data)

@@ -515,16 +515,60 @@ static void dec_q6_k(const uint8_t *restrict row, int b, uint8_t *restrict q, fl
   acc_s += dx * (s[0] * (float)i0 + s[1] * (float)i1);
 #define GEN_DOT_ACC_END
 #endif
+#if defined(DOT_U8S8)
+/* Q2_K and Q3_K a superblock at a time: its scales converted once, each 32 bytes of 2-bit quants loaded once for the
+   four groups they hold (the generic dot decodes each group on its own: 3x slower, ~5 ns per group) */
+static float dot_q23_k(const uint8_t *row, act_t a, int K, int three) {
+  __m256 acc = _mm256_setzero_ps();
+  float corr = 0.0f;
+  const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+  for (int sb = 0; sb < K / 256; sb++) {
+    const uint8_t *blk = row + sb * (three ? 110 : 84);
+    PREFETCH(blk + 1024);
+    const uint8_t *qs = blk + (three ? 32 : 16), *sc = three ? blk + 96 : blk;
+    float d = f16_to_f32(blk + (three ? 108 : 80)), dmin = three ? 0.0f : f16_to_f32(blk + 82);
+    __m256i hm = three ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
+    for (int half = 0; half < 2; half++) {
+      __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * half));
+      for (int j = 0; j < 4; j++) {
+        int sub = 4 * half + j, b = sb * 8 + sub;
+        __m256i q = _mm256_and_si256(_mm256_srl_epi16(qv, _mm_cvtsi32_si128(2 * j)), m3);
+        float s0, s1, o0, o1;
+        if (three) {
+          q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(sub)), m1), 2));
+#define Q3K_SCALE(i) ((((sc[(i) & 7] >> (4 * ((i) >> 3))) & 15) | (((sc[8 + ((i) & 3)] >> (2 * ((i) >> 2))) & 3) << 4)) - 32)
+          s0 = d * (float)Q3K_SCALE(2 * sub); s1 = d * (float)Q3K_SCALE(2 * sub + 1);
+#undef Q3K_SCALE
+          o0 = -4.0f * s0; o1 = -4.0f * s1;
+        } else {
+          s0 = d * (float)(sc[2 * sub] & 15); s1 = d * (float)(sc[2 * sub + 1] & 15);
+          o0 = -dmin * (float)(sc[2 * sub] >> 4); o1 = -dmin * (float)(sc[2 * sub + 1] >> 4);
+        }
+        float dx = a.d[b];
+        __m256i sum = DOT_U8S8(q, _mm256_loadu_si256((const __m256i *)(a.q + 32 * b)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_setr_ps(s0 * dx, s0 * dx, s0 * dx, s0 * dx, s1 * dx, s1 * dx, s1 * dx, s1 * dx), acc);
+        corr += o0 * a.u[2 * b] + o1 * a.u[2 * b + 1];
+      }
+    }
+  }
+  return hsum8(acc) + corr;
+}
+static float dot_q2_k(const uint8_t *row, act_t a, int K) { return dot_q23_k(row, a, K, 0); }
+static float dot_q3_k(const uint8_t *row, act_t a, int K) { return dot_q23_k(row, a, K, 1); }
+#else
 GEN_DOT(q2_k)
 GEN_DOT(q3_k)
+#define dot_q2_k gen_dot_q2_k
+#define dot_q3_k gen_dot_q3_k
+#endif
 
 /* a format: its decoder, its decode dot, bytes per block of `block` elements, and `group`: 16 where a block's halves
    have scales of their own (the prefill kernel then applies scales per 16), else 32 */
 typedef struct { decode_fn dec; float (*dot)(const uint8_t *, act_t, int); int block, bytes, group; } format_t;
 static const format_t fmt_q4_0 = {dec_q4_0, dot_q4_0, 32, 18, 32}, fmt_q4_1 = {dec_q4_1, dot_q4_1, 32, 20, 32},
                       fmt_q5_0 = {dec_q5_0, dot_q5_0, 32, 22, 32}, fmt_q5_1 = {dec_q5_1, dot_q5_1, 32, 24, 32},
-                      fmt_q8_0 = {dec_q8_0, dot_q8_0, 32, 34, 32}, fmt_q2_k = {dec_q2_k, gen_dot_q2_k, 256, 84, 16},
-                      fmt_q3_k = {dec_q3_k, gen_dot_q3_k, 256, 110, 16}, fmt_q4_k = {dec_q4_k, dot_q4_k, 256, 144, 32},
+                      fmt_q8_0 = {dec_q8_0, dot_q8_0, 32, 34, 32}, fmt_q2_k = {dec_q2_k, dot_q2_k, 256, 84, 16},
+                      fmt_q3_k = {dec_q3_k, dot_q3_k, 256, 110, 16}, fmt_q4_k = {dec_q4_k, dot_q4_k, 256, 144, 32},
                       fmt_q5_k = {dec_q5_k, dot_q5_k, 256, 176, 32}, fmt_q6_k = {dec_q6_k, dot_q6_k, 256, 210, 16};
 
 /* ---- the prefill loop shape (VNNI): a panel of NC output columns decoded once, then every token against it */
