@@ -6,7 +6,7 @@ as the runtime does. Shapes are a SmolLM2-135M layer's (dim 576, ffn 1536) and a
   .venv/bin/python bench/quant_matmul.py --kinds Q4_0 --m 64 --threads 1   # CPU time of one thread: for a busy machine
   .venv/bin/python bench/quant_matmul.py --lib /tmp/other.so   # another build of quant_matmul.c (an A/B comparison)"""
 from __future__ import annotations
-import argparse, ctypes, os, struct, sys, threading, time
+import argparse, ctypes, os, threading, time
 import numpy as np
 
 SHAPES = [(1536, 576), (576, 1536), (4096, 4096)]   # (N, K)
