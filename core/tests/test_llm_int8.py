@@ -12,7 +12,7 @@ pytestmark = pytest.mark.needs_device
 
 def _has_kernels() -> bool: return getattr(Device[Device.DEFAULT].renderer, "quant_matmul", None) is not None
 
-@pytest.fixture(scope="module", params=["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"])
+@pytest.fixture(scope="module", params=["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"])
 def pair(request, tmp_path_factory):
   if not _has_kernels(): pytest.skip(f"{Device.DEFAULT} has no quant_matmul kernels")
   kind = request.param

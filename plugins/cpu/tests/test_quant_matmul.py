@@ -11,8 +11,8 @@ import pytest
 from tinycore.llm.quant_encode import quantize
 from tinycore.nn.gguf import DEQUANT, GGML_TYPES
 
-FORMATS = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q4_K": (256, 144), "Q5_K": (256, 176),
-           "Q6_K": (256, 210)}
+FORMATS = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q2_K": (256, 84), "Q3_K": (256, 110),
+           "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
 TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
 SRC = os.path.join(os.path.dirname(__file__), "..", "tinycore_cpu", "quant_matmul.c")
 CC = shutil.which(os.environ.get("CC", "") or "gcc") or shutil.which("clang") or shutil.which("cc")
@@ -109,3 +109,39 @@ def test_nan_activation_gives_nan(lib):
   x = on_grid(1, 64, 12)
   x[0, 40] = np.nan
   assert np.isnan(call(lib, "Q8_0", x, raw)).all()
+
+# byte offsets of each format's float16 scales: random bytes there could be inf/NaN, so they get finite values instead
+F16_AT = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2],
+          "Q6_K": [208]}
+
+def random_blocks(kind: str, n: int, k: int, seed: int) -> np.ndarray:
+  """(n, bytes per row) of random bytes, every bit pattern of the quants and scales, with finite float16 scales."""
+  rng = np.random.default_rng(seed)
+  bs, bb = FORMATS[kind]
+  raw = rng.integers(0, 256, (n * k // bs, bb), dtype=np.uint8)
+  for o in F16_AT[kind]: raw[:, o:o + 2] = rng.uniform(-0.02, 0.02, len(raw)).astype(np.float16).view(np.uint8).reshape(-1, 2)
+  return raw.reshape(n, -1)
+
+def grid_cases():
+  """Q2_K and Q3_K over shapes around their block size (K = 256, 512, 768; N = 1, 15, 16, 17; M = 1, 7, 64: the decode
+  dot, the panel's token tail and full tiles, a panel's column tail), the other formats on two of them."""
+  for kind in FORMATS:
+    full = kind in ("Q2_K", "Q3_K")
+    for k in (256, 512, 768) if full else (768,):
+      for n in (1, 15, 16, 17) if full else (17,):
+        for m in (1, 7, 64) if full else (1, 64):
+          yield kind, k, n, m
+
+@pytest.mark.parametrize("kind,k,n,m", list(grid_cases()))
+def test_matches_gguf_reference(lib, kind, k, n, m):
+  """Against the gguf package's reference dequantization times a float64 matmul: exact up to float rounding for
+  activations on the int8 grid."""
+  gguf = pytest.importorskip("gguf")
+  from gguf import quants as gq
+  raw = random_blocks(kind, n, k, seed=k + n + m)
+  w = np.asarray(gq.dequantize(raw, gguf.GGMLQuantizationType[kind]), np.float64).reshape(n, k)
+  assert np.isfinite(w).all()
+  x = on_grid(m, k, seed=k * n + m)
+  want = x.astype(np.float64) @ w.T
+  got = call(lib, kind, x, raw)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

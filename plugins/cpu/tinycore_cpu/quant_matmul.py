@@ -1,18 +1,19 @@
 """The CPU's hand-written quantized matmul kernels (quant_matmul.c): ggml block weights times activations quantized to
 int8 per 32 elements, an integer dot product per block (VNNI / AVX2 where the CPU has them). The generated kernels
 decode every weight to float32 before the multiply; these do 3-5x less work per weight byte, which is what decode on a
-CPU is bound by.
+CPU is bound by. With several tokens (prefill) and VNNI, a panel of 32 weight rows is decoded once into the layout
+vpdpbusd reads and reused by every token: 2x torch's float32 matmul per core at 512 tokens (bench/quant_matmul.py).
 
 The renderer declares them (CRenderer.quant_matmul names `quant_matmul` below), so core asks for them by capability,
 never by device name. The C file is compiled once per machine through the renderer's compiler and its disk cache."""
 from __future__ import annotations
 import ctypes, functools, os, tempfile
 from importlib import resources
-from tinycore_cpu.runtime import CPUProgram
+from tinycore_cpu.runtime import CPUProgram, DYNAMIC_WORK
 
 # ggml type name -> (elements per block, bytes per block): the formats quant_matmul.c has a dot product for
 FORMATS: dict[str, tuple[int, int]] = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34),
-                                        "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
+                                        "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
 
 class _Program(CPUProgram):
   """One exported function of the shared library: CPUProgram's launch (row range split between threads) without a
@@ -21,6 +22,11 @@ class _Program(CPUProgram):
     self.name, self.lib = name, lib
     self.fxn = getattr(lib, name)
     self.fxn.restype = None
+  def __call__(self, *bufs, vals: tuple = (), work: int = 0, **kw):
+    # every call quantizes all T tokens' activations before its rows: with several tokens, one share of the rows per
+    # thread (the runtime cuts big kernels 4x finer, which quantized them 4x over, ~a third of a 128-token prefill)
+    if len(vals) > 1 and vals[1] > 1: work = min(work, DYNAMIC_WORK - 1)
+    return super().__call__(*bufs, vals=vals, work=work, **kw)
 
 def _dlopen(lib: bytes) -> ctypes.CDLL:
   with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib); path = f.name
