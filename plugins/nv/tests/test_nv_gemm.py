@@ -166,7 +166,9 @@ def test_tiles_are_actions_and_checked():
   assert tile_from_actions(gemm_actions(t)) == t
   r = _renderer()
   assert valid_tile(t, 256, 256, 64, r, 8, 2) is None and smem_bytes(t, 2) == 3 * (128 + 64) * 32 * 2
-  assert "doesn't divide" in valid_tile(t, 200, 256, 64, r, 8, 2)
+  assert valid_tile(t, 200, 256, 64, r, 8, 2) is None   # a size that isn't a multiple of the tile: its tail is gated
+  small = GemmTile(16, 16, 16, 1, 2, 2, True)   # 64 threads, 256-element panels: too few for one 8-element copy each
+  assert "whole 8-element copies" in valid_tile(small, 16, 16, 16, r, 8, 2) and valid_tile(small, 16, 16, 16, r, 8, 2, copy=(1, 2)) is None
   assert "shared memory" in valid_tile(GemmTile(256, 256, 64, 2, 4, 4, True), 512, 512, 512, r, 8, 2)
   assert "at least 2 stages" in valid_tile(GemmTile(64, 64, 32, 2, 2, 1, True), 128, 128, 128, r, 8, 2)
 

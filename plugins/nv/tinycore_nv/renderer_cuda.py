@@ -83,8 +83,13 @@ class CUDARenderer(CStyleRenderer):
     return super().cast(x, src, dt)
   def render(self, name: str, uops: list[UOp]) -> str:
     # 16-byte global loads that only feed a shared-memory store are copies (no register value): render_extra pairs them
+    # (cp.async also moves 4 or 8 bytes)
+    def nbytes(x: UOp) -> int: return x.dtype.count * x.dtype.itemsize
     self._copies = {u.src[1] for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL and u.src[1].op is Ops.LOAD
-                    and u.src[1].dtype.count * u.src[1].dtype.itemsize == 16}
+                    and (nbytes(u.src[1]) == 16 or (u.arg == ASYNC and nbytes(u.src[1]) in (4, 8)))}
+    # a shared-memory GEMM is written for 2 resident blocks per SM (one's barrier wait hides behind the other's math):
+    # the launch bound's minimum caps registers at what two blocks leave each thread
+    self._min_blocks = 2 if any(u.op is Ops.DEFINE_LOCAL for u in uops) else 1
     return super().render(name, uops)
   def render_extra(self, u: UOp, r: dict) -> list[str] | None:
     """Shared memory (opt_smem.py): __shared__ panels, barriers, cp.async groups, 16-byte copies and ldmatrix."""
@@ -102,11 +107,18 @@ class CUDARenderer(CStyleRenderer):
       r[u] = f"({r[ind.src[0]]}+{r[ind.src[1]]})"
       return []
     if u.op is Ops.STORE and u.src[1] in self._copies:
-      src, dst = u.src[1].src[0], u.src[0]
+      # a gated source (padding, a tile's tail) fills with zeros; a gated destination (past the last k step) is skipped
+      src, dst, n = u.src[1].src[0], u.src[0], u.src[1].dtype.count * u.src[1].dtype.itemsize
+      gate = r[src.src[2]] if len(src.src) > 2 else None
       if u.arg == ASYNC:
-        line = f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"({smem_ptr(dst)}), "l"({r[u.src[1]]}) : "memory");'
-      else: line = f"*(uint4*)({r[dst.src[0]]}+{r[dst.src[1]]}) = *(const uint4*){r[u.src[1]]};"
-      return [f"if ({r[src.src[2]]}) {line}" if len(src.src) > 2 else line]
+        # cp.async's zero-fill form: source size 0 reads nothing (the address stays the buffer's own, in bounds)
+        ptr = f"({gate}?{r[u.src[1]]}:{r[src.src[0]]})" if gate else r[u.src[1]]
+        size = f', "r"({gate}?{n}:0)' if gate else ""
+        line = (f'asm volatile("cp.async.{"cg" if n == 16 else "ca"}.shared.global [%0], [%1], {n}{", %2" if gate else ""};" :: '
+                f'"r"({smem_ptr(dst)}), "l"({ptr}){size} : "memory");')
+      else:
+        line = f"*(uint4*)({r[dst.src[0]]}+{r[dst.src[1]]}) = {f'!{gate} ? make_uint4(0,0,0,0) : ' if gate else ''}*(const uint4*){r[u.src[1]]};"
+      return [f"if ({r[dst.src[2]]}) {line}" if len(dst.src) > 2 else line]
     if u.op is Ops.LOAD and isinstance(u.src[0].arg, tuple) and u.src[0].arg[0] == LDMATRIX:
       _, mats, trans = u.src[0].arg
       r[u] = f"frag{id(u):x}"
@@ -118,7 +130,9 @@ class CUDARenderer(CStyleRenderer):
     return None
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the block size caps registers per thread, so a 1024-thread block always launches
-    head = f"{self.kernel_prefix}__launch_bounds__({self.threads}) void {name}({', '.join(params)}) {{\n"
+    mb = getattr(self, "_min_blocks", 1)
+    bounds = f"{self.threads}, {mb}" if mb > 1 and mb * self.threads <= 2048 else f"{self.threads}"
+    head = f"{self.kernel_prefix}__launch_bounds__({bounds}) void {name}({', '.join(params)}) {{\n"
     return self.prelude + self.typedefs + head + "\n".join(body) + "\n}\n"
 
   # ***** tensor cores: WMMA (codegen/opt_tc.py) as mma.sync inline PTX
