@@ -62,7 +62,7 @@ def split(flat: UOp, axes: tuple[UOp, ...]) -> dict[UOp, UOp]:
   for i in range(len(axes) - 1, -1, -1):
     v = flat // inner if inner > 1 else flat
     out[axes[i]] = v % _bound(axes[i]) if i > 0 else v
-    inner *= _bound(axes[i])  # type: ignore[operator]
+    inner *= _bound(axes[i])
   return out
 
 def _strip(x: UOp, din) -> UOp | None:
@@ -98,10 +98,10 @@ def _operand(x: UOp, outer: tuple[UOp, ...], kaxes: tuple[UOp, ...], vec: int, i
   for ax in reversed(axes[:-1]):
     if strides.get(ax) != extent: break
     run.append(ax)
-    extent *= _bound(ax)  # type: ignore[operator]
+    extent *= _bound(ax)
   cv = vec
   gated = gate is not None and any(r in gate.toposort() for r in run)
-  while cv > 1 and (gated or extent % cv or base % cv or any(s % cv for r, s in strides.items() if r not in run)): cv //= 2  # type: ignore[operator]
+  while cv > 1 and (gated or extent % cv or base % cv or any(s % cv for r, s in strides.items() if r not in run)): cv //= 2
   return Operand(x, outer, kmajor, cv)
 
 def match(k: UOp, renderer) -> GemmView | None:
@@ -134,6 +134,6 @@ def match(k: UOp, renderer) -> GemmView | None:
     A = _operand(a, _order(ms, affa[1] if affa else None), kaxes, vec, tc.dtype_in.itemsize)
     B = _operand(b, _order(ns, affb[1] if affb else None), kaxes, vec, tc.dtype_in.itemsize)
     if A is None or B is None: continue
-    M, N, K = (math.prod(_bound(r) for r in rs) for rs in (A.outer, B.outer, kaxes))  # type: ignore[misc]
+    M, N, K = (math.prod(_bound(r) for r in rs) for rs in (A.outer, B.outer, kaxes))
     return GemmView(tc, red, A, B, kaxes, M, N, K, vec)
   return None
