@@ -2,7 +2,9 @@
 copies or matrix loads gets synchronous LDS staging (plain copies between two barriers) with fragments gathered by
 its own TensorCore layouts. AMD's HIP renderer declares `shared_staging` (LDS, s_barrier): RDNA3 WMMA (wave32, A/B
 replicated across lanes) through LDS runs bit-exact in the emulator for a matmul and an implicit-GEMM convolution with
-tails, and the same programs compile for gfx1100 with clang's amdgcn target."""
+tails, and the same programs compile for gfx1100 with clang's amdgcn target. Metal declares it too (threadgroup
+memory, simdgroup 8x8 fragments, 8-byte copies: its vectors have 4 lanes): EMU+METAL runs both bit-exact and the MSL
+passes mslcheck (structure, and clang against the MSL shim)."""
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
@@ -60,3 +62,23 @@ def test_hip_lds_gemm_compiles_for_rdna3(registry):
     p = get_program(ast, base)
     assert "__attribute__((shared, aligned(16)))" in p.src and "__builtin_amdgcn_s_barrier()" in p.src and "wmma" in p.src
     assert len(HIPCompiler(ARCH).compile(p.src)) > 0
+
+@pytest.mark.needs_device
+def test_metal_threadgroup_staging_in_the_emulator_and_msl(registry):
+  pytest.importorskip("tinycore_metal")
+  torch = pytest.importorskip("torch")
+  from tinycore_metal.renderer_metal import MetalRenderer
+  from tinycore_metal.mslcheck import structure, clang_check, find_clang
+  from tinycore.helpers import DEV
+  DEV.value = "EMU+METAL"
+  assert MetalRenderer.shared_staging and MetalRenderer.copy_bytes == 8
+  rng = np.random.default_rng(2)
+  x, w = rng.integers(-3, 4, (2, 17, 7, 7)).astype(np.float16), rng.integers(-3, 4, (24, 17, 3, 3)).astype(np.float16)
+  a, b = rng.integers(-3, 4, (46, 40)).astype(np.float16), rng.integers(-3, 4, (40, 24)).astype(np.float16)
+  conv_ref = torch.nn.functional.conv2d(torch.tensor(x.astype(np.float32)), torch.tensor(w.astype(np.float32))).numpy()
+  for out, ref in ((Tensor(x).conv2d(Tensor(w)), conv_ref), (Tensor(a) @ Tensor(b), a.astype(np.float32) @ b.astype(np.float32))):
+    p = get_program(out.schedule()[-1].ast, MetalRenderer())
+    assert any(u.op is Ops.DEFINE_LOCAL for u in p.uops) and any(u.op is Ops.WMMA for u in p.uops)
+    assert "threadgroup_barrier(mem_flags::mem_threadgroup);" in p.src and structure(p.src) == []
+    if find_clang() is not None: assert clang_check(p.src) == ""
+    np.testing.assert_array_equal(out.numpy().astype(np.float32), ref)

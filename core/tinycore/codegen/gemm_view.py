@@ -83,7 +83,7 @@ def _order(axes: list[UOp], strides: dict | None) -> tuple[UOp, ...]:
   if strides is None: return tuple(axes)
   return tuple(sorted(axes, key=lambda a: (-abs(strides.get(a, 0)), axes.index(a))))
 
-def _operand(x: UOp, outer: tuple[UOp, ...], kaxes: tuple[UOp, ...], vec: int, itemsize: int) -> Operand | None:
+def _operand(x: UOp, outer: tuple[UOp, ...], kaxes: tuple[UOp, ...], vec: int, widest: int) -> Operand | None:
   if x.op is not Ops.LOAD or x.src[0].op is not Ops.INDEX or len(x.src[0].src) not in (2, 3) or x.src[0].arg is not None: return None
   if x.src[0].src[0].op is not Ops.DEFINE_GLOBAL: return None
   gate = x.src[0].src[2] if len(x.src[0].src) == 3 else None
@@ -99,7 +99,7 @@ def _operand(x: UOp, outer: tuple[UOp, ...], kaxes: tuple[UOp, ...], vec: int, i
     if strides.get(ax) != extent: break
     run.append(ax)
     extent *= _bound(ax)
-  cv = vec
+  cv = widest
   gated = gate is not None and any(r in gate.toposort() for r in run)
   while cv > 1 and (gated or extent % cv or base % cv or any(s % cv for r, s in strides.items() if r not in run)): cv //= 2
   return Operand(x, outer, kmajor, cv)
@@ -131,8 +131,9 @@ def match(k: UOp, renderer) -> GemmView | None:
     # the k order: unit stride innermost in A if A is affine, else in B (both read every k axis)
     affa, affb = (affine(x.src[0].src[1]) if x.op is Ops.LOAD and x.src[0].op is Ops.INDEX else None for x in (a, b))
     kaxes = _order(list(kr), (affa or affb or (0, None))[1])
-    A = _operand(a, _order(ms, affa[1] if affa else None), kaxes, vec, tc.dtype_in.itemsize)
-    B = _operand(b, _order(ns, affb[1] if affb else None), kaxes, vec, tc.dtype_in.itemsize)
+    widest = min(vec, (getattr(renderer, "async_copy", 0) or getattr(renderer, "copy_bytes", 16)) // tc.dtype_in.itemsize)
+    A = _operand(a, _order(ms, affa[1] if affa else None), kaxes, vec, widest)
+    B = _operand(b, _order(ns, affb[1] if affb else None), kaxes, vec, widest)
     if A is None or B is None: continue
     M, N, K = (math.prod(_bound(r) for r in rs) for rs in (A.outer, B.outer, kaxes))
     return GemmView(tc, red, A, B, kaxes, M, N, K, vec)
