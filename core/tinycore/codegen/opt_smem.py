@@ -121,6 +121,7 @@ def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize
 
 def smem_bytes(t: GemmTile, itemsize: int) -> int: return t.stages * (t.bm + t.bn) * t.bk * itemsize
 
+DEFAULT_SMEM = 48 * 1024
 PREFERRED = ((128, 128, 2, 4), (128, 64, 2, 2), (64, 128, 2, 2), (64, 64, 2, 2), (32, 64, 1, 2), (32, 32, 1, 2), (16, 32, 1, 2), (16, 16, 1, 2))
 
 def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16), copy: tuple[int, int] | None = None) -> GemmTile | None:
@@ -130,7 +131,8 @@ def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims
   # narrow copies (an im2col gather) cost registers for their addresses: 4 warps, so 2 blocks/SM still fit without spills
   prefs = PREFERRED if min(copy or (vec,)) == vec else PREFERRED[1:3] + PREFERRED[:1] + PREFERRED[3:]
   fits = [GemmTile(bm, bn, bk, wm, wn, s, True) for bm, bn, wm, wn in prefs for bk in (32, 16) for s in ((stages, 2) if stages > 1 else (1,))]
-  fits = [t for t in fits if valid_tile(t, M, N, K, renderer, vec, itemsize, dims, copy) is None]
+  # the default panels stay within 48 KB (two blocks fit an SM of any GPU with 100 KB+); BEAM may try up to shared_max
+  fits = [t for t in fits if valid_tile(t, M, N, K, renderer, vec, itemsize, dims, copy) is None and smem_bytes(t, itemsize) <= DEFAULT_SMEM]
   for t in fits:
     if M % t.bm == 0 and N % t.bn == 0 and K % t.bk == 0: return t
   def work(t: GemmTile) -> int: return -(-M // t.bm) * t.bm * -(-N // t.bn) * t.bn * -(-K // t.bk) * t.bk

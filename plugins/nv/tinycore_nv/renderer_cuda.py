@@ -42,7 +42,7 @@ class CUDARenderer(CStyleRenderer):
   has_local, has_shared = True, True
   global_max = (2**31 - 1, 65535, 65535)   # grid dims (in blocks)
   local_max = (1024, 1024, 64)             # block dims; __launch_bounds__ keeps big blocks launchable
-  shared_max = 48 * 1024                   # static __shared__ limit (more needs the dynamic opt-in)
+  shared_max = 48 * 1024                   # per block: the static __shared__ limit; an arch's opt-in maximum (shared_memory.py)
   # codegen/opt_smem.py: cp.async moves 16 bytes global->shared without registers (sm_80+), ldmatrix loads mma fragments
   shared_staging, async_copy, matrix_load = True, 0, False
   kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
@@ -53,6 +53,8 @@ class CUDARenderer(CStyleRenderer):
     from tinycore_nv.tensor_cores import tensor_cores, has_mma
     self.tensor_cores = tensor_cores(self.arch)
     if has_mma(self.arch): self.async_copy, self.matrix_load = 16, True
+    from tinycore_nv.shared_memory import block_limit
+    self.shared_max = block_limit(self.arch)
     self.native_half = find_cuda_include() is not None if native_half is None else native_half
     self.type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
     self.emulated = {dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
@@ -89,14 +91,27 @@ class CUDARenderer(CStyleRenderer):
                     and (nbytes(u.src[1]) == 16 or (u.arg == ASYNC and nbytes(u.src[1]) in (4, 8)))}
     # a shared-memory GEMM is written for 2 resident blocks per SM (one's barrier wait hides behind the other's math):
     # the launch bound's minimum caps registers at what two blocks leave each thread
-    self._min_blocks = 2 if any(u.op is Ops.DEFINE_LOCAL for u in uops) else 1
+    # (a warp tile whose fp32 accumulators alone take more than half of that budget runs one block rather than spill)
+    accs = sum(1 for u in uops if u.op is Ops.DEFINE_REG)
+    self._min_blocks = 2 if any(u.op is Ops.DEFINE_LOCAL for u in uops) and accs <= 64 else 1
+    # panels past the static 48 KB live in dynamic shared memory, each at a 16-byte aligned offset (shared_memory.py)
+    from tinycore_nv.shared_memory import STATIC_MAX
+    self._smem_at, total = {}, 0
+    for u in uops:
+      if u.op is Ops.DEFINE_LOCAL:
+        self._smem_at[u] = total
+        total += -(-u.dtype.size * self.emulated.get(u.dtype.base, u.dtype.base).itemsize // 16) * 16
+    self._dynamic_smem = total if total > STATIC_MAX else 0
     return super().render(name, uops)
   def render_extra(self, u: UOp, r: dict) -> list[str] | None:
     """Shared memory (opt_smem.py): __shared__ panels, barriers, cp.async groups, 16-byte copies and ldmatrix."""
     def smem_ptr(ind: UOp) -> str: return f"(unsigned)__cvta_generic_to_shared({r[ind.src[0]]}+{r[ind.src[1]]})"
     if u.op is Ops.DEFINE_LOCAL:
-      r[u] = f"smem{u.arg}"
-      return [f"__shared__ __align__(16) {self.ctype(self.emulated.get(u.dtype.base, u.dtype.base))} {r[u]}[{u.dtype.size}];"]
+      r[u], ct = f"smem{u.arg}", self.ctype(self.emulated.get(u.dtype.base, u.dtype.base))
+      if not self._dynamic_smem: return [f"__shared__ __align__(16) {ct} {r[u]}[{u.dtype.size}];"]
+      at = self._smem_at[u]
+      return (["extern __shared__ __align__(16) unsigned char tc_dynamic_smem[];"] if at == 0 else []) + \
+             [f"{ct}* {r[u]} = ({ct}*)(tc_dynamic_smem + {at});"]
     if u.op is Ops.BARRIER:
       if u.arg is None: return ["__syncthreads();"]
       if u.arg[0] == ASYNC_COMMIT: return ['asm volatile("cp.async.commit_group;" ::: "memory");']
@@ -132,7 +147,11 @@ class CUDARenderer(CStyleRenderer):
     # the block size caps registers per thread, so a 1024-thread block always launches
     mb = getattr(self, "_min_blocks", 1)
     bounds = f"{self.threads}, {mb}" if mb > 1 and mb * self.threads <= 2048 else f"{self.threads}"
-    head = f"{self.kernel_prefix}__launch_bounds__({bounds}) void {name}({', '.join(params)}) {{\n"
+    from tinycore_nv.shared_memory import symbol
+    dyn = getattr(self, "_dynamic_smem", 0)
+    # the loader reads how much dynamic shared memory to opt in to and launch with from the module itself
+    decl = f'extern "C" {{ __device__ unsigned int {symbol(name)} = {dyn}; }}\n' if dyn else ""
+    head = decl + f"{self.kernel_prefix}__launch_bounds__({bounds}) void {name}({', '.join(params)}) {{\n"
     return self.prelude + self.typedefs + head + "\n".join(body) + "\n}\n"
 
   # ***** tensor cores: WMMA (codegen/opt_tc.py) as mma.sync inline PTX
