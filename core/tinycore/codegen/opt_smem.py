@@ -16,6 +16,10 @@ are stored row by row in 16-byte chunks, the chunk index XOR-swizzled by the row
 matrix load (or one 8-lane phase of a copy) touches land in 8 different 16-byte bank groups. The epilogue (bias,
 activation, cast: whatever the kernel's store does to the reduce) runs on the accumulators in registers.
 
+Which kernels qualify, and how their axes make up m, n and k (a convolution is an implicit GEMM), is gemm_view.py's:
+there each operand also gets its copy width (16 bytes where its rows allow, down to single elements for an im2col
+gather) and sizes that aren't tile multiples are padded (zero-filled copies, skipped stores).
+
 Launch: dim 0 = thread + threads * (column block), dim 1 = row block, any other output axes stay grid dims."""
 from __future__ import annotations
 from dataclasses import dataclass
