@@ -112,7 +112,7 @@ def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize
   copy of A and B (default a 16-byte chunk each). Sizes need not be multiples of the tile (the tails are gated)."""
   M0, N0, K0 = dims
   # a GEMM more than half padding in a dimension (a decode step's single row) is better served by other kernels
-  if t.bm >= 2 * M or t.bn >= 2 * N or t.bk >= 2 * K: return f"tile {t.bm}x{t.bn}x{t.bk} is more than twice the {M}x{N}x{K} GEMM in a dimension"
+  if t.bm > 2 * M or t.bn > 2 * N or t.bk > 2 * K: return f"tile {t.bm}x{t.bn}x{t.bk} is more than twice the {M}x{N}x{K} GEMM in a dimension"
   if t.bk % K0 or t.bm % (M0 * t.warps_m) or t.bn % (N0 * t.warps_n): return f"warp tiles must be whole {M0}x{N0}x{K0} instructions"
   if t.threads > (renderer.local_max or (1024,))[0]: return f"{t.threads} threads is more than a block may have"
   for (rows, cols), cv in zip(((t.bm, t.bk), (t.bn, t.bk)), copy or (vec, vec)):

@@ -275,8 +275,8 @@ def test_tf32_kernel_ptxas_and_sass():
 def test_gemm_tile_env_errors_say_what_is_expected():
   with pytest.raises(ValueError, match=r"GEMM_TILE='128,x'.*7 integers"):
     with Context(GEMM_TILE="128,x"): get_program(_ast((128, 64), (64, 128), dtypes.half), _renderer())
-  with pytest.raises(ValueError, match=r"tile 256x128x32 is more than twice the 128x128x64 GEMM"):
-    with Context(GEMM_TILE="256,128,32,2,4,3,1"): get_program(_ast((128, 64), (64, 128), dtypes.half), _renderer())
+  with pytest.raises(ValueError, match=r"tile 512x128x32 is more than twice the 128x128x64 GEMM"):
+    with Context(GEMM_TILE="512,128,32,2,4,3,1"): get_program(_ast((128, 64), (64, 128), dtypes.half), _renderer())
 
 @pytest.mark.needs_device
 @pytest.mark.parametrize("trans", [False, True])
