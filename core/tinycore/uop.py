@@ -404,6 +404,8 @@ def _min_max_exact(u: UOp) -> tuple:
     if op is Ops.AND and u.dtype == dtypes.bool: return (bool(a0 and b0), bool(a1 and b1))
     if op is Ops.OR and u.dtype == dtypes.bool: return (bool(a0 or b0), bool(a1 or b1))
     if op is Ops.AND and a0 >= 0 and b0 >= 0: return (0, min(a1, b1))
+    # OR/XOR of non-negative values never set a bit above the highest either has (a swizzled shared-memory offset)
+    if op in (Ops.OR, Ops.XOR) and a0 >= 0 and b0 >= 0: return (0, (1 << max(a1, b1).bit_length()) - 1)
     if op is Ops.SHL and b0 == b1 and a0 >= 0: return (a0 << b0, a1 << b0)
     if op is Ops.SHR and b0 == b1 and a0 >= 0: return (a0 >> b0, a1 >> b0)
     if op is Ops.WHERE:

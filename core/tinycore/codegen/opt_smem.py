@@ -16,12 +16,17 @@ are stored row by row in 16-byte chunks, the chunk index XOR-swizzled by the row
 matrix load (or one 8-lane phase of a copy) touches land in 8 different 16-byte bank groups. The epilogue (bias,
 activation, cast: whatever the kernel's store does to the reduce) runs on the accumulators in registers.
 
+Which kernels qualify, and how their axes make up m, n and k (a convolution is an implicit GEMM), is gemm_view.py's:
+there each operand also gets its copy width (16 bytes where its rows allow, down to single elements for an im2col
+gather) and sizes that aren't tile multiples are padded (zero-filled copies, skipped stores).
+
 Launch: dim 0 = thread + threads * (column block), dim 1 = row block, any other output axes stay grid dims."""
 from __future__ import annotations
 from dataclasses import dataclass
 from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import ContextVar
+from tinycore.codegen.gemm_view import Operand
 
 SMEM_GEMM = ContextVar("SMEM_GEMM", 1)   # 0: tensor-core kernels read their fragments straight from global memory (opt_tc.py)
 GEMM_TILE = ContextVar("GEMM_TILE", "")  # "BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE" instead of default_tile's choice
@@ -71,49 +76,14 @@ def check_gemm_actions(k: UOp, renderer, opts: tuple) -> GemmTile:
   """The tile, after checking that the actions fit kernel `k` on `renderer` (InvalidOpt otherwise)."""
   from tinycore.codegen.opt import InvalidOpt
   t = tile_from_actions(opts)
-  if (plan := _plan(k, renderer)) is None: raise InvalidOpt("GEMM actions on a kernel that isn't a shared-memory tensor-core matmul")
-  tc, _, A, B, r, vec = plan
-  if (why := valid_tile(t, A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg, renderer, vec, tc.dtype_in.itemsize, tc.dims)) is not None:
-    raise InvalidOpt(f"GEMM tile {t}: {why}")
+  if (g := _plan(k, renderer)) is None: raise InvalidOpt("GEMM actions on a kernel that isn't a shared-memory tensor-core matmul")
+  if (why := _valid(t, g, renderer)) is not None: raise InvalidOpt(f"GEMM tile {t}: {why}")
   return t
 
 def _const(x: UOp) -> int | None:
   from tinycore.codegen.opt import _simplify
   x = _simplify(x)
   return x.arg if x.op is Ops.CONST else None
-
-def _affine(idx: UOp) -> tuple[int, dict] | None:
-  """(base, {range: stride}) of an index that is affine in its RANGEs (checked at 0, 1 and 2 of each), else None."""
-  rngs = [u for u in idx.toposort() if u.op is Ops.RANGE]
-  zero = {r: index_const(0) for r in rngs}
-  if (base := _const(idx.substitute(zero))) is None: return None
-  strides = {}
-  for r in rngs:
-    s1, s2 = _const(idx.substitute({**zero, r: index_const(1)})), _const(idx.substitute({**zero, r: index_const(2)}))
-    if s1 is None or s2 is None or s2 - base != 2 * (s1 - base): return None
-    strides[r] = s1 - base
-  return base, strides
-
-@dataclass(frozen=True)
-class _Operand:
-  """One matmul operand as a shared panel: rows x cols elements, `kmajor` when its rows are k (the outer axis is the
-  contiguous one in memory), else rows are the outer axis (m or n) and k is contiguous."""
-  load: UOp
-  outer: UOp
-  kmajor: bool
-
-def _operand(x: UOp, outer: UOp, r: UOp, vec: int) -> _Operand | None:
-  if x.op is not Ops.LOAD or x.src[0].op is not Ops.INDEX or len(x.src[0].src) != 2: return None   # gated (padded) loads: no
-  if (aff := _affine(x.src[0].src[1])) is None: return None
-  base, strides = aff
-  sk, so = strides.get(r, 0), strides.get(outer, 0)
-  if sk == 1: kmajor = False
-  elif so == 1: kmajor = True
-  else: return None
-  contig = outer if kmajor else r
-  # 16-byte copies need 16-byte aligned rows: every other stride and the base a multiple of the vector
-  if base % vec or any(s % vec for rr, s in strides.items() if rr is not contig): return None
-  return _Operand(x, outer, kmajor)
 
 def _swizzled(row: UOp, col: UOp, cols: int, vec: int, swizzle: bool) -> UOp:
   """Element offset of (row, col) in a panel of `cols` columns stored in `vec`-element chunks: chunk c of row r sits at
@@ -136,14 +106,17 @@ def bank_conflict_ways(rows: list[int], col: int, cols: int, vec: int, swizzle: 
   groups = [(off(r) * elem_bytes // 16) % 8 for r in rows]
   return max(groups.count(g) for g in set(groups))
 
-def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16)) -> str | None:
-  """Why `t` doesn't fit (a sentence), or None. `dims`: the tensor-core instruction's (M0, N0, K0)."""
+def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16),
+               copy: tuple[int, int] | None = None) -> str | None:
+  """Why `t` doesn't fit (a sentence), or None. `dims`: the tensor-core instruction's (M0, N0, K0); `copy`: elements per
+  copy of A and B (default a 16-byte chunk each). Sizes need not be multiples of the tile (the tails are gated)."""
   M0, N0, K0 = dims
-  if M % t.bm or N % t.bn or K % t.bk: return f"tile {t.bm}x{t.bn}x{t.bk} doesn't divide {M}x{N}x{K}"
+  # a GEMM more than half padding in a dimension (a decode step's single row) is better served by other kernels
+  if t.bm > 2 * M or t.bn > 2 * N or t.bk > 2 * K: return f"tile {t.bm}x{t.bn}x{t.bk} is more than twice the {M}x{N}x{K} GEMM in a dimension"
   if t.bk % K0 or t.bm % (M0 * t.warps_m) or t.bn % (N0 * t.warps_n): return f"warp tiles must be whole {M0}x{N0}x{K0} instructions"
   if t.threads > (renderer.local_max or (1024,))[0]: return f"{t.threads} threads is more than a block may have"
-  for rows, cols in ((t.bm, t.bk), (t.bn, t.bk)):
-    if (rows * cols) % (vec * t.threads): return "the panels don't split into whole 16-byte copies per thread"
+  for (rows, cols), cv in zip(((t.bm, t.bk), (t.bn, t.bk)), copy or (vec, vec)):
+    if (rows * cols) % (cv * t.threads): return f"the {rows}x{cols} panel doesn't split into whole {cv}-element copies per thread"
   if any(c % vec or (c // vec) & (c // vec - 1) for c in (t.bm, t.bn, t.bk)): return "panel rows must be a power of two of 16-byte chunks"
   if getattr(renderer, "async_copy", 0) and t.stages < 2: return "asynchronous copies pipeline at least 2 stages"
   if not getattr(renderer, "async_copy", 0) and t.stages != 1: return "without asynchronous copies there is one stage"
@@ -152,100 +125,118 @@ def valid_tile(t: GemmTile, M: int, N: int, K: int, renderer, vec: int, itemsize
 
 def smem_bytes(t: GemmTile, itemsize: int) -> int: return t.stages * (t.bm + t.bn) * t.bk * itemsize
 
-def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16)) -> GemmTile | None:
-  """The biggest preferred tile that fits (128x128x32 on 8 warps, 3 stages where copies are asynchronous)."""
+DEFAULT_SMEM = 48 * 1024
+PREFERRED = ((128, 128, 2, 4), (128, 64, 2, 2), (64, 128, 2, 2), (64, 64, 2, 2), (32, 64, 1, 2), (32, 32, 1, 2), (16, 32, 1, 2), (16, 16, 1, 2))
+
+def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16), copy: tuple[int, int] | None = None) -> GemmTile | None:
+  """The biggest preferred tile (128x128x32 on 8 warps, 3 stages where copies are asynchronous) that divides the GEMM;
+  where none does, the one that computes the fewest padded elements (ties: the bigger)."""
   stages = 3 if getattr(renderer, "async_copy", 0) else 1
-  for bm, bn, wm, wn in ((128, 128, 2, 4), (128, 64, 2, 2), (64, 128, 2, 2), (64, 64, 2, 2), (32, 64, 1, 2), (32, 32, 1, 2), (16, 32, 1, 2)):
-    for bk in (32, 16):
-      for s in (stages, 2) if stages > 1 else (1,):
-        t = GemmTile(bm, bn, bk, wm, wn, s, True)
-        if valid_tile(t, M, N, K, renderer, vec, itemsize, dims) is None: return t
-  return None
+  # narrow copies (an im2col gather) cost registers for their addresses: 4 warps, so 2 blocks/SM still fit without spills
+  prefs = PREFERRED if min(copy or (vec,)) == vec else PREFERRED[1:3] + PREFERRED[:1] + PREFERRED[3:]
+  fits = [GemmTile(bm, bn, bk, wm, wn, s, True) for bm, bn, wm, wn in prefs for bk in (32, 16) for s in ((stages, 2) if stages > 1 else (1,))]
+  # the default panels stay within 48 KB (two blocks fit an SM of any GPU with 100 KB+); BEAM may try up to shared_max
+  fits = [t for t in fits if valid_tile(t, M, N, K, renderer, vec, itemsize, dims, copy) is None and smem_bytes(t, itemsize) <= DEFAULT_SMEM]
+  for t in fits:
+    if M % t.bm == 0 and N % t.bn == 0 and K % t.bk == 0: return t
+  def work(t: GemmTile) -> int: return -(-M // t.bm) * t.bm * -(-N // t.bn) * t.bn * -(-K // t.bk) * t.bk
+  return min(fits, key=work) if fits else None   # min keeps the first (biggest preferred) of equal work
+
+def _valid(t: GemmTile, g, renderer) -> str | None:
+  return valid_tile(t, g.M, g.N, g.K, renderer, g.vec, g.tc.dtype_in.itemsize, g.tc.dims, (g.A.copy, g.B.copy))
+
+def _default(g, renderer) -> GemmTile | None:
+  return default_tile(g.M, g.N, g.K, renderer, g.vec, g.tc.dtype_in.itemsize, g.tc.dims, (g.A.copy, g.B.copy))
 
 def gemm_candidates(k: UOp, renderer) -> list[GemmTile]:
   """The tiles BEAM may try for kernel `k` (empty when it isn't a shared-memory GEMM)."""
-  if (plan := _plan(k, renderer)) is None: return []
-  tc, red, A, B, r, vec = plan
-  M, N, K = (A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg)
+  if (g := _plan(k, renderer)) is None: return []
   stages = (2, 3, 4) if getattr(renderer, "async_copy", 0) else (1,)
   # 4 or 8 warps; the default first, then the others by how far their block tile is from it
-  first = default_tile(M, N, K, renderer, vec, tc.dtype_in.itemsize, tc.dims)
+  first = _default(g, renderer)
   out = [GemmTile(bm, bn, bk, wm, wn, s, sw) for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 16)
          for wm, wn in ((2, 2), (2, 4), (4, 2), (1, 4)) for s in stages for sw in (True, False)]
-  out = [t for t in out if t != first and valid_tile(t, M, N, K, renderer, vec, tc.dtype_in.itemsize, tc.dims) is None]
+  out = [t for t in out if t != first and _valid(t, g, renderer) is None]
   near = lambda t: (not t.swizzle, abs(t.bm * t.bn - 128 * 128), t.bk != 32, abs(t.stages - 3))
   return ([first] if first else []) + sorted(out, key=near)
 
 def _plan(k: UOp, renderer):
-  from tinycore.codegen.opt_tc import _match
-  if (mt := _match(k, renderer)) is None: return None
-  tc, red, a, b, m, n, r = mt
-  if tc.threads != 32 or tc.elements_per_thread[2] * 32 != tc.dims[0] * tc.dims[1]: return None   # warp-wide, C spread over lanes
-  vec = (getattr(renderer, "async_copy", 0) or 16) // tc.dtype_in.itemsize
-  A, B = _operand(a, m, r, vec), _operand(b, n, r, vec)
-  if A is None or B is None: return None
-  return tc, red, A, B, r, vec
+  from tinycore.codegen.opt_tc import TC
+  from tinycore.codegen.gemm_view import match
+  return match(k, renderer) if TC else None
 
 def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
   """The kernel as a shared-memory-staged tensor-core GEMM, or None where it doesn't apply (then opt_tc.py's)."""
-  if not SMEM_GEMM or not getattr(renderer, "shared_staging", False) or (plan := _plan(k, renderer)) is None: return None
+  if not SMEM_GEMM or not getattr(renderer, "shared_staging", False) or (g := _plan(k, renderer)) is None: return None
   from tinycore.codegen.gpudims import to_gpu_dims
   from tinycore.codegen.opt import _simplify
-  tc, red, A, B, r, vec = plan
+  from tinycore.codegen.gemm_view import split
+  tc, red, A, B, vec = g.tc, g.red, g.A, g.B, g.vec
   din, dout = tc.dtype_in, tc.dtype_out
-  M, N, K = A.outer.src[0].arg, B.outer.src[0].arg, r.src[0].arg
+  M, N, K = g.M, g.N, g.K
   if tile is None and GEMM_TILE.value:
     parts = str(GEMM_TILE.value).split(",")
     if len(parts) != 7 or not all(x.strip().isdigit() for x in parts):
       raise ValueError(f"GEMM_TILE={GEMM_TILE.value!r}: expected 7 integers BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE (like 128,128,32,2,4,3,1)")
     v = [int(x) for x in parts]
     tile = GemmTile(v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]))
-  t = tile or default_tile(M, N, K, renderer, vec, din.itemsize, tc.dims)
+  t = tile or _default(g, renderer)
   if t is None: return None
-  if (why := valid_tile(t, M, N, K, renderer, vec, din.itemsize, tc.dims)) is not None: raise ValueError(f"GEMM tile {t}: {why}")
+  if (why := _valid(t, g, renderer)) is not None: raise ValueError(f"GEMM tile {t}: {why}")
   M0, N0, K0 = tc.dims
   # ldmatrix moves 8x8 matrices of 16-bit elements: m16n8k16's fragments (other shapes gather element by element)
   asyn, mload = getattr(renderer, "async_copy", 0), getattr(renderer, "matrix_load", False) and tc.dims == (16, 8, 16) and din.itemsize == 2
-  T, S, nk = t.threads, t.stages, K // t.bk
+  T, S, nk = t.threads, t.stages, -(-K // t.bk)
   fa, fb, fc = tc.frags
   # block and thread ids: dim 0 = thread + T * column block, dim 1 = row block
-  t0 = UOp(Ops.RANGE, dtypes.index, (index_const(T * (N // t.bn)),), ("g", 1001))
-  t1 = UOp(Ops.RANGE, dtypes.index, (index_const(M // t.bm),), ("g", 1000))
+  t0 = UOp(Ops.RANGE, dtypes.index, (index_const(T * -(-N // t.bn)),), ("g", 1001))
+  t1 = UOp(Ops.RANGE, dtypes.index, (index_const(-(-M // t.bm)),), ("g", 1000))
   tid, bm0, bn0 = t0 % T, t1 * t.bm, t0 // T * t.bn
   lane, warp = tid % 32, tid // 32
   wtm, wtn = t.bm // t.warps_m, t.bn // t.warps_n
   wrow, wcol = warp // t.warps_n * wtm, warp % t.warps_n * wtn
-  kt = UOp(Ops.RANGE, dtypes.index, (index_const(nk),), r.arg)
+  kt = UOp(Ops.RANGE, dtypes.index, (index_const(nk),), red.src[1].arg)
+  def below(x: UOp, n: int, tile: int) -> UOp | None: return None if n % tile == 0 else UOp(Ops.CMPLT, dtypes.bool, (x, index_const(n)))
+  def both(x: UOp | None, y: UOp | None) -> UOp | None: return x if y is None else y if x is None else UOp(Ops.AND, dtypes.bool, (x, y))
 
   # panels: A is BM x BK (m rows) or BK x BM (k rows), B likewise with n; one copy per stage
-  def shape(op: _Operand, outer: int) -> tuple[int, int]: return (t.bk, outer) if op.kmajor else (outer, t.bk)
+  def shape(op: Operand, outer: int) -> tuple[int, int]: return (t.bk, outer) if op.kmajor else (outer, t.bk)
   (ra, ca), (rb, cb) = shape(A, t.bm), shape(B, t.bn)
   sa = UOp(Ops.DEFINE_LOCAL, din.ptr(S * ra * ca, "local"), (), 0)
   sb = UOp(Ops.DEFINE_LOCAL, din.ptr(S * rb * cb, "local"), (), 1)
-  def addr(op: _Operand, slot, row, col) -> UOp:
+  def addr(op: Operand, slot, row, col) -> UOp:
     rows, cols = shape(op, t.bm if op is A else t.bn)
     return slot * (rows * cols) + _swizzled(row, col, cols, vec, t.swizzle)
 
   def copies(step, slot, gate, after) -> list[UOp]:
-    """This thread's share of the 16-byte copies of both panels for k step `step` into stage `slot`; `gate` (a bool
-    UOp) turns them off past the last step."""
-    if gate is not None and (g := _const(gate)) is not None:
-      if not g: return []
+    """This thread's share of the copies (16 bytes where the operand's rows allow) of both panels for k step `step`
+    into stage `slot`; `gate` (a bool UOp) skips them past the last step. The source is the operand's index with its
+    m (n) and k axes split out of the flat panel coordinates: implicit im2col. Elements past M (N), K or outside a
+    padding gate read as zero (cp.async's zero-fill form: source size 0)."""
+    if gate is not None and (c := _const(gate)) is not None:
+      if not c: return []
       gate = None
     out = []
-    for op, smem, o0, outer in ((A, sa, bm0, t.bm), (B, sb, bn0, t.bn)):
+    for op, smem, o0, outer, n_out in ((A, sa, bm0, t.bm, M), (B, sb, bn0, t.bn, N)):
       rows, cols = shape(op, outer)
-      nch = cols // vec
-      for i in range(rows * cols // (vec * T)):
+      cv = op.copy
+      ncp = cols // cv
+      ind = op.load.src[0]
+      for i in range(rows * cols // (cv * T)):
         c = tid + T * i
-        row, col = c // nch, c % nch * vec
+        # element gathers (an im2col operand) walk down the rows: a thread keeps one m (n) row, so the split of its
+        # flat index into axes is computed once, and only k's varies with the step
+        row, col = (c % rows, c // rows) if cv == 1 else (c // ncp, c % ncp * cv)
         o, kk = (col, row) if op.kmajor else (row, col)
-        ind = op.load.src[0]
-        gidx = ind.src[1].substitute({op.outer: o0 + o, r: step * t.bk + kk})
-        src = UOp(Ops.INDEX, ind.dtype, (ind.src[0], gidx) + ((gate,) if gate is not None else ()), ("vec", vec))
-        val = UOp(Ops.LOAD, din.vec(vec), (src,))
-        dst = UOp(Ops.INDEX, smem.dtype, (smem, addr(op, slot, row, col)), ("vec", vec))
-        out.append(UOp(Ops.STORE, dtypes.void, (dst, val) + after, ASYNC if asyn else None))
+        at = {**split(o0 + o, op.outer), **split(step * t.bk + kk, g.kaxes)}
+        lgate = both(both(ind.src[2].substitute(at) if len(ind.src) == 3 else None, below(o0 + o, n_out, outer)), below(step * t.bk + kk, K, t.bk))
+        lgate = both(lgate, gate)   # past the last step nothing is read either
+        varg = ("vec", cv) if cv > 1 else None
+        src = UOp(Ops.INDEX, ind.dtype, (ind.src[0], ind.src[1].substitute(at)) + ((lgate,) if lgate is not None else ()), varg)
+        val = UOp(Ops.LOAD, din.vec(cv) if cv > 1 else din, (src,))
+        dst = UOp(Ops.INDEX, smem.dtype, (smem, addr(op, slot, row, col)) + ((gate,) if gate is not None else ()), varg)
+        # cp.async moves 4, 8 or 16 bytes: a 2-byte element goes through a register
+        out.append(UOp(Ops.STORE, dtypes.void, (dst, val) + after, ASYNC if asyn and cv * din.itemsize >= 4 else None))
     return out
 
   # the pipeline: stages 0..S-2 in flight before the loop; step kt waits for its group, then issues step kt+S-1
@@ -265,7 +256,7 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
     bar = UOp(Ops.BARRIER, dtypes.void, tuple(copies(kt, index_const(0), None, ())))
     slot = index_const(0)
 
-  def frag(op: _Operand, smem: UOp, tiles0: UOp, s: int, j: int, is_a: bool) -> UOp:
+  def frag(op: Operand, smem: UOp, tiles0: UOp, s: int, j: int, is_a: bool) -> UOp:
     """This lane's A (M0 x K0) or B (K0 x N0) fragment for k step s (of K0) of instruction tile j."""
     n_el = tc.elements_per_thread[0 if is_a else 1]
     if mload:
@@ -297,6 +288,8 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
     acc = [[UOp(Ops.WMMA, dout.vec(ec), (afr[i], bfr[j], acc[i][j]), (tc.name, tc.dims)) for j in range(wn)] for i in range(wm)]
   if not asyn:   # the next step's copies overwrite the panels: every warp must have read them first
     extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(frag_loads)))
+  def clamp(x: UOp, n: int, tile: int) -> UOp:   # a tail's padded rows read the epilogue's other inputs in bounds
+    return x if n % tile == 0 else UOp(Ops.WHERE, dtypes.index, (UOp(Ops.CMPLT, dtypes.bool, (x, index_const(n))), x, index_const(n - 1)))
   stores = []
   for i in range(wm):
     for j in range(wn):
@@ -304,7 +297,12 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
         total = UOp(Ops.REDUCE, dout, (UOp(Ops.GEP, dout, (acc[i][j],), (e,)), kt), Ops.ADD)
         val = total if red.dtype == dout else UOp(Ops.CAST, red.dtype, (total,))
         rc, cc = fc(lane, e)
-        stores.append(k.src[0].substitute({red: val, A.outer: bm0 + wrow + M0 * i + rc, B.outer: bn0 + wcol + N0 * j + cc}))
+        mm, nn = bm0 + wrow + M0 * i + rc, bn0 + wcol + N0 * j + cc
+        st = k.src[0].substitute({red: val, **split(clamp(mm, M, t.bm), A.outer), **split(clamp(nn, N, t.bn), B.outer)})
+        if (sg := both(below(mm, M, t.bm), below(nn, N, t.bn))) is not None:   # the tails' padded rows aren't stored
+          ind = st.src[0]
+          st = st.replace(src=(ind.replace(src=ind.src[:2] + (both(ind.src[2], sg) if len(ind.src) == 3 else sg,)),) + st.src[1:])
+        stores.append(st)
   # the copies and barriers reached from no store go first: the linearizer then emits what they read from outside the
   # k loop before it (and, inside it, issues the next step's copies as soon as the barrier allows)
   k = _simplify(k.replace(src=tuple(extra) + tuple(stores)))

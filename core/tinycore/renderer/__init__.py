@@ -81,6 +81,7 @@ class Renderer:
   shared_staging: bool = False   # opts in: the renderer renders DEFINE_LOCAL, BARRIER and opt_smem.py's copies
   async_copy: int = 0
   matrix_load: bool = False
+  copy_bytes: int = 16   # the widest plain vector load/store a staging copy may use (Metal: 4 lanes, so 8 bytes of half)
   # no thread indices (a CPU): (rows, columns) of float32 accumulators a matmul's output tile keeps in vector registers
   # (codegen/opt.py widens the vector axis to `columns` and unrolls `rows` rows). None: the generic 8 x 16 choice
   register_block: tuple[int, int] | None = None

@@ -69,7 +69,7 @@ class HIPRenderer(AMDTarget, CStyleRenderer):
     gid, lid = f"__builtin_amdgcn_workgroup_id_{d}()", f"__builtin_amdgcn_workitem_id_{d}()"
     ct = self.ctype(dtypes.index)   # 64-bit kernels widen the group id before the multiply
     idx = f"(({ct}){gid}*{local}+{lid})" if local > 1 else f"({ct}){gid}"
-    return [f"{ct} {name} = {idx};", f"if ({name} >= {bound}) return;"]   # no barriers yet, so early exit is safe
+    return [f"{ct} {name} = {idx};", f"if ({name} >= {bound}) return;"]   # kernels with barriers launch exact grids
   def _bits(self, x: str, src: DType, dt: DType) -> str: return f"__builtin_bit_cast({self.ctype(dt)}, ({self.ctype(src)})({x}))"
   def math(self, fn: str, dt: DType, *a: str) -> str:
     if fn == "pow": return self.math("exp2", dt, f"({a[1]})*{self.math('log2', dt, a[0])}")
@@ -77,6 +77,24 @@ class HIPRenderer(AMDTarget, CStyleRenderer):
     if dt == dtypes.float64 and fn in ("exp2", "log2", "sin"): return f"__tc_{fn}_f64({a[0]})"   # f64math.py
     f = f"__builtin_{fn}f({', '.join(f'(float)({x})' for x in a)})"
     return f if dt == dtypes.float32 or dt in self.emulated else f"(({self.ctype(dt)}){f})"
+  # codegen/opt_smem.py's staging through LDS: synchronous copies between two barriers (no asynchronous copy or matrix
+  # load instruction is declared), fragments gathered by the WMMA layouts
+  shared_staging = True
+  def render_extra(self, u: UOp, r: dict) -> list[str] | None:
+    if u.op is Ops.DEFINE_LOCAL:
+      r[u] = f"smem{u.arg}"
+      return [f"__attribute__((shared, aligned(16))) {self.ctype(self.emulated.get(u.dtype.base, u.dtype.base))} {r[u]}[{u.dtype.size}];"]
+    if u.op is Ops.BARRIER:
+      if u.arg is not None: raise NotImplementedError(f"HIP can't render barrier {u.arg!r}")
+      # s_barrier orders execution; the workgroup fences make the LDS writes before it visible to the reads after it
+      return ['__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); __builtin_amdgcn_s_barrier(); '
+              '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");']
+    if u.op is Ops.LOAD and u.src[0].arg is not None and len(u.src[0].src) > 2:   # a gated vector load (a tile's tail) reads zeros
+      ind = u.src[0]
+      r[u] = f"vg{len(r)}"
+      v = self.vload(f"({r[ind.src[0]]}+{r[ind.src[1]]})", ind.src[0].dtype.base, u.dtype)
+      return [f"{self.ctype(u.dtype)} {r[u]} = {r[ind.src[2]]} ? {v} : {self.splat(self.literal(0, u.dtype.scalar()), u.dtype)};"]
+    return None
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the flat workgroup size bounds register use, like CUDA's launch bounds (the default assumes 1024 lanes)
     attr = f"__attribute__((amdgpu_flat_work_group_size(1, {max(self.threads, 1)}))) "

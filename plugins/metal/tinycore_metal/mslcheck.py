@@ -14,7 +14,7 @@ _SHIM = r"""#pragma once
 #define kernel
 #define device __attribute__((address_space(1)))
 #define constant __attribute__((address_space(2)))
-#define threadgroup static __attribute__((address_space(3)))
+#define threadgroup __attribute__((address_space(3)))
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
 typedef unsigned char uchar; typedef unsigned short ushort; typedef unsigned int uint; typedef long long tc_long; typedef unsigned long long tc_ulong;
@@ -66,6 +66,8 @@ def clang_check(src: str, clang: str | None = None) -> str:
     with open(os.path.join(d, "metal_simdgroup_matrix"), "w") as f: f.write("#pragma once\n")
     # MSL's 64-bit `long`/`ulong` scalars: C++'s `long` is a modifier, so they get typedef names here
     body = re.sub(r"\b(u?long)\b", r"tc_\1", src)
+    # a threadgroup array declared in a kernel is static storage in C++; `threadgroup` in a pointer cast is only the space
+    body = re.sub(r"^(\s*)threadgroup\b", r"\1static threadgroup", body, flags=re.M)
     with open(os.path.join(d, "k.metal"), "w") as f: f.write(body)
     # arm64 has _Float16 (x86 clang 14 hasn't); no system header is read
     p = subprocess.run([clang, "--target=arm64-apple-macos", "-x", "c++", "-std=c++17", "-fsyntax-only", "-nostdinc++", "-Wno-unknown-attributes",

@@ -42,6 +42,9 @@ class MetalRenderer(CStyleRenderer):
   global_max = (2**32 - 1, 65535, 65535)   # threadgroups per grid dim
   local_max = (256, 256, 64)               # a pipeline may allow fewer than 1024: the runtime checks its maximum
   shared_max = 32 * 1024                   # threadgroup memory on Apple GPUs
+  # codegen/opt_smem.py stages tensor-core GEMMs through threadgroup memory (synchronous copies, simdgroup fragments
+  # gathered element by element); vectors have at most 4 lanes, so a copy moves 8 bytes of half
+  shared_staging, copy_bytes = True, 8
   tensor_cores = TENSOR_CORES
   arg_int = "constant int&"
   index_widths = (32,)   # its loops and thread ids are int: a kernel past 2**31-1 elements is refused with a clear error

@@ -166,7 +166,10 @@ def test_tiles_are_actions_and_checked():
   assert tile_from_actions(gemm_actions(t)) == t
   r = _renderer()
   assert valid_tile(t, 256, 256, 64, r, 8, 2) is None and smem_bytes(t, 2) == 3 * (128 + 64) * 32 * 2
-  assert "doesn't divide" in valid_tile(t, 200, 256, 64, r, 8, 2)
+  assert valid_tile(t, 200, 256, 64, r, 8, 2) is None   # a size that isn't a multiple of the tile: its tail is gated
+  small = GemmTile(16, 16, 16, 1, 2, 2, True)   # 64 threads, 256-element panels: too few for one 8-element copy each
+  assert "more than twice" in valid_tile(small, 1, 4096, 4096, r, 8, 2)   # a GEMV (decode) stays off this path
+  assert "whole 8-element copies" in valid_tile(small, 16, 16, 16, r, 8, 2) and valid_tile(small, 16, 16, 16, r, 8, 2, copy=(1, 2)) is None
   assert "shared memory" in valid_tile(GemmTile(256, 256, 64, 2, 4, 4, True), 512, 512, 512, r, 8, 2)
   assert "at least 2 stages" in valid_tile(GemmTile(64, 64, 32, 2, 2, 1, True), 128, 128, 128, r, 8, 2)
 
@@ -272,8 +275,8 @@ def test_tf32_kernel_ptxas_and_sass():
 def test_gemm_tile_env_errors_say_what_is_expected():
   with pytest.raises(ValueError, match=r"GEMM_TILE='128,x'.*7 integers"):
     with Context(GEMM_TILE="128,x"): get_program(_ast((128, 64), (64, 128), dtypes.half), _renderer())
-  with pytest.raises(ValueError, match=r"doesn't divide 128x128x64"):
-    with Context(GEMM_TILE="256,128,32,2,4,3,1"): get_program(_ast((128, 64), (64, 128), dtypes.half), _renderer())
+  with pytest.raises(ValueError, match=r"tile 512x128x32 is more than twice the 128x128x64 GEMM"):
+    with Context(GEMM_TILE="512,128,32,2,4,3,1"): get_program(_ast((128, 64), (64, 128), dtypes.half), _renderer())
 
 @pytest.mark.needs_device
 @pytest.mark.parametrize("trans", [False, True])
@@ -302,3 +305,16 @@ def test_ldmatrix_follows_the_ptx_isa(trans):
     for j in range(4):
       want = M[j, l // 4, 2 * (l % 4):2 * (l % 4) + 2] if not trans else M[j, 2 * (l % 4):2 * (l % 4) + 2, l // 4]
       np.testing.assert_array_equal(got.reshape(32, 8)[l, 2 * j:2 * j + 2].astype(np.float32), want, err_msg=f"lane {l} matrix {j}")
+
+# ---- attention: both matmuls (QK^T and PV) on the staged path, the softmax between them in its own kernels
+
+@pytest.mark.needs_device
+def test_attention_matmuls_are_staged():
+  torch = pytest.importorskip("torch")
+  rng = np.random.default_rng(9)
+  q, k, v = (rng.standard_normal((1, 2, 64, 32)).astype(np.float16) for _ in range(3))
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True)
+  staged = [si for si in out.schedule() if _is_smem(get_program(si.ast, EmulatedRenderer(_renderer(), nv_model("NV", "sm_90"))))]
+  assert len(staged) == 2, "QK^T and PV should both be shared-memory tensor-core GEMMs"
+  ref = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(x.astype(np.float32)) for x in (q, k, v)), is_causal=True)
+  np.testing.assert_allclose(out.numpy().astype(np.float32), ref.numpy(), rtol=1e-2, atol=5e-3)   # fp16 scores and output

@@ -58,6 +58,8 @@ class NVProgram:
     self.module, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
     check(libcuda().cuModuleLoadData(ctypes.byref(self.module), lib), f"cuModuleLoadData({name})")
     check(libcuda().cuModuleGetFunction(ctypes.byref(self.fn), self.module, name.encode()), f"cuModuleGetFunction({name})")
+    from tinycore_nv.shared_memory import opt_in
+    self.dynamic_smem = opt_in(libcuda(), self.module, self.fn, name, check)   # panels past 48 KB (shared_memory.py)
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: tuple = (), wait=False, **kw):
     lib = libcuda()
     gs, ls = tuple(global_size or (1, 1, 1)), tuple(local_size or (1, 1, 1))
@@ -69,7 +71,7 @@ class NVProgram:
       ev = [ctypes.c_void_p(), ctypes.c_void_p()]
       for e in ev: check(lib.cuEventCreate(ctypes.byref(e), 0), "cuEventCreate")
       check(lib.cuEventRecord(ev[0], None), "cuEventRecord")
-    check(lib.cuLaunchKernel(self.fn, *gs, *ls, 0, None, ptrs, None), f"cuLaunchKernel({self.name}, grid={gs}, block={ls})")
+    check(lib.cuLaunchKernel(self.fn, *gs, *ls, self.dynamic_smem, None, ptrs, None), f"cuLaunchKernel({self.name}, grid={gs}, block={ls})")
     if wait:
       check(lib.cuEventRecord(ev[1], None), "cuEventRecord")
       check(lib.cuEventSynchronize(ev[1]), "cuEventSynchronize")

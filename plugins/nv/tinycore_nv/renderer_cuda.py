@@ -42,7 +42,7 @@ class CUDARenderer(CStyleRenderer):
   has_local, has_shared = True, True
   global_max = (2**31 - 1, 65535, 65535)   # grid dims (in blocks)
   local_max = (1024, 1024, 64)             # block dims; __launch_bounds__ keeps big blocks launchable
-  shared_max = 48 * 1024                   # static __shared__ limit (more needs the dynamic opt-in)
+  shared_max = 48 * 1024                   # per block: the static __shared__ limit; an arch's opt-in maximum (shared_memory.py)
   # codegen/opt_smem.py: cp.async moves 16 bytes global->shared without registers (sm_80+), ldmatrix loads mma fragments
   shared_staging, async_copy, matrix_load = True, 0, False
   kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
@@ -53,6 +53,8 @@ class CUDARenderer(CStyleRenderer):
     from tinycore_nv.tensor_cores import tensor_cores, has_mma
     self.tensor_cores = tensor_cores(self.arch)
     if has_mma(self.arch): self.async_copy, self.matrix_load = 16, True
+    from tinycore_nv.shared_memory import block_limit
+    self.shared_max = block_limit(self.arch)
     self.native_half = find_cuda_include() is not None if native_half is None else native_half
     self.type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
     self.emulated = {dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
@@ -83,15 +85,33 @@ class CUDARenderer(CStyleRenderer):
     return super().cast(x, src, dt)
   def render(self, name: str, uops: list[UOp]) -> str:
     # 16-byte global loads that only feed a shared-memory store are copies (no register value): render_extra pairs them
+    # (cp.async also moves 4 or 8 bytes)
+    def nbytes(x: UOp) -> int: return x.dtype.count * x.dtype.itemsize
     self._copies = {u.src[1] for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL and u.src[1].op is Ops.LOAD
-                    and u.src[1].dtype.count * u.src[1].dtype.itemsize == 16}
+                    and (nbytes(u.src[1]) == 16 or (u.arg == ASYNC and nbytes(u.src[1]) in (4, 8)))}
+    # a shared-memory GEMM is written for 2 resident blocks per SM (one's barrier wait hides behind the other's math):
+    # the launch bound's minimum caps registers at what two blocks leave each thread
+    # (a warp tile whose fp32 accumulators alone take more than half of that budget runs one block rather than spill)
+    accs = sum(1 for u in uops if u.op is Ops.DEFINE_REG)
+    self._min_blocks = 2 if any(u.op is Ops.DEFINE_LOCAL for u in uops) and accs <= 64 else 1
+    # panels past the static 48 KB live in dynamic shared memory, each at a 16-byte aligned offset (shared_memory.py)
+    from tinycore_nv.shared_memory import STATIC_MAX
+    self._smem_at, total = {}, 0
+    for u in uops:
+      if u.op is Ops.DEFINE_LOCAL:
+        self._smem_at[u] = total
+        total += -(-u.dtype.size * self.emulated.get(u.dtype.base, u.dtype.base).itemsize // 16) * 16
+    self._dynamic_smem = total if total > STATIC_MAX else 0
     return super().render(name, uops)
   def render_extra(self, u: UOp, r: dict) -> list[str] | None:
     """Shared memory (opt_smem.py): __shared__ panels, barriers, cp.async groups, 16-byte copies and ldmatrix."""
     def smem_ptr(ind: UOp) -> str: return f"(unsigned)__cvta_generic_to_shared({r[ind.src[0]]}+{r[ind.src[1]]})"
     if u.op is Ops.DEFINE_LOCAL:
-      r[u] = f"smem{u.arg}"
-      return [f"__shared__ __align__(16) {self.ctype(self.emulated.get(u.dtype.base, u.dtype.base))} {r[u]}[{u.dtype.size}];"]
+      r[u], ct = f"smem{u.arg}", self.ctype(self.emulated.get(u.dtype.base, u.dtype.base))
+      if not self._dynamic_smem: return [f"__shared__ __align__(16) {ct} {r[u]}[{u.dtype.size}];"]
+      at = self._smem_at[u]
+      return (["extern __shared__ __align__(16) unsigned char tc_dynamic_smem[];"] if at == 0 else []) + \
+             [f"{ct}* {r[u]} = ({ct}*)(tc_dynamic_smem + {at});"]
     if u.op is Ops.BARRIER:
       if u.arg is None: return ["__syncthreads();"]
       if u.arg[0] == ASYNC_COMMIT: return ['asm volatile("cp.async.commit_group;" ::: "memory");']
@@ -102,11 +122,18 @@ class CUDARenderer(CStyleRenderer):
       r[u] = f"({r[ind.src[0]]}+{r[ind.src[1]]})"
       return []
     if u.op is Ops.STORE and u.src[1] in self._copies:
-      src, dst = u.src[1].src[0], u.src[0]
+      # a gated source (padding, a tile's tail) fills with zeros; a gated destination (past the last k step) is skipped
+      src, dst, n = u.src[1].src[0], u.src[0], u.src[1].dtype.count * u.src[1].dtype.itemsize
+      gate = r[src.src[2]] if len(src.src) > 2 else None
       if u.arg == ASYNC:
-        line = f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"({smem_ptr(dst)}), "l"({r[u.src[1]]}) : "memory");'
-      else: line = f"*(uint4*)({r[dst.src[0]]}+{r[dst.src[1]]}) = *(const uint4*){r[u.src[1]]};"
-      return [f"if ({r[src.src[2]]}) {line}" if len(src.src) > 2 else line]
+        # cp.async's zero-fill form: source size 0 reads nothing (the address stays the buffer's own, in bounds)
+        ptr = f"({gate}?{r[u.src[1]]}:{r[src.src[0]]})" if gate else r[u.src[1]]
+        size = f', "r"({gate}?{n}:0)' if gate else ""
+        line = (f'asm volatile("cp.async.{"cg" if n == 16 else "ca"}.shared.global [%0], [%1], {n}{", %2" if gate else ""};" :: '
+                f'"r"({smem_ptr(dst)}), "l"({ptr}){size} : "memory");')
+      else:
+        line = f"*(uint4*)({r[dst.src[0]]}+{r[dst.src[1]]}) = {f'!{gate} ? make_uint4(0,0,0,0) : ' if gate else ''}*(const uint4*){r[u.src[1]]};"
+      return [f"if ({r[dst.src[2]]}) {line}" if len(dst.src) > 2 else line]
     if u.op is Ops.LOAD and isinstance(u.src[0].arg, tuple) and u.src[0].arg[0] == LDMATRIX:
       _, mats, trans = u.src[0].arg
       r[u] = f"frag{id(u):x}"
@@ -118,7 +145,13 @@ class CUDARenderer(CStyleRenderer):
     return None
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the block size caps registers per thread, so a 1024-thread block always launches
-    head = f"{self.kernel_prefix}__launch_bounds__({self.threads}) void {name}({', '.join(params)}) {{\n"
+    mb = getattr(self, "_min_blocks", 1)
+    bounds = f"{self.threads}, {mb}" if mb > 1 and mb * self.threads <= 2048 else f"{self.threads}"
+    from tinycore_nv.shared_memory import symbol
+    dyn = getattr(self, "_dynamic_smem", 0)
+    # the loader reads how much dynamic shared memory to opt in to and launch with from the module itself
+    decl = f'extern "C" {{ __device__ unsigned int {symbol(name)} = {dyn}; }}\n' if dyn else ""
+    head = decl + f"{self.kernel_prefix}__launch_bounds__({bounds}) void {name}({', '.join(params)}) {{\n"
     return self.prelude + self.typedefs + head + "\n".join(body) + "\n}\n"
 
   # ***** tensor cores: WMMA (codegen/opt_tc.py) as mma.sync inline PTX
