@@ -34,9 +34,10 @@ class LLM:
     self.v_pre = Variable("start_pos", 0, self.max_context - self.chunk)
     # captured on their first call: the weights are realized above, so a plain first run would only build, schedule
     # and run the whole graph once more before the capture (about half the time to the first token)
-    self._decode = TinyJit(lambda x, pos: self.model(x, pos)[:, -1].contiguous(), capture_first=True)
+    # the head's (1, 1, vocab) output as it is: reading it needs no copy (a [:, -1] view of it was a copy kernel per step)
+    self._decode = TinyJit(lambda x, pos: self.model(x, pos), capture_first=True)
     # prefill stops before the output matmul: only the prompt's last token needs logits (the head is the biggest matmul)
-    self._prefill = TinyJit(lambda x, pos: self.model(x, pos, head=False).contiguous(), capture_first=True)
+    self._prefill = TinyJit(lambda x, pos: self.model(x, pos, head=False), capture_first=True)
     self._settled: list[TinyJit] = []
 
   def prefill(self, toks: list[int], start: int = 0) -> np.ndarray:
@@ -57,7 +58,7 @@ class LLM:
     return last
 
   def decode(self, tok: int, pos: int) -> np.ndarray:
-    out = self._decode(self.model.embed([tok]), self.v_dec.bind(pos)).numpy()[0]
+    out = self._decode(self.model.embed([tok]), self.v_dec.bind(pos)).numpy()[0, 0]
     self._settle(self._decode)
     return out
 
