@@ -173,9 +173,11 @@ class Transformer:
     scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(cfg.head_dim)
     for i, kv in enumerate(self.cache):
       sliding = cfg.sliding(i)
-      # single-token decode reads only the first pos+1 cache rows (no mask needed); a sliding layer reads them all, masked
-      symbolic_read = T == 1 and isinstance(pos, UOp) and not sliding
-      mask = None if symbolic_read else window if sliding else causal
+      # with a bound position, attention reads only the first pos+T cache rows, a symbolic length (a prefill chunk at the
+      # start of a 512-token context no longer scores all 512 slots); single-token decode needs no mask then. A sliding
+      # layer reads them all, masked
+      symbolic_read = isinstance(pos, UOp) and not sliding
+      mask = window if sliding else None if symbolic_read and T == 1 else causal
       cos, sin = rot[sliding and self.inv_freq_local is not None]
       b = f"blk.{i}."
       x = x.realize()   # this layer's input as a buffer: both cache writes and the attention read it
@@ -200,10 +202,12 @@ class Transformer:
       # attention by broadcasting in 6-d (kv head, group, query, key, feature): the cache is reshaped while its shape is
       # concrete and only then cut to pos+1 rows, since a symbolic dim can't pass through a reshape
       K, V = (kv[j].reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for j in (0, 1))
-      if symbolic_read: K, V = K[:, :, :, :, :pos + 1], V[:, :, :, :, :pos + 1]
+      if symbolic_read: K, V = K[:, :, :, :, :pos + T], V[:, :, :, :, :pos + T]
       s = (q.reshape(1, cfg.n_kv_heads, rep, T, 1, cfg.head_dim) * K).sum(-1, keepdim=True) * scale
       if cfg.attn_softcap: s = (s * (1 / cfg.attn_softcap)).tanh() * cfg.attn_softcap
-      if mask is not None: s = mask.reshape(1, 1, 1, T, M, 1).where(s, -math.inf)
+      if mask is not None:   # reshaped while concrete, then cut like the cache
+        m6 = mask.reshape(1, 1, 1, T, M, 1)
+        s = (m6[:, :, :, :, :pos + T] if symbolic_read else m6).where(s, -math.inf)
       att = (s.softmax(-2) * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
       post_attn, post_ffw = b + "post_attention_norm.weight" in self.norms, b + "post_ffw_norm.weight" in self.norms
       if post_attn or (y := self.qlin(att, b + "attn_output", res=x)) is None:
