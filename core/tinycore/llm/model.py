@@ -20,6 +20,8 @@ from tinycore.llm.progress import LoadProgress
 NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}
 
 GEMMA = {"gemma", "gemma2", "gemma3"}
+# decode recomputes q's rotation per cached key up to this context (~3 us per layer at 70 keys, 9 heads of 64)
+ROPE_Q_FUSED_MAX_CONTEXT = 256
 # gemma 2 alternates sliding and global layers; gemma 3 has five sliding layers for each global one
 SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
 
@@ -195,7 +197,11 @@ class Transformer:
       k, v = k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
       if b + "attn_q_norm.weight" in self.norms:   # qwen3: per-head norms before rope
         q, k = rms_norm(q, self.norms[b + "attn_q_norm.weight"], cfg.eps), rms_norm(k, self.norms[b + "attn_k_norm.weight"], cfg.eps)
-      q, k = self.rope(q, cos, sin).transpose(1, 2), self.rope(k, cos, sin).transpose(1, 2)   # (1, heads, T, hd)
+      q, k = self.rope(q, cos, sin), self.rope(k, cos, sin).transpose(1, 2)
+      # fused into the score kernel, q's rotation is redone for every key, in scalar code: a prefill chunk's scores ran
+      # 2.7x slower so. One token against a short cache redoes less than a kernel launch costs, so decode keeps it fused
+      if T > 1 or M > ROPE_Q_FUSED_MAX_CONTEXT: q = q.contiguous()
+      q = q.transpose(1, 2)   # (1, heads, T, hd)
       v = v.transpose(1, 2)
       # only rows pos..pos+T-1 are written (a view at a symbolic offset): the rest of the cache is neither read nor copied
       kv[:, :, :, pos:pos + T].assign(k.unsqueeze(0).cat(v.unsqueeze(0), dim=0)).realize()
