@@ -63,11 +63,11 @@ class LLM:
     return out
 
   def _settle(self, jit: TinyJit) -> None:
-    """After a jit's plain run and its capture: hand the blocks the allocator keeps for reuse back to the system. The
-    captured kernels share planned memory from then on, so the plain run's freed intermediates (~15 MiB for a 135M model)
-    would sit in the cache for good."""
+    """After a jit's first call (its capture): hand the blocks the allocator keeps for reuse back to the system. The
+    captured kernels share planned memory from then on, so the intermediates freed while capturing (~15 MiB for a 135M
+    model) would sit in the cache for good. Once per jit: under JIT=0 every call runs plain and reuses that cache."""
     if jit in self._settled: return
-    if jit.captured is not None: self._settled.append(jit)
+    self._settled.append(jit)
     dev = self.model.inv_freq.device
     for d in (dev,) if isinstance(dev, str) else dev:
       if callable(free := getattr(Device[d].allocator, "free_cache", None)): free()
