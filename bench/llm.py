@@ -38,9 +38,18 @@ def peak_rss_mib() -> float:
   except (OSError, StopIteration): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # KiB on Linux
 
 # ---- children: one fresh process per measurement, so RSS and the kernel cache are its own
+def rss_now_mib() -> float:
+  try:
+    with open("/proc/self/status") as f: return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) / 1024
+  except (OSError, StopIteration): return 0.0
+
 def child_tinycore(path: str, n_prompt: int, n_decode: int, steady: bool) -> dict:
   import numpy as np
   from tinycore.llm.generate import LLM
+  from tinycore.tensor import Tensor
+  from tinycore.helpers import GlobalCounters
+  Tensor.zeros(1).contiguous().realize()   # the device opened: what any run costs before the model (interpreter, imports)
+  baseline = rss_now_mib()
   llm = LLM(path, max_context=n_prompt + n_decode + 8, chunk=min(32, n_prompt))
   prompt = np.random.default_rng(0).integers(0, llm.cfg.vocab, n_prompt).tolist()
   next(llm.generate(prompt, 1))
@@ -49,11 +58,16 @@ def child_tinycore(path: str, n_prompt: int, n_decode: int, steady: bool) -> dic
     from tinycore.llm.__main__ import benchmark
     st = benchmark(llm, n_prompt, n_decode, warmup=True)
     out.update(prefill_tok_s=st["prefill_tok_s"], decode_tok_s=st["decode_tok_s"], decode_ms=st["decode_ms"])
+    GlobalCounters.reset()
+    llm.decode(int(prompt[-1]), n_prompt)   # a replayed step: the kernels it launches
+    out["kernels_per_step"] = GlobalCounters.kernel_count
   # bytes one decode step reads: every matmul weight (the embedding is read one row per token, unless it is the output)
   w = llm.model.w
   out["bytes_per_token"] = sum(q.nbytes for n, q in w.items() if len(q.shape) == 2 and (n != "token_embd.weight" or llm.model.out_name == n))
   out["weight_bytes"] = llm.weight_bytes
   out["rss_mib"] = peak_rss_mib()
+  out["baseline_rss_mib"] = baseline
+  out["kv_cache_mib"] = sum(c.numel() * c.dtype.itemsize for c in llm.model.cache) / 2**20
   return out
 
 def child_torch(shape: dict, n_prompt: int, n_decode: int) -> dict:
@@ -166,14 +180,17 @@ def main(argv=None) -> int:
 def report(res: dict) -> str:
   f = lambda v, fmt: "-" if v is None else format(v, fmt)
   lines = ["| weights | file MiB | TTFT cold s | TTFT warm s | prefill tok/s | decode tok/s | ms/token | peak RSS MiB | bytes/token MiB "
-           "| % of bw bound |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| % of bw bound | kernels/step | RSS baseline MiB | peak RSS / (file + KV) | above baseline / (file + KV) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for k, r in res["rows"].items():
     if r.get("error"): lines.append(f"| {k} | {f(r.get('file_mib'), '.1f')} | ERROR: {r['error']} |"); continue
+    held = r["file_mib"] + r["kv_cache_mib"] if "kv_cache_mib" in r else None   # what the model must hold: the RSS target's unit
     lines.append(f"| {k} | {r['file_mib']:.1f} | {f(r.get('ttft_cold_s'), '.2f')} | {f(r.get('ttft_warm_s'), '.2f')} | "
                  f"{f(r.get('prefill_tok_s'), '.1f')} | "
                  f"{f(r.get('decode_tok_s'), '.1f')} | {f(r.get('decode_ms'), '.1f')} | {r['rss_mib']:.0f} | {r['bytes_per_token'] / 2**20:.1f} | "
-                 f"{f(100 * r['bound_fraction'] if 'bound_fraction' in r else None, '.1f')} |")
+                 f"{f(100 * r['bound_fraction'] if 'bound_fraction' in r else None, '.1f')} | {f(r.get('kernels_per_step'), 'd')} | "
+                 f"{f(r.get('baseline_rss_mib'), '.0f')} | {f(r['rss_mib'] / held if held else None, '.2f')} | "
+                 f"{f((r['rss_mib'] - r['baseline_rss_mib']) / held if held else None, '.2f')} |")
   t = res.get("torch")
   if t and "decode_tok_s" in t:
     frac = t["decode_tok_s"] * t["weight_bytes"] / (res["read_bandwidth_gbs"] * 1e9)

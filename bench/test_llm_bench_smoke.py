@@ -23,4 +23,7 @@ def test_llm_quick(tmp_path):
     assert not r.get("error"), r
     assert r["decode_tok_s"] > 0 and r["prefill_tok_s"] > 0 and r["ttft_cold_s"] > 0 and r["ttft_warm_s"] > 0 and r["rss_mib"] > 0, r
     assert 0 < r["bytes_per_token"] <= r["weight_bytes"], r
+    # a 2-layer model's step: 4 matmuls and the attention per layer, and the head (none left over from outside the jit)
+    assert 2 * 4 < r["kernels_per_step"] <= 2 * 12 + 8, r
+    assert 0 < r["baseline_rss_mib"] < r["rss_mib"] and r["kv_cache_mib"] > 0, r
   assert "| Q4_K |" in p.stdout   # the table was printed

@@ -57,6 +57,22 @@ def test_reset_recaptures():
     np.testing.assert_allclose(f(Tensor(x)).numpy(), x * 3, rtol=1e-6)
   assert f.captured is not None
 
+def test_capture_first_captures_on_call_one():
+  runs = []
+  def body(a, b):
+    runs.append(1)
+    return (a * b + 2).sum(1)
+  f = TinyJit(body, capture_first=True)
+  for i in range(4):
+    x, y = _rand(3, 5, seed=i), _rand(3, 5, seed=50 + i)
+    np.testing.assert_allclose(f(Tensor(x), Tensor(y)).numpy(), (x * y + 2).sum(1), rtol=1e-5, atol=1e-5)
+    assert f.captured is not None and len(f.captured.jit_cache) >= 1
+  assert len(runs) == 1, "the function body runs once (the capture); every later call replays"
+  f.reset()
+  assert f.captured is None
+  f(Tensor(_rand(3, 5)), Tensor(_rand(3, 5)))
+  assert f.captured is not None and len(runs) == 2   # a reset keeps capturing first
+
 def test_jit_disabled():
   with Context(JIT=0):
     @TinyJit

@@ -71,6 +71,20 @@ def test_chunked_prefill_and_decode_match_full_forward(model):
   for j in range(5, len(toks)): np.testing.assert_allclose(llm.decode(toks[j], j), full[j], atol=1e-4, rtol=1e-4)
   assert llm._decode.captured is not None and llm._prefill.captured is not None   # decode steps replayed one capture
 
+@pytest.mark.parametrize("fused_max", [0, 10**6], ids=["q_rotated_into_a_buffer", "q_rotation_fused_per_key"])
+def test_decode_q_rotation_paths_match_numpy(tmp_path, monkeypatch, fused_max):
+  # both ways decode may rotate q (model.ROPE_Q_FUSED_MAX_CONTEXT picks by context size) against the numpy reference
+  import tinycore.llm.model as model_mod
+  monkeypatch.setattr(model_mod, "ROPE_Q_FUSED_MAX_CONTEXT", fused_max)
+  p = str(tmp_path / "m.gguf")
+  tiny_llama(p, seed=3)
+  llm = LLM(p, max_context=24, chunk=4, int8_activations=False)
+  kv, w = gguf_load(p)
+  toks = llm.tok.encode(PROMPT)
+  ref = ref_forward(kv, w, toks)
+  np.testing.assert_allclose(llm.prefill(toks[:4]), ref[3], atol=1e-4, rtol=1e-3)
+  for j in range(4, len(toks)): np.testing.assert_allclose(llm.decode(toks[j], j), ref[j], atol=1e-4, rtol=1e-3)
+
 def test_greedy_generation_matches_reference_and_is_deterministic(model):
   _, p, llm = model
   kv, w = gguf_load(p)

@@ -169,3 +169,24 @@ def test_gguf_file_roundtrip(tmp_path):
   (tmp_path / "hdr.gguf").write_bytes(data[:40])
   with pytest.raises(CorruptFileError, match=r"hdr.gguf.*truncated.*offset"): gguf_load(tmp_path / "hdr.gguf")
   with pytest.raises(CorruptFileError, match="magic"): gguf_load(b"XXXX" + data[4:])
+
+def _gguf_with_strings(items: list[bytes], declared: int | None = None) -> bytes:
+  """A GGUF header (no tensors) holding one string-array key, with each item's bytes as given (length-prefixed)."""
+  import struct
+  body = b"".join(struct.pack("<Q", len(s)) + s for s in items)
+  key = b"tokenizer.ggml.tokens"
+  kv = struct.pack("<Q", len(key)) + key + struct.pack("<IIQ", 9, 8, len(items) if declared is None else declared) + body
+  return b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + kv
+
+def test_gguf_string_array_read_and_checked(tmp_path):
+  from tinycore.nn.gguf import gguf_tensors
+  toks = ["<s>", "", "héllo", "\u2581world", "🙂", "a" * 300]
+  (tmp_path / "ok.gguf").write_bytes(_gguf_with_strings([t.encode() for t in toks]))
+  assert gguf_tensors(tmp_path / "ok.gguf")[0]["tokenizer.ggml.tokens"] == toks
+  (tmp_path / "utf.gguf").write_bytes(_gguf_with_strings([b"ok", b"\xff\xfe"]))
+  with pytest.raises(CorruptFileError, match=r"utf.gguf.*not UTF-8"): gguf_tensors(tmp_path / "utf.gguf")
+  data = _gguf_with_strings([b"abc", b"defgh"])
+  (tmp_path / "cut.gguf").write_bytes(data[:-2])   # the last string's bytes run past the end
+  with pytest.raises(CorruptFileError, match=r"cut.gguf.*length 5 .*can't fit"): gguf_tensors(tmp_path / "cut.gguf")
+  (tmp_path / "cut2.gguf").write_bytes(data[:-9])   # the last string's length field is cut
+  with pytest.raises(CorruptFileError, match=r"cut2.gguf.*truncated"): gguf_tensors(tmp_path / "cut2.gguf")

@@ -239,9 +239,12 @@ class TinyJit(Generic[R]):
   Each distinct set of non-Tensor argument values counts its calls and captures on its own (see the module doc)."""
   max_captures = 8   # distinct non-Tensor argument sets kept per function; each holds its kernels and buffers
 
-  def __init__(self, fxn: Callable[..., R] | None, captured: CapturedJit | None = None, prune: bool = False):
+  def __init__(self, fxn: Callable[..., R] | None, captured: CapturedJit | None = None, prune: bool = False, capture_first: bool = False):
     if fxn is None and captured is None: raise ValueError("TinyJit needs a function or a CapturedJit")
     self.fxn, self.prune = fxn, prune   # prune: accepted for tinygrad compatibility, every captured kernel is kept
+    # capture_first: capture on call 1, for a function that leaves nothing lazy outside it to realize once (it saves
+    # building and scheduling the whole graph a second time: an LLM's first prompt chunk)
+    self.capture_first = capture_first
     self.reset()
     if captured is not None: self._entries[()] = self._entry = _Entry(2, captured)   # loaded: replays calls without other arguments
     if fxn is not None: functools.update_wrapper(self, fxn)
@@ -276,7 +279,7 @@ class TinyJit(Generic[R]):
       raise JitError(f"TinyJit {getattr(self.fxn, '__qualname__', self.fxn)!r} was called with {len(self._entries) + 1} different sets of "
                      f"non-Tensor arguments (varying: argument {', '.join(varying) or '?'}); each set is baked into its own capture and "
                      f"TinyJit.max_captures is {self.max_captures}. Pass a value that changes per call as a Tensor or a bound Variable.")
-    e = self._entries[key] = _Entry(refs=refs)
+    e = self._entries[key] = _Entry(1 if self.capture_first else 0, refs=refs)
     return e
 
   def __call__(self, *args, **kwargs) -> R:

@@ -6,6 +6,7 @@ from typing import Iterator
 import numpy as np
 from tinycore.uop import Variable
 from tinycore.tensor import Tensor
+from tinycore.device import Device
 from tinycore.engine.jit import TinyJit
 from tinycore.llm.weights import load_gguf_raw
 from tinycore.llm.model import Config, Transformer
@@ -31,9 +32,13 @@ class LLM:
     self.weight_bytes = sum(q.nbytes for q in w.values())
     self.v_dec = Variable("pos", 0, self.max_context - 1)
     self.v_pre = Variable("start_pos", 0, self.max_context - self.chunk)
-    self._decode = TinyJit(lambda x, pos: self.model(x, pos)[:, -1].contiguous())
+    # captured on their first call: the weights are realized above, so a plain first run would only build, schedule
+    # and run the whole graph once more before the capture (about half the time to the first token)
+    # the head's (1, 1, vocab) output as it is: reading it needs no copy (a [:, -1] view of it was a copy kernel per step)
+    self._decode = TinyJit(lambda x, pos: self.model(x, pos), capture_first=True)
     # prefill stops before the output matmul: only the prompt's last token needs logits (the head is the biggest matmul)
-    self._prefill = TinyJit(lambda x, pos: self.model(x, pos, head=False).contiguous())
+    self._prefill = TinyJit(lambda x, pos: self.model(x, pos, head=False), capture_first=True)
+    self._settled: list[TinyJit] = []
 
   def prefill(self, toks: list[int], start: int = 0) -> np.ndarray:
     """Run `toks` at positions start.. in chunks (the last one padded: its extra cache rows are rewritten before any
@@ -48,11 +53,24 @@ class LLM:
         continue
       x = self.model.embed(part + [0] * (self.chunk - len(part)))
       hidden, last = self._prefill(x, self.v_pre.bind(p)).numpy()[0, len(part) - 1], None
+      self._settle(self._prefill)
     if hidden is not None: last = self.model.head(Tensor(hidden.reshape(1, 1, -1))).numpy()[0, 0]
     return last
 
   def decode(self, tok: int, pos: int) -> np.ndarray:
-    return self._decode(self.model.embed([tok]), self.v_dec.bind(pos)).numpy()[0]
+    out = self._decode(self.model.embed([tok]), self.v_dec.bind(pos)).numpy()[0, 0]
+    self._settle(self._decode)
+    return out
+
+  def _settle(self, jit: TinyJit) -> None:
+    """After a jit's first call (its capture): hand the blocks the allocator keeps for reuse back to the system. The
+    captured kernels share planned memory from then on, so the intermediates freed while capturing (~15 MiB for a 135M
+    model) would sit in the cache for good. Once per jit: under JIT=0 every call runs plain and reuses that cache."""
+    if jit in self._settled: return
+    self._settled.append(jit)
+    dev = self.model.inv_freq.device
+    for d in (dev,) if isinstance(dev, str) else dev:
+      if callable(free := getattr(Device[d].allocator, "free_cache", None)): free()
 
   def forward_all(self, toks: list[int]) -> np.ndarray:
     """Logits of every position in one plain (un-jitted) pass from position 0, for checks."""

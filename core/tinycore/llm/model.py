@@ -20,6 +20,8 @@ from tinycore.llm.progress import LoadProgress
 NEOX_ROPE = {"qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gptneox", "stablelm", "olmo2", "gemma", "gemma2", "gemma3"}
 
 GEMMA = {"gemma", "gemma2", "gemma3"}
+# decode recomputes q's rotation per cached key up to this context (~3 us per layer at 70 keys, 9 heads of 64)
+ROPE_Q_FUSED_MAX_CONTEXT = 256
 # gemma 2 alternates sliding and global layers; gemma 3 has five sliding layers for each global one
 SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
 
@@ -173,9 +175,11 @@ class Transformer:
     scale = cfg.attn_scale if cfg.attn_scale is not None else 1 / math.sqrt(cfg.head_dim)
     for i, kv in enumerate(self.cache):
       sliding = cfg.sliding(i)
-      # single-token decode reads only the first pos+1 cache rows (no mask needed); a sliding layer reads them all, masked
-      symbolic_read = T == 1 and isinstance(pos, UOp) and not sliding
-      mask = None if symbolic_read else window if sliding else causal
+      # with a bound position, attention reads only the first pos+T cache rows, a symbolic length (a prefill chunk at the
+      # start of a 512-token context no longer scores all 512 slots); single-token decode needs no mask then. A sliding
+      # layer reads them all, masked
+      symbolic_read = isinstance(pos, UOp) and not sliding
+      mask = window if sliding else None if symbolic_read and T == 1 else causal
       cos, sin = rot[sliding and self.inv_freq_local is not None]
       b = f"blk.{i}."
       x = x.realize()   # this layer's input as a buffer: both cache writes and the attention read it
@@ -193,18 +197,26 @@ class Transformer:
       k, v = k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
       if b + "attn_q_norm.weight" in self.norms:   # qwen3: per-head norms before rope
         q, k = rms_norm(q, self.norms[b + "attn_q_norm.weight"], cfg.eps), rms_norm(k, self.norms[b + "attn_k_norm.weight"], cfg.eps)
-      q, k = self.rope(q, cos, sin).transpose(1, 2), self.rope(k, cos, sin).transpose(1, 2)   # (1, heads, T, hd)
+      q, k = self.rope(q, cos, sin), self.rope(k, cos, sin).transpose(1, 2)
+      # fused into the score kernel, q's rotation is redone for every key, in scalar code: a prefill chunk's scores ran
+      # 2.7x slower so. One token against a short cache redoes less than a kernel launch costs, so decode keeps it fused
+      if T > 1 or M > ROPE_Q_FUSED_MAX_CONTEXT: q = q.contiguous()
+      q = q.transpose(1, 2)   # (1, heads, T, hd)
       v = v.transpose(1, 2)
       # only rows pos..pos+T-1 are written (a view at a symbolic offset): the rest of the cache is neither read nor copied
       kv[:, :, :, pos:pos + T].assign(k.unsqueeze(0).cat(v.unsqueeze(0), dim=0)).realize()
       # attention by broadcasting in 6-d (kv head, group, query, key, feature): the cache is reshaped while its shape is
       # concrete and only then cut to pos+1 rows, since a symbolic dim can't pass through a reshape
       K, V = (kv[j].reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for j in (0, 1))
-      if symbolic_read: K, V = K[:, :, :, :, :pos + 1], V[:, :, :, :, :pos + 1]
+      if symbolic_read: K, V = K[:, :, :, :, :pos + T], V[:, :, :, :, :pos + T]
       s = (q.reshape(1, cfg.n_kv_heads, rep, T, 1, cfg.head_dim) * K).sum(-1, keepdim=True) * scale
       if cfg.attn_softcap: s = (s * (1 / cfg.attn_softcap)).tanh() * cfg.attn_softcap
-      if mask is not None: s = mask.reshape(1, 1, 1, T, M, 1).where(s, -math.inf)
-      att = (s.softmax(-2) * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
+      if mask is not None:   # reshaped while concrete, then cut like the cache
+        m6 = mask.reshape(1, 1, 1, T, M, 1)
+        s = (m6[:, :, :, :, :pos + T] if symbolic_read else m6).where(s, -math.inf)
+      # the probabilities into a buffer: fused into the weighted sum, each key's exp was redone for every 16 output lanes
+      # (decode's output kernel 24 -> 9 us per layer, plus 4 for this one; a replayed launch costs ~2 us)
+      att = (s.softmax(-2).contiguous() * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
       post_attn, post_ffw = b + "post_attention_norm.weight" in self.norms, b + "post_ffw_norm.weight" in self.norms
       if post_attn or (y := self.qlin(att, b + "attn_output", res=x)) is None:
         y = (x + self.post_norm(self.lin(att, b + "attn_output"), b + "post_attention_norm.weight")).contiguous()

@@ -28,6 +28,7 @@ class QWeight:
   def __init__(self, kind: str, shape: tuple, parts: dict[str, Tensor] | None = None, nbytes: int = 0, host: Sequence[np.ndarray] = ()):
     self.kind, self.shape, self.nbytes, self.host = kind, tuple(shape), nbytes, list(host)
     self._parts = parts
+    self._device_buf: Buffer | None = None   # the one device buffer _to_device filled (rows() reads it)
   @property
   def parts(self) -> dict[str, Tensor]:
     if self._parts is None: self._parts = {"raw" if self.kind in BLOCK_FORMATS else "w": self._to_device()}
@@ -44,6 +45,7 @@ class QWeight:
       if c.nbytes: buf.view(c.nbytes // dt.itemsize, dt, off).copyin(memoryview(c.data).cast("B"))
       off += c.nbytes
       _drop_pages(c)
+    self._device_buf = buf
     t = Tensor(UOp(Ops.BUFFER, dt, (), buf))
     if self.kind not in BLOCK_FORMATS: return t.reshape(self.shape)
     rows = prod(self.shape[:-1])   # the blocks as rows of the weight: the decode reshapes them per block
@@ -52,15 +54,22 @@ class QWeight:
     if self.kind in BLOCK_FORMATS: return dequantize(self.parts["raw"], self.kind, self.shape)
     return self.parts["w"].cast(dtypes.float32)
   def rows(self, idx: Sequence[int]) -> Tensor:
-    """Rows `idx` of the weight as a float32 Tensor (len(idx), *shape[1:]), gathered from the mapped file and decoded on
-    the host (nn.gguf's numpy decoders): an embedding lookup reads a few rows, where a one-hot product would read the
+    """Rows `idx` of the weight as a float32 Tensor (len(idx), *shape[1:]), gathered from the device copy or the mapped
+    file and decoded on the host (nn.gguf's numpy decoders): an embedding lookup reads a few rows, where a one-hot product would read the
     whole table, and a device decode would schedule a kernel for every token."""
     ids = np.asarray(idx, dtype=np.int64)
-    if len(self.host) != 1: return self.dequant()[Tensor(ids)]   # built on the device (stacked weights): no host copy to read
-    src = self.host[0].reshape(self.shape[0], -1)
     if ids.size and (ids.min() < 0 or ids.max() >= self.shape[0]):
       raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {ids.min()}..{ids.max()}")
-    sel = np.ascontiguousarray(src[ids])
+    if self._device_buf is not None:   # on the device already (a tied output matrix): copy the rows out of it
+      row = self._device_buf.nbytes // max(self.shape[0], 1)
+      sel = np.empty((len(ids), row), np.uint8)
+      for j, i in enumerate(ids.tolist()): self._device_buf.view(row, dtypes.uint8, i * row).copyout(memoryview(sel[j]))
+    elif len(self.host) != 1: return self.dequant()[Tensor(ids)]   # built on the device (stacked weights): no host copy to read
+    else:
+      # reading the mapping faults in a window of pages around each row (a transient ~15 MiB for a 32-token chunk of a
+      # 49k-row table), dropped again right after
+      sel = np.ascontiguousarray(self.host[0].reshape(self.shape[0], -1)[ids])
+      _drop_pages(self.host[0])
     shape = (len(ids), *self.shape[1:])
     if self.kind in BLOCK_FORMATS: return Tensor(DEQUANT[_TYPE_ID[self.kind]](sel.reshape(-1, BLOCK_FORMATS[self.kind][1])).reshape(shape))
     if self.kind == "BF16": return Tensor((sel.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shape))   # no numpy bfloat16
@@ -82,16 +91,17 @@ _PLAIN_BY_NAME = {GGML_TYPES[t][0]: dt for t, dt in _PLAIN.items()}
 _TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
 
 def _drop_pages(c: np.ndarray) -> None:
-  """Tell the kernel this process is done with the mapped pages behind `c` (now copied to the device), so they stop
-  counting in its RSS; a later read (an embedding row) maps them in again from the page cache."""
+  """Tell the kernel this process is done with the mapped file behind `c` (now copied to the device), so its pages stop
+  counting in the RSS. The whole mapping, not just c's pages: a fault maps a window of neighbouring pages too (fault-around,
+  large page-cache folios), so loading the 2 KiB norms alone left ~46 MiB of a 74 MiB file mapped. Only for a read-only
+  mapping, whose pages are clean: a later read (an embedding row) maps them in again from the page cache."""
   base: Any = c.base
   while base is not None and not isinstance(base, (mmap.mmap, memoryview)): base = getattr(base, "base", None)
   mm = base.obj if isinstance(base, memoryview) else base
-  if not isinstance(mm, mmap.mmap) or not hasattr(mm, "madvise") or not hasattr(mmap, "MADV_DONTNEED"): return
-  start = c.ctypes.data - np.frombuffer(mm, np.uint8).ctypes.data
-  page = mmap.PAGESIZE
-  lo, hi = -(-start // page) * page, (start + c.nbytes) // page * page   # only pages wholly inside c: its neighbours may be in use
-  if hi > lo: mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+  if not isinstance(mm, mmap.mmap) or not hasattr(mm, "madvise") or not hasattr(mmap, "MADV_DONTNEED") or mm.closed: return
+  with memoryview(mm) as view:
+    if not view.readonly: return   # a copy-on-write mapping may hold written pages that dropping would lose
+  mm.madvise(mmap.MADV_DONTNEED)
 
 def _is_int(x) -> bool: return isinstance(x, int) and not isinstance(x, bool)
 

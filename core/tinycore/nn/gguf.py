@@ -125,6 +125,25 @@ class _Reader:
     try: return bytes(self.take(n, what)).decode("utf-8")
     except UnicodeDecodeError as e: raise CorruptFileError(f"{self.name}: {what} at offset {self.off - n} is not UTF-8: {e}") from None
 
+  def strings(self, n: int, what: str) -> list[str]:
+    """n strings in a row (a vocabulary: ~50k-250k of them), each checked as string() does, in one loop: a call per
+    field made reading a 49k-token vocabulary ~0.2 s of the time to the first token."""
+    mv, off, end, out, u64 = self.mv, self.off, len(self.mv), [], _U64.unpack_from
+    for _ in range(n):
+      if end - off < 8:
+        raise CorruptFileError(f"{self.name}: truncated GGUF file: reading {what} length needs 8 bytes at offset {off}, file has {end}")
+      k = u64(mv, off)[0]
+      off += 8
+      if k > end - off:
+        raise CorruptFileError(f"{self.name}: truncated or corrupt GGUF file: {what} length {k} at offset {off - 8} can't fit in "
+                               f"the {end - off} bytes left")
+      try: out.append(str(mv[off:off + k], "utf-8"))
+      except UnicodeDecodeError as e: raise CorruptFileError(f"{self.name}: {what} at offset {off} is not UTF-8: {e}") from None
+      off += k
+    self.off = off
+    return out
+
+_U64 = struct.Struct("<Q")
 _KV_FMT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _MIN_BYTES = {**{t: struct.calcsize("<" + f) for t, f in _KV_FMT.items()}, 8: 8, 9: 12}   # a string is >= its length field
 MAX_NESTING = 8   # arrays of arrays: real files use one level
@@ -139,6 +158,7 @@ def _read_value(r: _Reader, vtype: int, what: str, depth: int = 0) -> Any:
     n = r.count(what + " length", _MIN_BYTES[itype])
     if itype in _KV_FMT:  # numeric arrays in one read
       return list(struct.unpack(f"<{n}{_KV_FMT[itype]}", r.take(n * _MIN_BYTES[itype], what)))
+    if itype == 8: return r.strings(n, what)
     return [_read_value(r, itype, what, depth + 1) for _ in range(n)]
   raise CorruptFileError(f"{r.name}: unknown GGUF value type {vtype} for {what} at offset {r.off - 4}")
 

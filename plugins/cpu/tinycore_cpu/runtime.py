@@ -4,6 +4,7 @@ ctypes releases the GIL for the duration of a foreign call, so chunks of the out
 from __future__ import annotations
 import ctypes, os, tempfile, threading, time, functools, itertools
 from concurrent.futures import ThreadPoolExecutor
+import numpy as np
 from tinycore.device import LRUAllocator
 from tinycore.helpers import env_value, EnvError
 
@@ -15,8 +16,14 @@ _libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
 _libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
 _libc.free.argtypes = [ctypes.c_void_p]
 
+_malloc_trim = getattr(_libc, "malloc_trim", None)   # glibc only
+if _malloc_trim is not None: _malloc_trim.argtypes = [ctypes.c_size_t]
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MADV_HUGEPAGE, HUGE = 14, 2 << 20
+
+def _address(mv: memoryview) -> int:
+  """A read-only buffer's address, without copying it (ctypes' from_buffer wants a writable one)."""
+  return np.frombuffer(mv, np.uint8, mv.nbytes).ctypes.data if mv.nbytes else 0
 
 class CPUAllocator(LRUAllocator):
   def __init__(self):
@@ -39,9 +46,14 @@ class CPUAllocator(LRUAllocator):
     if align == HUGE: _libc.madvise(p, n, MADV_HUGEPAGE)   # a hint: failure (no THP) changes nothing
     return p
   def _free(self, opaque: int, size: int, options=None) -> None: _libc.free(opaque)
+  def free_cache(self) -> None:
+    super().free_cache()
+    # freed blocks under glibc's (adaptive, up to 32 MiB) mmap threshold stay in its heap: hand them back to the system
+    if _malloc_trim is not None: _malloc_trim(0)
   def _as_buffer(self, opaque: int) -> memoryview: raise NotImplementedError  # replaced below with a sized view
   def _copyin(self, dest: int, src: memoryview) -> None:
-    ctypes.memmove(dest, (ctypes.c_char * src.nbytes).from_buffer(src) if not src.readonly else bytes(src), src.nbytes)
+    # a read-only source (a weight in a mapped file) by its address: bytes(src) made a whole transient copy of it
+    ctypes.memmove(dest, (ctypes.c_char * src.nbytes).from_buffer(src) if not src.readonly else _address(src), src.nbytes)
   def _copyout(self, dest: memoryview, src: int) -> None: ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src, dest.nbytes)
   def _offset(self, opaque: int, size: int, offset: int) -> int: return opaque + offset
 
