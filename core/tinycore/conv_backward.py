@@ -60,7 +60,7 @@ def conv_weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], groups: int
                      dilation: tuple[int, ...], pads: list[tuple[int, int]]) -> Tensor:
   """d conv / d weight: g (bs, cout, *out), x (bs, cin, *in) -> (cout, cin/groups, *kernel)."""
   cout, cg, k_ = w_shape[0], w_shape[1], tuple(w_shape[2:])
-  d, bs, rc = len(k_), x.shape[0], cout // groups
+  d, bs, rc = len(k_), int(x.shape[0]), cout // groups   # int: register() takes concrete shapes only
   xp = _pad_or_shrink(x, pads)._pool(k_, stride, dilation)        # (bs, cin, *out, *k)
   o_ = tuple(xp.shape[2:2 + d])
   # the output gradient with its channels innermost: the vector axis of the reduce below reads it contiguously
@@ -84,10 +84,10 @@ def register(out: Tensor, x: Tensor, w: Tensor, groups: int, stride: tuple[int, 
   """Make `out` = conv(x, w) (before any bias) differentiate through the two functions above."""
   from tinycore.gradient import custom_gradient
   tensor = type(out)
-  in_spatial = tuple(x.shape[2:])
+  in_spatial = tuple(int(s) for s in x.shape[2:])   # concrete: the caller checks
   def backward(ctx, wanted: tuple[bool, bool]):
     g = tensor(ctx)
     gx = conv_input_grad(g, w, in_spatial, groups, stride, dilation, pads).cast(x.dtype).uop if wanted[0] else None
-    gw = conv_weight_grad(g, x, tuple(w.shape), groups, stride, dilation, pads).cast(w.dtype).uop if wanted[1] else None
+    gw = conv_weight_grad(g, x, tuple(int(s) for s in w.shape), groups, stride, dilation, pads).cast(w.dtype).uop if wanted[1] else None
     return gx, gw
   custom_gradient(out.uop, (x.uop, w.uop), backward)

@@ -2,7 +2,7 @@
 (node, grad of node) into the grads of its sources. The result is more lazy UOps, scheduled like any other graph."""
 from __future__ import annotations
 import math, weakref
-from typing import Callable
+from typing import Any, Callable
 from tinycore.uop import UOp, Ops
 from tinycore.rewrite import UPat, PatternMatcher
 from tinycore.dtype import dtypes
@@ -125,14 +125,15 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   for u in reversed(root.toposort()):
     if (g := grads.get(u)) is None or not path[u] or not u.src: continue
     if u in targets and not any(path[s] for s in u.src): continue  # a leaf target: nothing beneath needs a grad
-    srcs = u.src
+    srcs: tuple[UOp, ...] = u.src
+    lgrads: Any
     if (custom := _custom.get(u)) is not None:
       srcs, fn = custom
       lgrads = fn(g, tuple(path.get(s, False) for s in srcs))
     else: lgrads = pm_gradient.rewrite(u, ctx=g)
     if lgrads is None: raise RuntimeError(f"no gradient rule for {u.op.name} ({u.dtype}, shape {u.shape})")
-    if len(lgrads) != len(srcs): raise RuntimeError(f"gradient rule for {u.op.name} gave {len(lgrads)} grads for {len(srcs)} sources")  # type: ignore[arg-type]
-    for s, sg in zip(srcs, lgrads):  # type: ignore[call-overload]
+    if len(lgrads) != len(srcs): raise RuntimeError(f"gradient rule for {u.op.name} gave {len(lgrads)} grads for {len(srcs)} sources")
+    for s, sg in zip(srcs, lgrads):
       if sg is None or not path[s]: continue
       if sg.shape != s.shape: raise RuntimeError(f"gradient rule for {u.op.name} gave shape {sg.shape} for a source of shape {s.shape}")
       grads[s] = sg if s not in grads else grads[s] + sg

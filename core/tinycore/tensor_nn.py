@@ -114,7 +114,8 @@ class NNMixin(TensorBase):
     w = weight.reshape(1, groups, rc, *[1] * d, cg, *k_)
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_dtype(self.dtype, weight.dtype)
     ret = (x * w).sum(tuple(range(3 + d, 4 + 2 * d)), dtype=dtype).reshape(bs, cout, *o_).cast(out_dt)
-    if dtype is None and isinstance(self.device, str) and dtypes.is_float(self.dtype) and dtypes.is_float(weight.dtype):
+    if dtype is None and isinstance(self.device, str) and dtypes.is_float(self.dtype) and dtypes.is_float(weight.dtype) \
+       and all(isinstance(s, int) for s in (*self.shape, *weight.shape)):   # (a symbolic shape keeps plain autograd)
       from tinycore import conv_backward   # its backward as convolutions, not autograd through the window view
       conv_backward.register(ret, self, weight, groups, make_tuple(stride, d), make_tuple(dilation, d), pads)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * d)
