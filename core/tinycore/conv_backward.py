@@ -85,9 +85,12 @@ def register(out: Tensor, x: Tensor, w: Tensor, groups: int, stride: tuple[int, 
   from tinycore.gradient import custom_gradient
   tensor = type(out)
   in_spatial = tuple(int(s) for s in x.shape[2:])   # concrete: the caller checks
+  w_shape = tuple(int(s) for s in w.shape)
+  # the forward's values, as autograd would see them (not whatever the Tensors hold by the time backward runs)
+  xu, wu = x.uop, w.uop
   def backward(ctx, wanted: tuple[bool, bool]):
-    g = tensor(ctx)
-    gx = conv_input_grad(g, w, in_spatial, groups, stride, dilation, pads).cast(x.dtype).uop if wanted[0] else None
-    gw = conv_weight_grad(g, x, tuple(int(s) for s in w.shape), groups, stride, dilation, pads).cast(w.dtype).uop if wanted[1] else None
+    g, xt, wt = tensor(ctx), tensor(xu), tensor(wu)
+    gx = conv_input_grad(g, wt, in_spatial, groups, stride, dilation, pads).cast(xu.dtype).uop if wanted[0] else None
+    gw = conv_weight_grad(g, xt, w_shape, groups, stride, dilation, pads).cast(wu.dtype).uop if wanted[1] else None
     return gx, gw
-  custom_gradient(out.uop, (x.uop, w.uop), backward)
+  custom_gradient(out.uop, (xu, wu), backward)
