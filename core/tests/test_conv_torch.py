@@ -16,6 +16,9 @@ CASES = [
   (2, 4, 9, 9, 6, 3, 1, 2, 2, 1), (1, 33, 9, 7, 33, 3, 1, 1, 1, 33), (2, 16, 10, 9, 32, 3, 2, 1, 1, 16),
   (1, 6, 8, 8, 9, 3, 1, 0, 1, 3), (1, 4, 7, 7, 4, 3, 3, 0, 2, 2), (1, 3, 5, 5, 2, 1, 1, 3, 1, 1),
   (1, 64, 14, 14, 64, 3, 1, 1, 1, 1),
+  # strided, output channels a multiple of 16: conv_layout.py's channels-last form where the renderer has a register block
+  (2, 17, 9, 10, 32, 3, 2, 1, 1, 1), (2, 15, 10, 10, 16, 1, 2, 0, 1, 1), (1, 3, 13, 12, 16, 5, 2, 2, 1, 1),
+  (1, 8, 11, 11, 16, 3, 2, 2, 2, 1),
 ]
 
 def _run(case, dtype):
@@ -62,3 +65,14 @@ def test_conv_double_backward():
   tgx, = torch.autograd.grad(F.conv2d(tx, tw, padding=1).sum(), tx, create_graph=True)
   exp, = torch.autograd.grad((tgx * torch.tensor(vn)).sum(), tw)
   np.testing.assert_allclose(got, exp.numpy(), rtol=1e-4, atol=1e-4)
+
+def test_strided_conv_takes_channels_last_on_a_register_blocked_renderer():
+  """Which form a strided conv takes follows the renderer's capability (no device name): with a register block the
+  output channels go innermost, without one the plain form stays."""
+  from tinycore import conv_layout
+  from tinycore.device import Device
+  x, w = Tensor.empty(2, 8, 10, 10), Tensor.empty(16, 8, 3, 3)
+  has_block = Device[x.device].renderer.register_block is not None
+  assert conv_layout.wants_channels_last(x, w, 1, (2, 2), None) == has_block
+  assert not conv_layout.wants_channels_last(x, w, 1, (1, 1), None)                  # stride 1: the plain form vectorizes
+  assert not conv_layout.wants_channels_last(x, Tensor.empty(15, 8, 3, 3), 1, (2, 2), None)   # 15 channels: no whole vectors
