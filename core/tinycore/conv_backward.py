@@ -72,7 +72,7 @@ def conv_weight_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], groups: int
   if bs > 1:
     # one partial sum per sample first: the reduce over a sample's positions keeps its slices of x and g in L2 while
     # every (channel, tap) tile of the output passes over them; one reduce over all samples streams g from memory once
-    # per tile (16x64x56x56 3x3: 180 -> ? ms loaded). The partials (bs x the weight's size) are summed after.
+    # per tile (16x64x56x56 3x3: 180 -> 69 ms, loaded machine). The partials (bs x the weight's size) are summed after.
     dw = prod.sum(tuple(range(1, 1 + d)), dtype=acc).contiguous().sum(0, dtype=acc)    # (G, cg, *k, rc)
   else: dw = prod.sum(tuple(range(1 + d)), dtype=acc)
   # written in that order (a vector store per tap), then moved to (cout, cg, *k): a copy the size of the weight

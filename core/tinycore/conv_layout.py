@@ -2,7 +2,7 @@
 
 With stride s > 1 along the last spatial dim, neighbouring outputs read inputs s apart: no output axis is unit-stride in
 any load, so the optimizer finds no vector axis and the conv runs one scalar accumulator per output (16x64x56x56 ->
-128, 3x3 stride 2: 4.3 s against torch's 0.14 s, loaded). Here the weight is copied once to (cin/g... , *kernel, cout)
+128, 3x3 stride 2: 4.3 s against torch's 0.14 s, loaded). Here the weight is copied once to (cin, *kernel, cout)
 and the reduce's output is (bs, *out, cout): the output channel is then the unit-stride axis of the weight loads, the
 input window is the broadcast operand, and the microkernel tiles rows of output positions by columns of channels like a
 matmul. The result is moved back to (bs, cout, *out) by one copy the size of the output."""
