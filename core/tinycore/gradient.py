@@ -1,7 +1,8 @@
 """Autograd as a graph rewrite: walk the forward UOp graph backwards, and let a PatternMatcher of per-op rules turn
 (node, grad of node) into the grads of its sources. The result is more lazy UOps, scheduled like any other graph."""
 from __future__ import annotations
-import math
+import math, weakref
+from typing import Any, Callable
 from tinycore.uop import UOp, Ops
 from tinycore.rewrite import UPat, PatternMatcher
 from tinycore.dtype import dtypes
@@ -99,6 +100,17 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.ASSIGN), lambda ctx: (None, ctx)),
 ])
 
+# Nodes whose gradient the frontend op that made them computes itself: node -> (sources, fn(ctx, wanted) -> one grad or None
+# per source). A convolution registers its backward as two convolutions: autograd through its sliding-window view makes
+# kernels 10-50x slower. Weak keys: an entry lives as long as some graph holds the node; hash-consing gives a rebuilt
+# identical graph the same node, whose gradient is the same function.
+_custom: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], Callable]] = weakref.WeakKeyDictionary()
+
+def custom_gradient(node: UOp, sources: tuple[UOp, ...], fn: Callable) -> None:
+  """Backward through `node` calls fn(ctx, wanted) instead of walking its graph: `sources` must be ancestors of `node`,
+  `wanted[i]` says whether sources[i] needs a gradient, and fn returns a UOp of sources[i]'s shape (or None) for each."""
+  _custom[node] = (sources, fn)
+
 def _on_path(root: UOp, targets: set[UOp]) -> dict[UOp, bool]:
   """Which nodes have a target among their ancestors (DETACH cuts the path): only those need a gradient."""
   path: dict[UOp, bool] = {}
@@ -113,10 +125,15 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   for u in reversed(root.toposort()):
     if (g := grads.get(u)) is None or not path[u] or not u.src: continue
     if u in targets and not any(path[s] for s in u.src): continue  # a leaf target: nothing beneath needs a grad
-    lgrads = pm_gradient.rewrite(u, ctx=g)
+    srcs: tuple[UOp, ...] = u.src
+    lgrads: Any
+    if (custom := _custom.get(u)) is not None:
+      srcs, fn = custom
+      lgrads = fn(g, tuple(path.get(s, False) for s in srcs))
+    else: lgrads = pm_gradient.rewrite(u, ctx=g)
     if lgrads is None: raise RuntimeError(f"no gradient rule for {u.op.name} ({u.dtype}, shape {u.shape})")
-    if len(lgrads) != len(u.src): raise RuntimeError(f"gradient rule for {u.op.name} gave {len(lgrads)} grads for {len(u.src)} sources")  # type: ignore[arg-type]
-    for s, sg in zip(u.src, lgrads):  # type: ignore[call-overload]
+    if len(lgrads) != len(srcs): raise RuntimeError(f"gradient rule for {u.op.name} gave {len(lgrads)} grads for {len(srcs)} sources")
+    for s, sg in zip(srcs, lgrads):
       if sg is None or not path[s]: continue
       if sg.shape != s.shape: raise RuntimeError(f"gradient rule for {u.op.name} gave shape {sg.shape} for a source of shape {s.shape}")
       grads[s] = sg if s not in grads else grads[s] + sg

@@ -109,11 +109,19 @@ class NNMixin(TensorBase):
     x = x._pool(k_, stride, dilation)                                  # (bs, cin, *o, *k)
     o_ = x.shape[2:2 + d]
     rc, cg = cout // groups, cin // groups
-    x = x.reshape(bs, groups, cg, 1, *o_, *k_).expand(bs, groups, cg, rc, *o_, *k_)
-    x = x.permute(0, 1, 3, *range(4, 4 + d), 2, *range(4 + d, 4 + 2 * d))    # (bs, g, rc, *o, cg, *k)
-    w = weight.reshape(1, groups, rc, *[1] * d, cg, *k_)
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_dtype(self.dtype, weight.dtype)
-    ret = (x * w).sum(tuple(range(3 + d, 4 + 2 * d)), dtype=dtype).reshape(bs, cout, *o_).cast(out_dt)
+    from tinycore import conv_layout
+    if conv_layout.wants_channels_last(self, weight, groups, make_tuple(stride, d), dtype):
+      ret = conv_layout.conv_channels_last(x, weight, out_dt)
+    else:
+      x = x.reshape(bs, groups, cg, 1, *o_, *k_).expand(bs, groups, cg, rc, *o_, *k_)
+      x = x.permute(0, 1, 3, *range(4, 4 + d), 2, *range(4 + d, 4 + 2 * d))    # (bs, g, rc, *o, cg, *k)
+      w = weight.reshape(1, groups, rc, *[1] * d, cg, *k_)
+      ret = (x * w).sum(tuple(range(3 + d, 4 + 2 * d)), dtype=dtype).reshape(bs, cout, *o_).cast(out_dt)
+    if dtype is None and isinstance(self.device, str) and dtypes.is_float(self.dtype) and dtypes.is_float(weight.dtype) \
+       and all(isinstance(s, int) for s in (*self.shape, *weight.shape)):   # (a symbolic shape keeps plain autograd)
+      from tinycore import conv_backward   # its backward as convolutions, not autograd through the window view
+      conv_backward.register(ret, self, weight, groups, make_tuple(stride, d), make_tuple(dilation, d), pads)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * d)
   def conv1d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None):
     if self.ndim != 3: raise ValueError(f"conv1d needs input (bs, cin, length), got {self.shape}")

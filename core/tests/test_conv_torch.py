@@ -1,0 +1,78 @@
+"""conv2d forward and both gradients against torch.nn.functional.conv2d in float64: kernel sizes, strides, padding,
+dilation, groups (depthwise), channel counts around the vector widths, batch 1, odd sizes; float32 and float16.
+The gradients come from conv_backward.py (the transposed conv and the per-sample weight reduce), not autograd."""
+import numpy as np
+import pytest
+pytestmark = pytest.mark.needs_device
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+from tinycore import Tensor, dtypes
+
+# (batch, cin, h, w, cout, kernel, stride, padding, dilation, groups)
+CASES = [
+  (2, 3, 9, 7, 4, 3, 1, 1, 1, 1), (1, 16, 8, 8, 16, 3, 1, 1, 1, 1), (1, 17, 7, 9, 15, 3, 1, 1, 1, 1),
+  (2, 32, 6, 6, 33, 3, 1, 1, 1, 1), (1, 31, 5, 11, 32, 1, 1, 0, 1, 1), (2, 15, 10, 10, 17, 1, 2, 0, 1, 1),
+  (1, 1, 13, 13, 1, 5, 1, 2, 1, 1), (2, 3, 12, 11, 8, 5, 2, 2, 1, 1), (1, 16, 11, 11, 16, 3, 2, 1, 1, 1),
+  (2, 4, 9, 9, 6, 3, 1, 2, 2, 1), (1, 33, 9, 7, 33, 3, 1, 1, 1, 33), (2, 16, 10, 9, 32, 3, 2, 1, 1, 16),
+  (1, 6, 8, 8, 9, 3, 1, 0, 1, 3), (1, 4, 7, 7, 4, 3, 3, 0, 2, 2), (1, 3, 5, 5, 2, 1, 1, 3, 1, 1),
+  (1, 64, 14, 14, 64, 3, 1, 1, 1, 1),
+  # strided, output channels a multiple of 16: conv_layout.py's channels-last form where the renderer has a register block
+  (2, 17, 9, 10, 32, 3, 2, 1, 1, 1), (2, 15, 10, 10, 16, 1, 2, 0, 1, 1), (1, 3, 13, 12, 16, 5, 2, 2, 1, 1),
+  (1, 8, 11, 11, 16, 3, 2, 2, 2, 1),
+]
+
+def _run(case, dtype):
+  n, cin, h, w, cout, k, s, p, dl, g = case
+  rng = np.random.default_rng(sum(case))
+  xn = rng.standard_normal((n, cin, h, w)).astype(np.float32)
+  wn = (rng.standard_normal((cout, cin // g, k, k)) / np.sqrt(cin // g * k * k)).astype(np.float32)
+  x = Tensor(xn.astype(dtype)).requires_grad_()
+  wt = Tensor(wn.astype(dtype)).requires_grad_()
+  out = x.conv2d(wt, stride=s, padding=p, dilation=dl, groups=g)
+  gn = rng.standard_normal(out.shape).astype(np.float32)
+  out.backward(Tensor(gn.astype(dtype)))
+  tx = torch.tensor(xn.astype(dtype).astype(np.float64), requires_grad=True)
+  tw = torch.tensor(wn.astype(dtype).astype(np.float64), requires_grad=True)
+  tout = F.conv2d(tx, tw, stride=s, padding=p, dilation=dl, groups=g)
+  tout.backward(torch.tensor(gn.astype(dtype).astype(np.float64)))
+  return [(out, tout), (x.grad, tx.grad), (wt.grad, tw.grad)]
+
+def _check(pairs, dtype, rtol):
+  for name, (got, exp) in zip(("output", "input grad", "weight grad"), pairs):
+    assert got.dtype == dtypes.from_np(np.dtype(dtype)), f"{name} dtype {got.dtype}"
+    g, e = got.numpy().astype(np.float64), exp.detach().numpy()
+    assert g.shape == e.shape, f"{name} shape {g.shape} != torch {e.shape}"
+    # relative to the tensor's scale: an element that cancels to ~0 has no meaningful relative error
+    err = np.abs(g - e).max() / max(np.abs(e).max(), 1e-6)
+    assert err < rtol, f"{name}: max error {err:.2e} of its scale (tolerance {rtol:.0e})"
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_conv2d_float32(case): _check(_run(case, np.float32), np.float32, 2e-6 * max(1, case[1] // case[9] * case[5]) ** 0.5 + 2e-6)
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[8], CASES[10]], ids=lambda c: "x".join(map(str, c)))
+def test_conv2d_float16(case):
+  # inputs rounded to half on both sides; the result rounds once more to half (2^-11 relative) after a float32 sum
+  _check(_run(case, np.float16), np.float16, 4e-3)
+
+def test_conv_double_backward():
+  """The input gradient is itself a convolution with a registered backward: d(sum(dL/dx * v))/dw matches torch."""
+  rng = np.random.default_rng(3)
+  xn, wn, vn = rng.standard_normal((1, 3, 6, 6)), rng.standard_normal((4, 3, 3, 3)), rng.standard_normal((1, 3, 6, 6))
+  x, w = Tensor(xn.astype(np.float32)).requires_grad_(), Tensor(wn.astype(np.float32)).requires_grad_()
+  gx = x.conv2d(w, padding=1, stride=1).sum().gradient(x)[0]
+  got = (gx * Tensor(vn.astype(np.float32))).sum().gradient(w)[0].numpy()
+  tx, tw = torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True)
+  tgx, = torch.autograd.grad(F.conv2d(tx, tw, padding=1).sum(), tx, create_graph=True)
+  exp, = torch.autograd.grad((tgx * torch.tensor(vn)).sum(), tw)
+  np.testing.assert_allclose(got, exp.numpy(), rtol=1e-4, atol=1e-4)
+
+def test_strided_conv_takes_channels_last_on_a_register_blocked_renderer():
+  """Which form a strided conv takes follows the renderer's capability (no device name): with a register block the
+  output channels go innermost, without one the plain form stays."""
+  from tinycore import conv_layout
+  from tinycore.device import Device
+  x, w = Tensor.empty(2, 8, 10, 10), Tensor.empty(16, 8, 3, 3)
+  has_block = Device[x.device].renderer.register_block is not None
+  assert conv_layout.wants_channels_last(x, w, 1, (2, 2), None) == has_block
+  assert not conv_layout.wants_channels_last(x, w, 1, (1, 1), None)                  # stride 1: the plain form vectorizes
+  assert not conv_layout.wants_channels_last(x, Tensor.empty(15, 8, 3, 3), 1, (2, 2), None)   # 15 channels: no whole vectors
