@@ -200,7 +200,7 @@ class Transformer:
       q, k = self.rope(q, cos, sin), self.rope(k, cos, sin).transpose(1, 2)
       # fused into the score kernel, q's rotation is redone for every key, in scalar code: a prefill chunk's scores ran
       # 2.7x slower so. One token against a short cache redoes less than a kernel launch costs, so decode keeps it fused
-      if T > 1 or M > ROPE_Q_FUSED_MAX_CONTEXT: q = q.contiguous()
+      if T != 1 or M > ROPE_Q_FUSED_MAX_CONTEXT: q = q.contiguous()
       q = q.transpose(1, 2)   # (1, heads, T, hd)
       v = v.transpose(1, 2)
       # only rows pos..pos+T-1 are written (a view at a symbolic offset): the rest of the cache is neither read nor copied
@@ -216,7 +216,8 @@ class Transformer:
         s = (m6[:, :, :, :, :pos + T] if symbolic_read else m6).where(s, -math.inf)
       # the probabilities into a buffer: fused into the weighted sum, each key's exp was redone for every 16 output lanes
       # (decode's output kernel 24 -> 9 us per layer, plus 4 for this one; a replayed launch costs ~2 us)
-      att = (s.softmax(-2).contiguous() * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2).reshape(1, T, cfg.n_heads * cfg.head_dim)
+      att = (s.softmax(-2).contiguous() * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2)
+      att = att.reshape(1, T, cfg.n_heads * cfg.head_dim)
       post_attn, post_ffw = b + "post_attention_norm.weight" in self.norms, b + "post_ffw_norm.weight" in self.norms
       if post_attn or (y := self.qlin(att, b + "attn_output", res=x)) is None:
         y = (x + self.post_norm(self.lin(att, b + "attn_output"), b + "post_attention_norm.weight")).contiguous()
