@@ -165,7 +165,8 @@ class CapturedJit(Generic[R]):
     None where no device takes them, or with JIT=2 (tinygrad's switch for graphs)."""
     if (g := self.__dict__.get("_graph")) is not None: return g or None
     if JIT.value >= 2: return None
-    if any(b is not None and not b.is_allocated() for ei in self.jit_cache for b in ei.bufs): return None
+    if any(b is not None and not b.is_allocated() and (j, i) not in self.input_replace
+           for j, ei in enumerate(self.jit_cache) for i, b in enumerate(ei.bufs)): return None
     from tinycore.engine.jit_graph import build
     self.__dict__["_graph"] = g = build(self.jit_cache, self.input_replace, self.expected_vars) or False
     return g or None

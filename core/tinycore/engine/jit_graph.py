@@ -66,6 +66,8 @@ class GraphedReplay:
     self.segments, self.n_graphed = segments, n_graphed   # a segment: a _GraphSegment, or (start, end) of items
 
   def __call__(self, items: list, var_vals: dict[UOp, int], input_bufs: list, launch_items: Callable[[list, dict], None]) -> None:
+    for b in input_bufs:
+      if not hasattr(b, "_buf"): b.allocate()   # an empty input may never have been (ExecItem.run allocates it too)
     for seg in self.segments:
       if isinstance(seg, tuple): launch_items(items[seg[0]:seg[1]], var_vals)
       else: seg(input_bufs, var_vals)
@@ -117,7 +119,7 @@ def build(items: list, input_replace: dict[tuple[int, int], int], replayed_vars:
       inputs = {(jj - j, i): k for (jj, i), k in input_replace.items() if j <= jj < end}
       try:
         graph = dev.graph(kernels, inputs)
-        segments.append(_GraphSegment(graph, items[j:end], kernels, inputs))  # type: ignore[arg-type]
+        segments.append(_GraphSegment(graph, items[j:end], kernels, inputs))
         n_graphed += end - j
         j = end
         continue
