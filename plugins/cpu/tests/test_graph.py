@@ -45,7 +45,9 @@ def test_split_kernels_match_numpy_one_and_two_threads(monkeypatch):
     monkeypatch.setenv("CPU_COUNT", threads)
     f = TinyJit(lambda a, b: ((a * 2 + b).exp2() * a).sum(), )
     h = TinyJit(lambda a, b: (a * 2 + b).exp2() * a)
-    for x, y in xs:
+    for i, (x, y) in enumerate(xs + xs):
+      if i == 3:   # graphs built: from here on always split (no timing decides), so the team's path is what runs
+        for g in (f, h): g.captured._graphed().segments[0].graph.chooser = None
       np.testing.assert_allclose(f(Tensor(x), Tensor(y)).numpy(), (np.exp2(x * 2 + y) * x).sum(dtype=np.float64), rtol=1e-4)
       np.testing.assert_allclose(h(Tensor(x), Tensor(y)).numpy(), np.exp2(x * 2 + y) * x, rtol=1e-6)
     seg = _graphed(h).segments[0]
@@ -186,6 +188,7 @@ def test_forked_child_builds_its_own_team():
   if pid == 0:
     try:
       assert _driver().tc_graph_workers() == 0   # the parent's threads don't exist here
+      f.captured._graphed().segments[0].graph.chooser = None   # always split (no timing decides)
       for _ in range(3): r = f(Tensor(x + 1)).numpy()
       np.testing.assert_allclose(r, np.sqrt((x + 1) * 2 + 1) * (x + 1), rtol=1e-6)
       assert _driver().tc_graph_workers() == 1
@@ -213,3 +216,18 @@ def test_debug_buffers_declines_and_still_checks():
   """)
   p = _python(code, {"DEBUG_BUFFERS": "1"})
   assert p.returncode == 0 and p.stdout.strip() == "ok", p.stdout + p.stderr
+
+def test_split_chooser_follows_the_faster_way():
+  c = cpu_graph._SplitChooser()
+  picks = []
+  for _ in range(200):
+    split = c.pick()
+    picks.append(split)
+    c.record(split, 1.0 if split else 2.0)   # splitting twice as fast
+  assert picks[:6].count(True) == 3 and picks[:6].count(False) == 3   # a few of each first
+  assert 0 < picks[6:].count(False) <= 200 // 64 + 1                     # then split, timing the other way rarely
+  c2 = cpu_graph._SplitChooser()
+  for _ in range(200):
+    split = c2.pick()
+    c2.record(split, 3.0 if split else 1.0)   # the caller alone faster (a loaded machine)
+  assert [c2.pick() for _ in range(10)].count(False) >= 9

@@ -5,10 +5,16 @@ its outer-loop size and how many pieces to cut it into for the worker team. Ever
 writes this call's input buffer pointers and Variable values into the blocks (and the sizes of kernels whose size
 depends on a Variable), then makes one foreign call instead of one per kernel.
 
+Splitting kernels between threads pays when the threads run at once; on a machine with more runnable threads than
+cores a worker is often descheduled in the middle of its piece and the caller waits for it, and the batch is faster on
+the caller alone. Which is faster is measured, not guessed: each graph times its own replays both ways (_SplitChooser)
+and runs the faster, trying the other now and then.
+
 Declined (the kernels replay one by one): DEBUG_BUFFERS (its guard checks each kernel's buffers around its own call),
 a program that isn't a CPUProgram, no C compiler to build the driver with."""
 from __future__ import annotations
-import atexit, ctypes, functools
+import atexit, ctypes, functools, time
+from collections import deque
 from tinycore.engine.jit_graph import GraphKernel, GraphUnsupported
 from tinycore_cpu import runtime
 
@@ -55,6 +61,22 @@ def _address(prg) -> int:
   if not isinstance(prg, runtime.CPUProgram) or fxn is None: raise GraphUnsupported(f"{type(prg).__name__} is not a CPU program")
   return ctypes.cast(fxn, ctypes.c_void_p).value or 0
 
+class _SplitChooser:
+  """Split between the threads, or the caller alone: the median of each way's last few replay times decides. The
+  other way is timed again every 16th replay, or every 64th once one is 30% faster (so a wrong pick costs little)."""
+  WINDOW, SEED = 5, 3
+  def __init__(self):
+    self.times: dict[bool, deque] = {True: deque(maxlen=self.WINDOW), False: deque(maxlen=self.WINDOW)}
+    self.n = 0
+  def _median(self, split: bool) -> float: return sorted(self.times[split])[len(self.times[split]) // 2]
+  def pick(self) -> bool:
+    self.n += 1
+    if min(len(self.times[True]), len(self.times[False])) < self.SEED: return self.n % 2 == 1   # first a few of each
+    s, a = self._median(True), self._median(False)
+    every = 64 if max(s, a) > 1.3 * min(s, a) else 16
+    return (s > a) if self.n % every == 0 else (s <= a)
+  def record(self, split: bool, seconds: float) -> None: self.times[split].append(seconds)
+
 class CPUGraph:
   def __init__(self, kernels: list[GraphKernel], inputs: dict[tuple[int, int], int]):
     if runtime.GUARD is not None: raise GraphUnsupported("DEBUG_BUFFERS checks every kernel's buffers around its own call")
@@ -82,6 +104,9 @@ class CPUGraph:
       if all(isinstance(g, int) for g in k.global_size): self._size(e, k.global_size, k.work)
       else: self.sized.append((j, k))
     self.kernels = kernels   # the programs stay loaded while the table points at them
+    # with no kernel big enough to split, nothing to choose (and no team to start)
+    self.chooser: _SplitChooser | None = _SplitChooser() if self.threads > 1 and (self.sized or any(
+      self.table[j].chunks > 1 for j in range(len(kernels)))) else None
 
   def _size(self, e: _Kernel, global_size: tuple, work: int) -> None:
     e.n = global_size[0] if global_size else 1
@@ -92,5 +117,11 @@ class CPUGraph:
     for at, k in self.input_slots: args[at] = input_bufs[k]._buf
     for at, v in self.var_slots: args[at] = var_vals[v]
     for j, k in self.sized: self._size(self.table[j], k.size(var_vals), k.work)
-    if (rc := self.run(self.table, len(self.kernels), self.threads)) != 0:
+    if (c := self.chooser) is None: rc = self.run(self.table, len(self.kernels), self.threads)
+    else:
+      split = c.pick()
+      st = time.perf_counter()
+      rc = self.run(self.table, len(self.kernels), self.threads if split else 1)
+      c.record(split, time.perf_counter() - st)
+    if rc != 0:
       raise RuntimeError(f"CPU graph: kernel {self.kernels[-rc - 1].name} has an arity the driver has no call for")
