@@ -150,9 +150,12 @@ class CapturedJit(Generic[R]):
     if self.rng_keys:
       from tinycore.tensor_random import refill_keys
       refill_keys(self.rng_keys)
+    one_by_one = DEBUG.value >= 2 or viz.profiler is not None   # each kernel timed on its own
+    if not one_by_one and (graphed := self._graphed()) is not None and graphed.all_graphed:
+      return graphed(self.jit_cache, var_vals, input_bufs, self._launch_items)   # the graphs take the inputs as arguments
     for (j, i), k in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_bufs[k]
-    if DEBUG.value >= 2 or viz.profiler is not None: self._launch_items(self.jit_cache, var_vals)   # timed one by one
-    elif (graphed := self._graphed()) is not None: graphed(self.jit_cache, var_vals, input_bufs, self._launch_items)
+    if one_by_one: self._launch_items(self.jit_cache, var_vals)
+    elif graphed is not None: graphed(self.jit_cache, var_vals, input_bufs, self._launch_items)
     elif not self._launch_fast(var_vals): self._launch_items(self.jit_cache, var_vals)
     self.free_inputs()
 

@@ -64,6 +64,7 @@ class GraphedReplay:
   """A capture's kernels as segments: device graphs where a device took them, the rest launched one by one."""
   def __init__(self, segments: list, n_graphed: int):
     self.segments, self.n_graphed = segments, n_graphed   # a segment: a _GraphSegment, or (start, end) of items
+    self.all_graphed = not any(isinstance(s, tuple) for s in segments)   # then no item needs the inputs patched in
 
   def __call__(self, items: list, var_vals: dict[UOp, int], input_bufs: list, launch_items: Callable[[list, dict], None]) -> None:
     for b in input_bufs:

@@ -231,3 +231,12 @@ def test_split_chooser_follows_the_faster_way():
     split = c2.pick()
     c2.record(split, 3.0 if split else 1.0)   # the caller alone faster (a loaded machine)
   assert [c2.pick() for _ in range(10)].count(False) >= 9
+
+def test_llvm_kernels_run_in_the_graph():
+  pytest.importorskip("llvmlite")
+  xs = [(_rand(16, 16, seed=i), _rand(16, 16, seed=9 + i)) for i in range(5)]
+  with Context(DEV="CPU:LLVM"):
+    f = TinyJit(lambda a, b: ((a @ b).relu() + 1).sum(0))
+    for x, y in xs: np.testing.assert_allclose(f(Tensor(x), Tensor(y)).numpy(), (np.maximum(x @ y, 0) + 1).sum(0), rtol=1e-5)
+    assert type(f.captured.jit_cache[0].runner.prg).__name__ == "LLVMProgram"
+    assert _graphed(f).n_graphed == len(f.captured.jit_cache)

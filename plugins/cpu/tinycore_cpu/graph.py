@@ -104,6 +104,7 @@ class CPUGraph:
       if all(isinstance(g, int) for g in k.global_size): self._size(e, k.global_size, k.work)
       else: self.sized.append((j, k))
     self.kernels = kernels   # the programs stay loaded while the table points at them
+    self.table_at = ctypes.addressof(self.table)   # an int converts faster than the array on every call
     # with no kernel big enough to split, nothing to choose (and no team to start)
     self.chooser: _SplitChooser | None = _SplitChooser() if self.threads > 1 and (self.sized or any(
       self.table[j].chunks > 1 for j in range(len(kernels)))) else None
@@ -117,11 +118,11 @@ class CPUGraph:
     for at, k in self.input_slots: args[at] = input_bufs[k]._buf
     for at, v in self.var_slots: args[at] = var_vals[v]
     for j, k in self.sized: self._size(self.table[j], k.size(var_vals), k.work)
-    if (c := self.chooser) is None: rc = self.run(self.table, len(self.kernels), self.threads)
+    if (c := self.chooser) is None: rc = self.run(self.table_at, len(self.kernels), self.threads)
     else:
       split = c.pick()
       st = time.perf_counter()
-      rc = self.run(self.table, len(self.kernels), self.threads if split else 1)
+      rc = self.run(self.table_at, len(self.kernels), self.threads if split else 1)
       c.record(split, time.perf_counter() - st)
     if rc != 0:
       raise RuntimeError(f"CPU graph: kernel {self.kernels[-rc - 1].name} has an arity the driver has no call for")
