@@ -133,9 +133,10 @@ class Buffer:
 
 class Compiled:
   """An opened device. `runtime(name, lib) -> Program`, where a Program is called as
-  `prg(*bufs, global_size=(1,1,1), local_size=(1,1,1), vals=(), wait=False) -> float|None` (seconds when wait)."""
-  def __init__(self, device: str, allocator: Allocator, renderer, runtime):
-    self.device, self.allocator, self.renderer, self.runtime = device, allocator, renderer, runtime
+  `prg(*bufs, global_size=(1,1,1), local_size=(1,1,1), vals=(), wait=False) -> float|None` (seconds when wait).
+  `graph(kernels, inputs) -> replay`, optional: launches a TinyJit batch of kernels in one call (engine/jit_graph.py)."""
+  def __init__(self, device: str, allocator: Allocator, renderer, runtime, graph=None):
+    self.device, self.allocator, self.renderer, self.runtime, self.graph = device, allocator, renderer, runtime, graph
     self.spec: DevSpec | None = None     # filled in by the registry: the resolved DEV target
     self.plugin = None                   # the PluginRecord of the plugin that opened it
   @property

@@ -20,6 +20,7 @@ from typing import Any, Callable, Generic, TypeVar
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import JIT, DEBUG, GlobalCounters, all_int
 from tinycore.engine.jit_memory import share_intermediates
+from tinycore.viz import switch as viz
 
 R = TypeVar("R")
 
@@ -149,10 +150,29 @@ class CapturedJit(Generic[R]):
     if self.rng_keys:
       from tinycore.tensor_random import refill_keys
       refill_keys(self.rng_keys)
+    one_by_one = DEBUG.value >= 2 or viz.profiler is not None   # each kernel timed on its own
+    if not one_by_one and (graphed := self._graphed()) is not None and graphed.all_graphed:
+      return graphed(self.jit_cache, var_vals, input_bufs, self._launch_items)   # the graphs take the inputs as arguments
     for (j, i), k in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_bufs[k]
-    if DEBUG.value >= 2 or not self._launch_fast(var_vals):
-      for ei in self.jit_cache: ei.run(var_vals)
+    if one_by_one: self._launch_items(self.jit_cache, var_vals)
+    elif graphed is not None: graphed(self.jit_cache, var_vals, input_bufs, self._launch_items)
+    elif not self._launch_fast(var_vals): self._launch_items(self.jit_cache, var_vals)
     self.free_inputs()
+
+  @staticmethod
+  def _launch_items(items: list, var_vals: dict[UOp, int]) -> None:
+    for ei in items: ei.run(var_vals)
+
+  def _graphed(self):
+    """The kernels as device graphs (engine/jit_graph.py), built on the first replay that finds every buffer allocated;
+    None where no device takes them, or with JIT=2 (tinygrad's switch for graphs)."""
+    if (g := self.__dict__.get("_graph")) is not None: return g or None
+    if JIT.value >= 2: return None
+    if any(b is not None and not b.is_allocated() and (j, i) not in self.input_replace
+           for j, ei in enumerate(self.jit_cache) for i, b in enumerate(ei.bufs)): return None
+    from tinycore.engine.jit_graph import build
+    self.__dict__["_graph"] = g = build(self.jit_cache, self.input_replace, self.expected_vars) or False
+    return g or None
 
   def _launch_fast(self, var_vals: dict[UOp, int]) -> bool:
     """Launch every kernel straight from its program with the device handles gathered first (no ExecItem, no counters

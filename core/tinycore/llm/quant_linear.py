@@ -38,6 +38,8 @@ class _Runner:
   """An ExecItem runner for one quant_matmul launch; shapes are fixed at build time and checked there."""
   direct = True   # TinyJit's fast replay may call it without an ExecItem (engine/jit.py)
   def __init__(self, prg, p: _Spec, vals: tuple[int, ...]): self.prg, self.p, self.vals = prg, p, vals
+  def graph_launch(self):   # for a device graph (engine/jit_graph.py): (program, scalar args, global, local, work)
+    return self.prg, self.vals, self.p.global_size, self.p.local_size, self.p.ops + self.p.mem
   def __call__(self, bufs: list[Buffer], var_vals, wait=False):
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=(1, 1, 1), vals=self.vals, wait=wait,
                     work=self.p.ops + self.p.mem)

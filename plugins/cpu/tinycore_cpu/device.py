@@ -31,4 +31,5 @@ def open_device(device_name: str, spec) -> Compiled:
     # DEBUG_BUFFERS=1: every buffer fenced by guard pages and canaries, checked around each kernel (guarded.py)
     _allocator = guarded.GuardedAllocator() if guarded.enabled() else CPUBufferView()
   r = _renderer(getattr(spec, "renderer", None), getattr(spec, "arch", None))
-  return Compiled(device_name, _allocator, r, getattr(r, "runtime", CPUProgram))   # LLVM loads objects with its own JIT
+  from tinycore_cpu.graph import CPUGraph   # TinyJit replays batches of kernels through one C call (graph.py)
+  return Compiled(device_name, _allocator, r, getattr(r, "runtime", CPUProgram), graph=CPUGraph)   # LLVM loads objects with its own JIT
