@@ -72,6 +72,8 @@ class NNMixin(TensorBase):
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
     w = qk.softmax(-1)
+    # a row whose every key is masked out gives zeros, as torch does, not 0/0 = NaN
+    if attn_mask is not None: w = (qk.max(-1, keepdim=True) == -math.inf).where(0, w)
     return w.dropout(dropout_p).matmul(value)
   def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p over `dim`, eps), like torch.nn.functional.normalize."""

@@ -85,4 +85,7 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device:
   vars = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
   n_bufs = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   ops, mem = _estimate(uops)
+  if is_fused(ast):   # its key loop's trip count depends on the query tile (causal): counted by the writer
+    from tinycore.codegen.attention import attention_flops
+    ops = attention_flops(ast)
   return ProgramSpec(name, src, renderer.device, gsize, lsize, vars, n_bufs, uops=uops, ops=ops, mem=mem, index_dtype=idt)  # type: ignore[arg-type]

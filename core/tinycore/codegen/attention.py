@@ -49,25 +49,37 @@ class _Program:
   def __init__(self):
     self.out: list[UOp] = []
     self.scopes: list[set[UOp]] = [set()]
+    self.readers: dict[UOp, set[UOp]] = {}   # register -> emitted values computed from its current contents
     self.n_reg = 0
     self.n_range = 0
-  def _known(self, u: UOp) -> bool: return any(u in s for s in self.scopes)
+  def _known(self, u: UOp) -> bool: return any(u in s for s in reversed(self.scopes))
   def emit(self, u: UOp) -> UOp:
-    for n in u.toposort():
+    # depth-first down to values already emitted (no full toposort per call: score sums are long chains)
+    stack: list[tuple[UOp, bool]] = [(u, False)]
+    while stack:
+      n, ready = stack.pop()
       if n.op is Ops.NOOP or self._known(n): continue
+      if not ready:
+        stack.append((n, True))
+        stack.extend((x, False) for x in reversed(n.src))
+        continue
       self.out.append(n)
       self.scopes[-1].add(n)
+      for x in n.src:
+        for reg in ([x] if x.op is Ops.DEFINE_REG else []) + [r for r, rd in self.readers.items() if x in rd]:
+          self.readers[reg].add(n)
     return u
   def reg(self, dt: DType, init) -> UOp:
     # a NOOP source makes each register a distinct node; the renderer only names it
     r = UOp(Ops.DEFINE_REG, dt, (UOp(Ops.NOOP, dtypes.void, (), ("reg", self.n_reg)),), (self.n_reg, init))
     self.n_reg += 1
+    self.readers[r] = set()
     return self.emit(r)
   def assign(self, r: UOp, val: UOp) -> None:
     self.emit(val)
     self.out.append(UOp(Ops.ASSIGN, r.dtype, (r, val)))
-    for s in self.scopes:   # values computed from the old contents are stale now
-      for n in [n for n in s if n is not r and n.op is not Ops.DEFINE_GLOBAL and r in n.toposort()]: s.discard(n)
+    for s in self.scopes: s.difference_update(self.readers[r])   # values computed from the old contents are stale now
+    self.readers[r] = set()
   def loop(self, bound: UOp, kind: str = "r") -> UOp:
     self.emit(bound)
     rng = UOp(Ops.RANGE, dtypes.index, (bound,), ("g", 0) if kind == "g" else ("r", self.n_range, 0))
@@ -102,6 +114,15 @@ def _global(u: UOp) -> UOp:
   while u.op is not Ops.DEFINE_GLOBAL: u = u.src[0]
   return u
 
+def attention_flops(ast: UOp) -> int:
+  """Multiply-adds of q k^T and p v times two, over the visible keys only (the kernel skips key tiles a causal mask hides)."""
+  node = ast.src[0]
+  a: AttentionArg = node.arg
+  *batch, sq, d = node.src[0].shape
+  dv = node.src[2].shape[-1]
+  visible = sum(min(i + 1, a.sk) for i in range(sq)) if a.causal else sq * a.sk
+  return 2 * prod(batch) * visible * (d + dv)
+
 def attention_program(ast: UOp) -> list[UOp]:
   node = ast.src[0]
   a: AttentionArg = node.arg
@@ -118,7 +139,10 @@ def attention_program(ast: UOp) -> list[UOp]:
   nqt = (sq + R - 1) // R
   P = _Program()
   g = P.loop(_i(bh * nqt), "g")
-  b, q0 = g // nqt, (g % nqt) * R
+  # query tiles alternate from both ends (0, n-1, 1, n-2, ...): with a causal mask a tile's work grows with its row, and
+  # the runtime gives each thread a contiguous range of g, which now holds as many long tiles as short ones
+  b, tq = g // nqt, g % nqt
+  q0 = (tq % 2).ne(0).where(_i(nqt - 1) - tq // 2, tq // 2) * R
   # rows past the end of a partial tile redo the last row (same values, same thread): no bounds checks in the loops
   rows = [_min(q0 + r, _i(sq - 1)) for r in range(R)]
   m = [P.reg(fv, -math.inf) for _ in range(R)]   # the running max in every lane: rescales are vector ops
