@@ -1,13 +1,13 @@
 """The fused attention node (codegen/attention.py writes its kernel): built by scaled_dot_product_attention where the
 device's renderer declares `attention_vector`, and its gradient.
 
-The node reads q (..., Sq, D), k transposed and v, all float32; half inputs are widened on the way in (the copies that
+The node reads q (..., Sq, D), k transposed and packed per key tile, and v, all float32; half inputs are widened on the way in (the copies that
 transpose k and pad k/v to whole key tiles do that for free) and the result is cast back, as torch keeps the input
 dtype. The backward pass is flash attention's: the probabilities are recomputed from the scores and each row's
 log-sum-exp (kept by the forward kernel when an input asked for gradients), never stored by the forward."""
 from __future__ import annotations
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
 from tinycore.tensor_base import tensor_type
@@ -29,9 +29,9 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor 
   if q.device != k.device or q.device != v.device or (vec := _attention_vector(q.device)) is None: return None
   if not all(dtypes.is_float(t.dtype) and t.dtype.itemsize <= 4 and t.ndim >= 2 and all(isinstance(s, int) for s in t.shape) for t in (q, k, v)):
     return None   # float64 keeps its precision and symbolic shapes their generality on the unfused path
-  *qb, sq, d = q.shape
-  *kb, sk, dk = k.shape
-  *vb, skv, dv = v.shape
+  *qb, sq, d = cast(tuple[int, ...], q.shape)
+  *kb, sk, dk = cast(tuple[int, ...], k.shape)
+  *vb, skv, dv = cast(tuple[int, ...], v.shape)
   if dk != d or skv != sk or min(sq, sk, d, dv) == 0 or max(d, dv) > MAX_HEAD_DIM: return None
   try: batch = tuple(broadcast_shape(tuple(qb), tuple(kb), tuple(vb)))
   except Exception: return None
@@ -45,6 +45,9 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor 
   if skp != sk:   # zero keys past the end: masked to -inf scores, so they add nothing
     kt = kt.pad(((0, 0),) * nb + ((0, 0), (0, skp - sk)))
     vp = vp.pad(((0, 0),) * nb + ((0, skp - sk), (0, 0)))
+  # kT packed per key tile (..., tiles, D, keys): one tile is contiguous, so a long sequence streams it instead of
+  # touching D pages per tile
+  kt = kt.reshape(*batch, d, skp // keys, keys).permute(*range(nb), nb + 1, nb, nb + 2)
   grad = any(t.requires_grad for t in (q, k, v))
   arg = AttentionArg(batch + (sq, dv + (1 if grad else 0)), sk, is_causal, 1 / math.sqrt(d), grad, rows, keys, width)
   node = UOp(Ops.CUSTOM, f32, (qf.uop, kt.uop, vp.uop), arg)
@@ -59,9 +62,11 @@ def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   was built) it is recomputed from the scores."""
   Tensor = tensor_type()
   a: AttentionArg = ret.arg
-  q, kt, v = (Tensor(s) for s in ret.src)
-  *batch, sq, _ = q.shape
+  q, kp, v = (Tensor(s) for s in ret.src)
+  *batch, sq, d = q.shape
   skp, dv = v.shape[-2:]
+  nb = len(batch)
+  kt = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp)   # the packed key tiles as one (D, Skp) matrix
   keep = tuple((0, s) for s in batch)
   full, g = Tensor(ret), Tensor(ctx)
   o = full.shrink(keep + ((0, sq), (0, dv))) if a.with_lse else full
@@ -75,4 +80,5 @@ def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   ds = p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))
   dq = (ds @ kt.transpose(-1, -2)) * a.scale
   dkt = (q.transpose(-1, -2) @ ds) * a.scale
-  return dq.uop, dkt.uop, dv_.uop
+  dkp = dkt.reshape(*batch, d, skp // a.keys, a.keys).permute(*range(nb), nb + 1, nb, nb + 2)
+  return dq.uop, dkp.uop, dv_.uop

@@ -1,7 +1,8 @@
 """Fused attention: softmax(q k^T * scale [+ causal mask]) v as one kernel with an online softmax (flash attention).
 
 The tensor-level node is CUSTOM(q, kT, v) with arg AttentionArg (tensor_attention.py builds it): q (..., Sq, D),
-kT (..., D, Skp) the keys transposed and zero-padded to a whole number of key tiles, v (..., Skp, Dv) padded alike,
+kT (..., Skp/keys, D, keys) the keys zero-padded to a whole number of key tiles and each tile transposed (contiguous
+per tile), v (..., Skp, Dv) padded alike,
 all float32 and contiguous (the scheduler realizes them so). The output is (..., Sq, Dv) float32, or (..., Sq, Dv + 1)
 with each row's log-sum-exp (natural log, of the scaled scores) in its last column, which the backward pass reads
 instead of recomputing the row statistics.
@@ -156,14 +157,18 @@ def attention_program(ast: UOp) -> list[UOp]:
   iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(TK // W)]
   jf = [P.emit(_alu(Ops.ADD, fv, j0.cast(f), iota[c])) for c in range(TK // W)]
   # scores: one kT vector per (head dim, column chunk) shared by every row, q[row, k] broadcast from memory
-  s = [[None] * (TK // W) for _ in range(R)]
-  for k in range(d):
-    kv = [P.emit(_load(kb, b * (d * skp) + k * skp + j0 + c * W, W)) for c in range(TK // W)]
+  # a loop over the head dim, unrolled by U: its q loads can't be hoisted out of the key loop (which would park
+  # D x rows broadcast vectors on the stack)
+  s = [[P.reg(fv, 0.0) for _ in range(TK // W)] for _ in range(R)]
+  U = next(x for x in (8, 4, 2, 1) if d % x == 0)
+  kk = P.loop(_i(d // U))
+  for u in range(U):
+    k = kk * U + u
+    kv = [P.emit(_load(kb, b * (d * skp) + t * (d * TK) + k * TK + c * W, W)) for c in range(TK // W)]
     for r in range(R):
       qs = P.emit(_load(qb, b * (sq * d) + rows[r] * d + k, 1))
-      for c in range(TK // W):
-        prodv = _alu(Ops.MUL, fv, qs, kv[c])
-        s[r][c] = P.emit(prodv if s[r][c] is None else _alu(Ops.ADD, fv, prodv, s[r][c]))
+      for c in range(TK // W): P.assign(s[r][c], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, qs, kv[c]), s[r][c]))
+  P.end(kk)
   sc = _f(a.scale * log2e)
   p_all = []
   for r in range(R):
@@ -192,6 +197,8 @@ def attention_program(ast: UOp) -> list[UOp]:
     inv = P.emit(_alu(Ops.RECIP, f, lsum))
     base = b * (sq * ocols) + rows[r] * ocols
     for c in range(dv // dvw): P.store(out, base + c * dvw, _alu(Ops.MUL, fdv, acc[r][c], inv))
-    if a.with_lse: P.store(out, base + dv, _alu(Ops.MUL, f, _alu(Ops.ADD, f, UOp(Ops.GEP, f, (m[r],), (0,)), _alu(Ops.LOG2, f, lsum)), _f(math.log(2))))
+    if a.with_lse:   # the natural log-sum-exp of the scaled scores: (m + log2 l) in base 2, times ln 2
+      lse2 = _alu(Ops.ADD, f, UOp(Ops.GEP, f, (m[r],), (0,)), _alu(Ops.LOG2, f, lsum))
+      P.store(out, base + dv, _alu(Ops.MUL, f, lse2, _f(math.log(2))))
   P.end(g)
   return P.out
