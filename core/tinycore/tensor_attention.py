@@ -77,7 +77,8 @@ def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   lse = full.shrink(keep + ((0, sq), (dv, dv + 1))) if a.with_lse else s.logsumexp(-1, keepdim=True)
   p = (s - lse).exp()
   dv_ = p.transpose(-1, -2) @ do
-  ds = p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))
+  # ds is the one S x S buffer: both of its matmuls (with k and with q) read it instead of redoing the exp per output
+  ds = (p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))).contiguous()
   dq = (ds @ kt.transpose(-1, -2)) * a.scale
   dkt = (q.transpose(-1, -2) @ ds) * a.scale
   dkp = dkt.reshape(*batch, d, skp // a.keys, a.keys).permute(*range(nb), nb + 1, nb, nb + 2)
