@@ -62,6 +62,12 @@ def _mselect_grad(ctx: UOp, ret: UOp, x: UOp) -> tuple[UOp]:
   shards = [ctx if j == i else UOp(Ops.MSELECT, x.dtype, (x,), (j, axis)).const_like(0) for j in range(len(devices))]
   return (UOp(Ops.MULTI, ctx.dtype, tuple(shards), (axis, devices)),)
 
+def _custom_grad(ctx: UOp, ret: UOp):
+  if hasattr(ret.arg, "out_shape"):   # fused attention (tensor_attention.py)
+    from tinycore.tensor_attention import attention_grad
+    return attention_grad(ctx, ret)
+  return None
+
 _nograd = (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.BITCAST,
            Ops.THREEFRY, Ops.DETACH)
 
@@ -98,6 +104,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.MSELECT, src=(UPat.var("x"),), name="ret"), _mselect_grad),
   # x.assign(v): the result is v's value, the old contents of x don't reach it
   (UPat(Ops.ASSIGN), lambda ctx: (None, ctx)),
+  (UPat(Ops.CUSTOM, name="ret"), _custom_grad),
 ])
 
 # Nodes whose gradient the frontend op that made them computes itself: node -> (sources, fn(ctx, wanted) -> one grad or None

@@ -61,6 +61,10 @@ class NNMixin(TensorBase):
       if value.shape[-3] != hk or hq % hk:
         raise ShapeError(f"grouped-query attention needs query heads ({hq}) to be a multiple of key/value heads ({hk}, {value.shape[-3]})")
       key, value = key.repeat_interleave(hq // hk, -3), value.repeat_interleave(hq // hk, -3)
+    if is_causal and attn_mask is not None: raise ArgumentError("pass either attn_mask or is_causal, not both")
+    if attn_mask is None and 0 <= dropout_p <= 1 and (dropout_p == 0 or not Tensor.training):
+      from tinycore.tensor_attention import fused_attention
+      if (out := fused_attention(self, key, value, is_causal)) is not None: return out
     qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
     if is_causal:
       if attn_mask is not None: raise ArgumentError("pass either attn_mask or is_causal, not both")
@@ -68,6 +72,8 @@ class NNMixin(TensorBase):
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
     w = qk.softmax(-1)
+    # a row whose every key is masked out gives zeros, as torch does, not 0/0 = NaN
+    if attn_mask is not None: w = (qk.max(-1, keepdim=True) == -math.inf).where(0, w)
     return w.dropout(dropout_p).matmul(value)
   def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p over `dim`, eps), like torch.nn.functional.normalize."""

@@ -356,6 +356,7 @@ def _shape(u: UOp) -> tuple | None:
   if op is Ops.FLIP: return u.src[0].shape
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
   if op is Ops.CUSTOM and u.arg and isinstance(u.arg, tuple) and u.arg[0] == "custom_kernel": return u.src[0].shape
+  if op is Ops.CUSTOM and hasattr(u.arg, "out_shape"): return u.arg.out_shape   # a fused kernel (codegen/attention.py)
   return None
 
 # ---- value ranges of integer/bool expressions, the basis of the symbolic rules

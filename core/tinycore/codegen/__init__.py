@@ -7,8 +7,13 @@ from tinycore.renderer import Renderer, ProgramSpec
 from tinycore.codegen.lowerer import lower_kernel
 from tinycore.codegen.linearize import linearize
 
+def is_fused(ast: UOp) -> bool:
+  """A kernel the scheduler keeps whole (a CUSTOM node with its own program writer): no optimizer actions, no BEAM."""
+  return ast.op is Ops.SINK and bool(ast.src) and ast.src[0].op is Ops.CUSTOM and hasattr(ast.src[0].arg, "out_shape")
+
 def kernel_name(ast: UOp) -> str:
   root = ast.src[0]
+  if is_fused(ast): return "attn_" + "_".join(str(s) for s in root.src[0].shape)
   has_reduce = any(u.op is Ops.REDUCE_AXIS for u in root.toposort())
   dims = "_".join(str(s) if isinstance(s, int) else "s" for s in root.shape)   # symbolic dims read as 's'
   return ("r_" if has_reduce else "E_") + dims if root.shape else ("r" if has_reduce else "E")
@@ -48,13 +53,18 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device:
   from tinycore.codegen.opt import optimize
   from tinycore.helpers import NOOPT
   device = device or renderer.device
-  k = prepare_kernel(ast, device)
-  if not NOOPT or opts: k = optimize(k, renderer, opts)
-  if renderer.has_local:
-    from tinycore.codegen.gpudims import to_gpu_dims
-    k = graph_rewrite(to_gpu_dims(k, (renderer.local_max or (256,))[0]), symbolic)
-  from tinycore.codegen.mma_accumulate import fuse_mma_accumulate
-  uops = apply_program_stage(fuse_mma_accumulate(linearize(k)), device)
+  if is_fused(ast):
+    # a fused kernel writes its own program (codegen/attention.py); the device's program-stage rules still apply
+    from tinycore.codegen.attention import attention_program
+    uops = apply_program_stage(attention_program(ast), device)
+  else:
+    k = prepare_kernel(ast, device)
+    if not NOOPT or opts: k = optimize(k, renderer, opts)
+    if renderer.has_local:
+      from tinycore.codegen.gpudims import to_gpu_dims
+      k = graph_rewrite(to_gpu_dims(k, (renderer.local_max or (256,))[0]), symbolic)
+    from tinycore.codegen.mma_accumulate import fuse_mma_accumulate
+    uops = apply_program_stage(fuse_mma_accumulate(linearize(k)), device)
   # a buffer the simplified kernel no longer reads is still a parameter: the runtime passes every buffer
   have = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}
   uops = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL and u.arg not in have] + uops
@@ -75,4 +85,7 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device:
   vars = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
   n_bufs = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   ops, mem = _estimate(uops)
+  if is_fused(ast):   # its key loop's trip count depends on the query tile (causal): counted by the writer
+    from tinycore.codegen.attention import attention_flops
+    ops = attention_flops(ast)
   return ProgramSpec(name, src, renderer.device, gsize, lsize, vars, n_bufs, uops=uops, ops=ops, mem=mem, index_dtype=idt)  # type: ignore[arg-type]

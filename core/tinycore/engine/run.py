@@ -75,7 +75,8 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   if (r := _runners.get(key)) is not None: return r
   from tinycore.codegen import get_program
   opts = None
-  if BEAM >= 1:
+  from tinycore.codegen import is_fused
+  if BEAM >= 1 and not is_fused(ast):
     from tinycore.codegen.search import beam_search
     opts = beam_search(ast, dev, int(BEAM.value))
   if (rec := viz.recorder) is not None: rec.begin_kernel(ast, device)

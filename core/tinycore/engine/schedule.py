@@ -78,6 +78,10 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
   realize: set[UOp] = {t for t in targets if not _is_view_of_buffer(t) and t.op is not Ops.CONST}
   for u in topo:
     if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(u)
+    if u.op is Ops.CUSTOM and hasattr(u.arg, "out_shape"):
+      # a fused kernel (codegen/attention.py) reads its inputs as contiguous buffers: anything else is computed first
+      realize.add(u)
+      realize.update(s for s in u.src if not _is_view_of_buffer(s))
     if u.op is Ops.COPY:
       realize.add(u)
       if not _is_view_of_buffer(u.src[0]): realize.add(u.src[0])

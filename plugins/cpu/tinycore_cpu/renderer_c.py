@@ -2,7 +2,7 @@
 from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.renderer.fp8 import fp8_helpers
-from tinycore.uop import UOp
+from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
 
 # helper functions, each emitted only when a kernel uses it: headers like immintrin.h cost ~0.1 s of compile time
@@ -88,6 +88,14 @@ class CRenderer(CStyleRenderer):
     # the matmul microkernel this machine's vector registers hold (8x32 floats with AVX-512), and its caches
     self.tiling = host_tiling()
     self.register_block = (self.tiling.rows, self.tiling.cols)
+    # fused attention's register tiles: 16-float vectors and 32 registers with AVX-512, else 8 and 16 (AVX2, NEON)
+    self.attention_vector = (16, 32) if self.tiling.cols >= 32 else (8, 16)
+  def render_extra(self, u: UOp, r: dict) -> list[str] | None:
+    # lanes gathered into a vector (fused attention's lane numbers): a compound literal, no statement
+    if u.op is Ops.VECTORIZE and not any(s.op is Ops.WMMA for s in u.src):
+      r[u] = f"(({self.ctype(u.dtype)}){{{', '.join(r[s] for s in u.src)}}})"
+      return []
+    return None
   def quant_matmul(self, kind: str, norm: bool = False, swiglu: bool = False, res: bool = False):
     """A hand-written kernel for ggml block weights times int8-quantized activations (tinycore_cpu/quant_matmul.py), or None."""
     from tinycore_cpu.quant_matmul import quant_matmul

@@ -1,0 +1,85 @@
+"""The fused attention node (codegen/attention.py writes its kernel): built by scaled_dot_product_attention where the
+device's renderer declares `attention_vector`, and its gradient.
+
+The node reads q (..., Sq, D), k transposed and packed per key tile, and v, all float32; half inputs are widened on the way in (the copies that
+transpose k and pad k/v to whole key tiles do that for free) and the result is cast back, as torch keeps the input
+dtype. The backward pass is flash attention's: the probabilities are recomputed from the scores and each row's
+log-sum-exp (kept by the forward kernel when an input asked for gradients), never stored by the forward."""
+from __future__ import annotations
+import math
+from typing import TYPE_CHECKING, cast
+from tinycore.uop import UOp, Ops
+from tinycore.dtype import dtypes
+from tinycore.tensor_base import tensor_type
+from tinycore.codegen.attention import AttentionArg, plan_tiles
+if TYPE_CHECKING: from tinycore.tensor import Tensor
+
+MAX_HEAD_DIM = 256   # the kernel unrolls the head dims: beyond this the unfused path (matmul kernels) is the better code
+
+def _attention_vector(device) -> tuple[int, int] | None:
+  if not isinstance(device, str): return None   # sharded tensors: the multi-device lowering handles the unfused graph
+  from tinycore.device import Device
+  try: return Device[device].renderer.attention_vector
+  except Exception: return None   # a device that doesn't open here fails later, in the user's terms, on the unfused path
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor | None:
+  """softmax(q k^T / sqrt(D) [causal]) v as one fused kernel, or None where that kernel doesn't apply (the caller then
+  builds the unfused graph, which also gives the shape and dtype errors)."""
+  from tinycore.tensor_shapes import broadcast_shape
+  if q.device != k.device or q.device != v.device or (vec := _attention_vector(q.device)) is None: return None
+  if not all(dtypes.is_float(t.dtype) and t.dtype.itemsize <= 4 and t.ndim >= 2 and all(isinstance(s, int) for s in t.shape) for t in (q, k, v)):
+    return None   # float64 keeps its precision and symbolic shapes their generality on the unfused path
+  *qb, sq, d = cast(tuple[int, ...], q.shape)
+  *kb, sk, dk = cast(tuple[int, ...], k.shape)
+  *vb, skv, dv = cast(tuple[int, ...], v.shape)
+  if dk != d or skv != sk or min(sq, sk, d, dv) == 0 or max(d, dv) > MAX_HEAD_DIM: return None
+  try: batch = tuple(broadcast_shape(tuple(qb), tuple(kb), tuple(vb)))
+  except Exception: return None
+  rows, keys, width, _ = plan_tiles(d, dv, vec)
+  skp = -(-sk // keys) * keys
+  nb = len(batch)
+  f32 = dtypes.float32
+  qf = q.cast(f32).expand(*batch, sq, d)
+  kt = k.cast(f32).expand(*batch, sk, d).transpose(-1, -2)
+  vp = v.cast(f32).expand(*batch, sk, dv)
+  if skp != sk:   # zero keys past the end: masked to -inf scores, so they add nothing
+    kt = kt.pad(((0, 0),) * nb + ((0, 0), (0, skp - sk)))
+    vp = vp.pad(((0, 0),) * nb + ((0, skp - sk), (0, 0)))
+  # kT packed per key tile (..., tiles, D, keys): one tile is contiguous, so a long sequence streams it instead of
+  # touching D pages per tile
+  kt = kt.reshape(*batch, d, skp // keys, keys).permute(*range(nb), nb + 1, nb, nb + 2)
+  grad = any(t.requires_grad for t in (q, k, v))
+  arg = AttentionArg(batch + (sq, dv + (1 if grad else 0)), sk, is_causal, 1 / math.sqrt(d), grad, rows, keys, width)
+  node = UOp(Ops.CUSTOM, f32, (qf.uop, kt.uop, vp.uop), arg)
+  Tensor = tensor_type()
+  out = Tensor(node, requires_grad=True if grad else None)
+  if grad: out = out.shrink(tuple((0, s) for s in batch) + ((0, sq), (0, dv)))
+  return out.cast(q.dtype) if q.dtype != f32 else out
+
+def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
+  """Gradients of the fused node for (q, kT, v): P = exp(s - lse) recomputed, dv = P^T do, ds = P * (do v^T - rowsum(do * o)),
+  dq = ds k * scale, dkT = q^T ds * scale. Without a kept log-sum-exp (no input asked for gradients when the forward
+  was built) it is recomputed from the scores."""
+  Tensor = tensor_type()
+  a: AttentionArg = ret.arg
+  q, kp, v = (Tensor(s) for s in ret.src)
+  *batch, sq, d = q.shape
+  skp, dv = v.shape[-2:]
+  nb = len(batch)
+  kt = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp)   # the packed key tiles as one (D, Skp) matrix
+  keep = tuple((0, s) for s in batch)
+  full, g = Tensor(ret), Tensor(ctx)
+  o = full.shrink(keep + ((0, sq), (0, dv))) if a.with_lse else full
+  do = g.shrink(keep + ((0, sq), (0, dv))) if a.with_lse else g
+  visible = Tensor.arange(skp, device=q.device) < a.sk
+  if a.causal: visible = visible & (Tensor.arange(sq, device=q.device).reshape(sq, 1) >= Tensor.arange(skp, device=q.device))
+  s = visible.where((q @ kt) * a.scale, -math.inf)
+  lse = full.shrink(keep + ((0, sq), (dv, dv + 1))) if a.with_lse else s.logsumexp(-1, keepdim=True)
+  p = (s - lse).exp()
+  dv_ = p.transpose(-1, -2) @ do
+  # ds is the one S x S buffer: both of its matmuls (with k and with q) read it instead of redoing the exp per output
+  ds = (p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))).contiguous()
+  dq = (ds @ kt.transpose(-1, -2)) * a.scale
+  dkt = (q.transpose(-1, -2) @ ds) * a.scale
+  dkp = dkt.reshape(*batch, d, skp // a.keys, a.keys).permute(*range(nb), nb + 1, nb, nb + 2)
+  return dq.uop, dkp.uop, dv_.uop

@@ -1,0 +1,123 @@
+"""Fused attention on the CPU (core/tinycore/codegen/attention.py): scaled_dot_product_attention without a mask, or
+causal, is one kernel with an online softmax. Values and gradients against torch's scaled_dot_product_attention at
+sequence lengths around the key tile (32) and the query tile (4 rows), head dims 16-128, odd batch*heads, fp32 and
+fp16; that the fused kernel ran and no S x S buffer exists; masks and dropout keep the unfused path, with torch's
+semantics for fully masked rows."""
+import numpy as np
+import pytest
+from tinycore import Tensor, GlobalCounters, dtypes
+from tinycore.codegen import is_fused
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+pytestmark = pytest.mark.needs_device
+
+def _inputs(B, H, Sq, Sk, D, Dv, seed=0):
+  rng = np.random.default_rng(seed)
+  return (rng.standard_normal((B, H, Sq, D)).astype(np.float32), rng.standard_normal((B, H, Sk, D)).astype(np.float32),
+          rng.standard_normal((B, H, Sk, Dv)).astype(np.float32))
+
+def _schedule_stats(out: Tensor) -> tuple[int, int]:
+  """(fused kernels, largest buffer in elements) of what realizing `out` would run."""
+  items = out.schedule()
+  return sum(1 for si in items if not si.is_copy and is_fused(si.ast)), max(b.size for si in items for b in si.bufs)
+
+SHAPES = [  # B, H, Sq, Sk, D, Dv, causal
+  (1, 1, 1, 1, 32, 32, False), (1, 3, 15, 15, 64, 64, True), (1, 1, 16, 16, 32, 32, False), (3, 1, 17, 17, 80, 80, True),
+  (1, 1, 63, 63, 128, 128, False), (1, 1, 64, 64, 64, 64, True), (1, 3, 65, 65, 32, 32, False), (1, 1, 511, 511, 64, 64, True),
+  (1, 1, 511, 511, 64, 64, False), (1, 1, 17, 40, 64, 64, True), (1, 1, 40, 17, 64, 64, True), (1, 1, 5, 33, 16, 48, False),
+  (1, 3, 33, 7, 20, 12, False)]
+
+@pytest.mark.parametrize("B,H,Sq,Sk,D,Dv,causal", SHAPES)
+def test_forward_matches_torch(B, H, Sq, Sk, D, Dv, causal):
+  q, k, v = _inputs(B, H, Sq, Sk, D, Dv)
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=causal)
+  fused, biggest = _schedule_stats(out)
+  assert fused == 1
+  assert biggest < B * H * Sq * Sk or Sk <= max(D, Dv) + 32   # no score matrix (small Sk: the inputs are bigger than it)
+  ref = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=causal).numpy()
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6)
+
+def test_batch_broadcast_and_3d():
+  q, k, v = _inputs(2, 3, 9, 21, 32, 32)
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k[:1]), Tensor(v[:1]))   # keys/values shared over the batch
+  ref = F.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k[:1]), torch.tensor(v[:1])).numpy()
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6)
+  out3 = Tensor(q[0]).scaled_dot_product_attention(Tensor(k[0]), Tensor(v[0]), is_causal=True)
+  np.testing.assert_allclose(out3.numpy(), F.scaled_dot_product_attention(*map(torch.tensor, (q[0], k[0], v[0])), is_causal=True).numpy(),
+                             rtol=1e-5, atol=2e-6)
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp16_inputs(causal):
+  q, k, v = (x.astype(np.float16) for x in _inputs(1, 3, 65, 65, 64, 64, seed=1))
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=causal)
+  assert out.dtype == dtypes.float16 and _schedule_stats(out)[0] == 1
+  ref = F.scaled_dot_product_attention(*(torch.tensor(x.astype(np.float32)) for x in (q, k, v)), is_causal=causal).numpy()
+  np.testing.assert_allclose(out.numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-3)   # fp16 rounding of the output
+
+@pytest.mark.parametrize("B,H,Sq,Sk,D,Dv,causal", [(1, 3, 17, 17, 32, 32, True), (1, 1, 65, 40, 64, 64, False),
+                                                   (1, 1, 40, 65, 80, 80, True), (1, 1, 1, 1, 16, 16, False)])
+@pytest.mark.parametrize("explicit", [True, False])
+def test_grads_match_torch(B, H, Sq, Sk, D, Dv, causal, explicit):
+  """explicit: the inputs ask for gradients, so the forward keeps each row's log-sum-exp; else (tinygrad's rule: a
+  plain tensor gets a gradient too) the backward recomputes it from the scores."""
+  q, k, v = _inputs(B, H, Sq, Sk, D, Dv, seed=2)
+  w = np.random.default_rng(3).standard_normal((B, H, Sq, Dv)).astype(np.float32)
+  tq, tk, tv = (Tensor(x, requires_grad=True if explicit else None) for x in (q, k, v))
+  out = tq.scaled_dot_product_attention(tk, tv, is_causal=causal)
+  assert _schedule_stats(out)[0] == 1
+  grads = (out * Tensor(w)).sum().gradient(tq, tk, tv)
+  rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+  (F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal) * torch.tensor(w)).sum().backward()
+  np.testing.assert_allclose(out.numpy(), F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal).detach().numpy(), rtol=1e-5, atol=2e-6)
+  for g, r in zip(grads, (rq, rk, rv)): np.testing.assert_allclose(g.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+def test_backward_fills_grad():
+  q, k, v = _inputs(1, 1, 9, 9, 16, 16, seed=4)
+  tq = Tensor(q, requires_grad=True)
+  tq.scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True).sum().backward()
+  rq = torch.tensor(q, requires_grad=True)
+  F.scaled_dot_product_attention(rq, torch.tensor(k), torch.tensor(v), is_causal=True).sum().backward()
+  np.testing.assert_allclose(tq.grad.numpy(), rq.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+def test_nan_and_inf_inputs():
+  q, k, v = _inputs(1, 1, 8, 8, 16, 16, seed=5)
+  q[0, 0, 2, 3] = np.nan   # a NaN query: its row is NaN (torch's CPU kernel returns a finite row here; NaN in, NaN out is ours)
+  k[0, 0, 5, 0] = np.inf   # an infinite key: rows that see it get inf - inf = NaN, exactly as torch
+  for causal in (False, True):
+    out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=causal).numpy()
+    ref = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=causal).numpy()
+    assert np.isnan(out[0, 0, 2]).all()
+    rows = [i for i in range(8) if i != 2]
+    np.testing.assert_allclose(out[0, 0, rows], ref[0, 0, rows], rtol=1e-5, atol=2e-6, equal_nan=True)
+    assert np.isnan(out[0, 0, rows]).any(-1).tolist() == [(i >= 5 or not causal) and q[0, 0, i, 0] > 0 for i in rows]
+
+def test_masks_and_dropout_stay_unfused():
+  """An explicit mask (bool or additive) is the unfused graph: fully masked rows follow torch (NaN rows from -inf)."""
+  q, k, v = _inputs(1, 2, 6, 6, 16, 16, seed=6)
+  mask = np.tril(np.ones((6, 6), dtype=bool))
+  mask[4] = False   # a fully masked row
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), attn_mask=Tensor(mask))
+  assert _schedule_stats(out)[0] == 0
+  ref = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), attn_mask=torch.tensor(mask)).numpy()
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6, equal_nan=True)
+  add = np.where(mask, 0.0, -np.inf).astype(np.float32)
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), attn_mask=Tensor(add))
+  ref = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), attn_mask=torch.tensor(add)).numpy()
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6, equal_nan=True)
+  with Tensor.train():
+    assert _schedule_stats(Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), dropout_p=0.5))[0] == 0
+
+def test_float64_stays_unfused():
+  q, k, v = (x.astype(np.float64) for x in _inputs(1, 1, 8, 8, 16, 16))
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v))
+  assert _schedule_stats(out)[0] == 0 and out.dtype == dtypes.float64
+
+def test_long_sequence_memory():
+  """S = 4096: the score matrix would be 64 MiB per head; the fused kernel's peak is its inputs and output (~4 MiB)."""
+  B, H, S, D = 1, 1, 4096, 64
+  q, k, v = (Tensor(x).realize() for x in _inputs(B, H, S, S, D, D, seed=7))
+  GlobalCounters.reset()
+  out = q.scaled_dot_product_attention(k, v, is_causal=True).realize()
+  assert GlobalCounters.mem_peak - GlobalCounters.mem_used < 4 * S * D * 4
+  ref = F.scaled_dot_product_attention(*(torch.tensor(t.numpy()) for t in (q, k, v)), is_causal=True).numpy()
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
