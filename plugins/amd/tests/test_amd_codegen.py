@@ -7,6 +7,7 @@ from tinycore.testing.kernel_cases import kernel_cases
 from tinycore import Tensor, dtypes
 from tinycore.compiler import CompileError
 from tinycore.codegen import get_program
+from tinycore.uop import Ops
 from tinycore_amd.arch import ARCHS, parse_arch
 from tinycore_amd.codeobject import read, unpackb
 from tinycore_amd.compiler import find_clang, find_lld
@@ -27,7 +28,9 @@ def check_code_object(lib: bytes, p, arch: str):
   co = read(lib)
   assert co.arch == arch and p.name in co.kernels and p.name + ".kd" in co.symbols
   k = co.kernels[p.name]
-  assert k.kernarg_size >= 8 * p.n_bufs + 4 * len(p.vars) and k.group_segment_size == 0
+  # LDS: exactly the program's shared panels (HIP stages tensor-core GEMMs through LDS, codegen/opt_smem.py), else none
+  lds = sum(u.dtype.size * u.dtype.base.itemsize for u in p.uops if u.op is Ops.DEFINE_LOCAL)
+  assert k.kernarg_size >= 8 * p.n_bufs + 4 * len(p.vars) and k.group_segment_size == lds
   assert k.wavefront_size == parse_arch(arch).wave
   assert [a[".value_kind"] for a in k.args[:p.n_bufs]] == ["global_buffer"] * p.n_bufs
   assert co.linked == (find_lld() is not None)
@@ -189,6 +192,8 @@ def test_wmma_matmul(registry, arch):
   if find_clang(arch):
     r = HIPRenderer(arch)
     p = get_program(k, r)
+    # RDNA's wave32 WMMA is staged through LDS; CDNA's wave64 MFMA isn't (opt_smem.py takes 32-lane instructions)
+    assert any(u.op is Ops.DEFINE_LOCAL for u in p.uops) == (parse_arch(arch).wave == 32)
     check_code_object(lib := r.compiler.compile(p.src), p, arch)
     dis = r.compiler.disassemble(lib)
     assert TC_INSN[arch] in dis or "vgprs" in dis   # without llvm-objdump: the kernel table (the compile still ran)
