@@ -4,7 +4,7 @@ A kernel AST is `SINK(value)` over DEFINE_GLOBAL placeholders with movement, ALU
 element gets one index per dimension (RANGEs); movement ops are pushed through as integer arithmetic on those indices
 and a validity condition (for PAD), so a reshape-permute-pad chain costs index math, never a copy."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops, GroupOp, index_const
+from tinycore.uop import UOp, Ops, GroupOp, index_const, ssimplify
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.codegen.linearize import reduce_identity
@@ -31,7 +31,13 @@ def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, .
   if len([s for s in old if not (isinstance(s, int) and s == 1)]) <= 1:   # a flat source (every buffer): just the linear index
     if not any(not (isinstance(s, int) and s == 1) for s in old): return tuple(out)
     return tuple(linear_index(idx, new) if not (isinstance(s, int) and s == 1) else index_const(0) for s in old)
-  if not all(isinstance(s, int) for s in old + new): raise NotImplementedError(f"reshape of symbolic shape {old} -> {new}")
+  if not all(isinstance(s, int) for s in old + new):
+    # symbolic dims: only a reshape that adds or drops 1s keeps each symbolic dim whole (splitting one needs div/mod by a Variable)
+    on, nn_ = [k for k, s in enumerate(old) if not (isinstance(s, int) and s == 1)], [k for k, s in enumerate(new) if not (isinstance(s, int) and s == 1)]
+    if len(on) != len(nn_) or any(ssimplify(old[a]) is not ssimplify(new[b]) for a, b in zip(on, nn_)):
+      raise NotImplementedError(f"reshape of symbolic shape {old} -> {new}")
+    for a, b in zip(on, nn_): out[a] = idx[b]
+    return tuple(out)
   ni, oj = [k for k, s in enumerate(new) if s != 1], [k for k, s in enumerate(old) if s != 1]
   a = b = 0
   while a < len(ni) and b < len(oj):
@@ -110,8 +116,9 @@ class Lowerer:
       for i, (b, e), ss in zip(idx, u.arg, s.shape):
         if isinstance(b, int) and isinstance(e, int) and b == 0 and e == 0: nidx.append(i); continue
         ni = i - b if b != 0 else i
-        if b > 0: conds.append(index_const(b - 1).lt(i))
-        if e > 0: conds.append(ni.lt(ss))
+        # a symbolic pad (a concat along a dynamic axis) may be 0 at run time: its condition then always holds
+        if not isinstance(b, int) or b > 0: conds.append((index_const(b - 1) if isinstance(b, int) else b - 1).lt(i))
+        if not isinstance(e, int) or e > 0: conds.append(ni.lt(ss))
         nidx.append(ni)
       cond = conds[0]
       for c in conds[1:]: cond = cond & c

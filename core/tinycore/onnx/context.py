@@ -25,6 +25,8 @@ class OpContext:
     """A Tensor for compute, whether x is already one or a static numpy value."""
     from tinycore.tensor import Tensor
     if x is None or isinstance(x, Tensor): return x
+    from tinycore.onnx.dynamic import is_sym, sym_tensor
+    if is_sym(x): return sym_tensor(x, self)
     arr = np.asarray(x)
     if arr.dtype == np.float64 and not isinstance(x, np.ndarray): arr = arr.astype(np.float32)
     # one realized buffer per distinct static value, made on the first call: a TinyJit capture (a later call) then sees
@@ -39,6 +41,13 @@ class OpContext:
     from tinycore.tensor import Tensor
     return x.numpy() if isinstance(x, Tensor) else np.asarray(x)
 
-  def ints(self, x) -> list[int]: return [int(v) for v in self.array(x).reshape(-1)]
+  def ints(self, x) -> list:
+    """Sizes/axes as ints; symbolic sizes (dynamic axes) stay UOps."""
+    from tinycore.onnx.dynamic import is_sym, norm_sint
+    if is_sym(x): return [norm_sint(v) for v in x.reshape(-1)]
+    return [int(v) for v in self.array(x).reshape(-1)]
   def floats(self, x) -> list[float]: return [float(v) for v in self.array(x).reshape(-1)]
-  def scalar(self, x) -> Any: return self.array(x).reshape(-1)[0].item()
+  def scalar(self, x) -> Any:
+    from tinycore.onnx.dynamic import is_sym, norm_sint
+    if is_sym(x): return norm_sint(x.reshape(-1)[0])
+    return self.array(x).reshape(-1)[0].item()

@@ -24,7 +24,9 @@ def gather(ctx, ins, attrs):
   if is_static(idx) and np.asarray(idx).ndim == 0:   # one position: a slice, no index math
     i = int(idx) + (n if int(idx) < 0 else 0)
     if not 0 <= i < n: raise IndexError(f"Gather index {int(idx)} out of range for axis {axis} of size {n}")
-    return x[(slice(None),) * axis + (i,)]
+    # a shrink, not x[..., i]: indexing compares sizes as ints, and other dims may be symbolic (dynamic axes)
+    keep = tuple((i, i + 1) if k == axis else (0, s) for k, s in enumerate(x.shape))
+    return x.shrink(keep).reshape(tuple(s for k, s in enumerate(x.shape) if k != axis))
   t = _norm_index(ctx, idx, n)
   return x[(slice(None),) * axis + (t,)]
 
