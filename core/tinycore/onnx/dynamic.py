@@ -41,6 +41,16 @@ def sym_arange(n, device: str):
   if isinstance(n, int): return Tensor.arange(n, device=device, dtype=dtypes.int64)
   return Tensor.arange(int(n.vmax), device=device, dtype=dtypes.int64).shrink(((0, n),))
 
+def sym_scalar(v, device: str, dtype=None) -> Any:
+  """A 0-d Tensor holding a size that may be symbolic (the frontend combines Tensors with bare Variables only)."""
+  from tinycore.tensor import Tensor
+  from tinycore.dtype import dtypes
+  dtype = dtype or dtypes.int64
+  if not isinstance(v, UOp): return Tensor(v, device=device, dtype=dtype)
+  # added to a 0 on the device: a Tensor of a bare expression has no device, and the frontend refuses to mix it
+  zero = Tensor.zeros((), dtype=dtypes.int32, device=device)
+  return Tensor(UOp(Ops.ADD, dtypes.int32, (zero.uop, v.cast(dtypes.int32)))).cast(dtype)
+
 def sym_tensor(arr: np.ndarray, ctx) -> Any:
   """A Tensor holding symbolic sizes: the int part uploaded once, each symbolic entry added as one-hot * Variable."""
   flat = arr.reshape(-1)
@@ -49,7 +59,7 @@ def sym_tensor(arr: np.ndarray, ctx) -> Any:
   for k, v in enumerate(flat):
     if isinstance(v, UOp):
       onehot = np.zeros(len(flat), np.int64); onehot[k] = 1
-      t = t + ctx.tensor(onehot) * v
+      t = t + ctx.tensor(onehot) * sym_scalar(v, ctx.device)
   return t.reshape(arr.shape)
 
 def bound_vars(x) -> dict[str, int]:
@@ -93,7 +103,9 @@ class DynamicAxes:
         if not 1 <= s <= hi: raise ValueError(f"input {name!r} axis {ax} ({d}) has size {s}, outside the dynamic range 1..{hi}")
         if values.setdefault(d, s) != s:
           raise ValueError(f"input {name!r} axis {ax} ({d}) has size {s}, but another input gave {d}={values[d]}")
-        sym_shape.append(self.vars[d].bind(s)); max_shape.append(hi)
+        # one row of slack: a Concat along the axis reads one (masked-off) row past it, and the launch-time bounds check
+        # proves a kernel safe for every size only from unmasked index ranges; without it each new size is re-checked
+        sym_shape.append(self.vars[d].bind(s)); max_shape.append(hi + 1)
       else:
         sym_shape.append(s); max_shape.append(s)
     if all(isinstance(d, int) for d in sym_shape): return Tensor(np.require(arr, requirements='C'), device=device)

@@ -71,7 +71,11 @@ def flatten(ctx, ins, attrs):
   x = ctx.tensor(ins[0])
   axis = attrs.get("axis", 1)
   if axis < 0: axis += x.ndim   # -1 is the last dim, not the position after it
-  return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+  from tinycore.onnx.dynamic import norm_sint
+  lead, rest = 1, 1
+  for d in x.shape[:axis]: lead = lead * d
+  for d in x.shape[axis:]: rest = rest * d
+  return x.reshape(norm_sint(lead), norm_sint(rest))
 
 @op("Transpose")
 def transpose(ctx, ins, attrs):
@@ -153,6 +157,8 @@ def slice_(ctx, ins, attrs):
   ndim = len(x.shape)
   axes = list(range(len(starts))) if axes is None else [a % ndim for a in axes]
   steps = steps or [1] * len(starts)
+  if not all(isinstance(v, int) for v in list(starts) + list(ends) + list(x.shape)):
+    return _sym_slice(ctx.tensor(x), axes, starts, ends, steps)
   sl = [slice(None)] * ndim
   for a, st, en, sp in zip(axes, starts, ends, steps):
     if sp == 0: raise ValueError("Slice step must not be 0")
@@ -161,6 +167,22 @@ def slice_(ctx, ins, attrs):
   if any(s.start == s.stop for s in sl if s != slice(None)):   # an empty slice
     return x.reshape(*x.shape)[tuple(sl)] if all(s.step == 1 or s.step is None for s in sl) else x[tuple(sl)]
   return x[tuple(sl)]
+
+def _sym_slice(x, axes, starts, ends, steps):
+  """Slice with symbolic sizes or bounds (dynamic axes): a shrink, step 1. Int bounds are clamped like numpy's where the
+  dim is an int; a symbolic bound is taken as is (the shrink refuses one past the dim when the values are bound)."""
+  from tinycore.onnx.dynamic import norm_sint
+  keep = [(0, d) for d in x.shape]
+  for a, st, en, sp in zip(axes, starts, ends, steps):
+    if sp != 1: raise UnsupportedOpError("Slice with symbolic sizes and a step other than 1")
+    dim = x.shape[a]
+    def clamp(v):
+      if not isinstance(v, int): return v
+      if isinstance(dim, int): return max(0, min(dim, v + dim if v < 0 else v))
+      if v < 0: return norm_sint(dim + v)
+      return dim if v >= int(dim.vmax) else v   # INT64_MAX ("to the end") and anything past every size: the whole dim
+    keep[a] = (clamp(st), clamp(en))
+  return x.shrink(tuple(keep))
 
 @op("Expand")
 def expand(ctx, ins, attrs):
@@ -220,7 +242,8 @@ def _sym_range(ctx, start, limit, delta, ins):
     n = norm_sint(limit - start)
   if isinstance(n, int): idx = ctx.tensor(np.arange(max(n, 0), dtype=np.int64) * delta)
   else: idx = sym_arange(n, ctx.device) * delta
-  return idx + start
+  from tinycore.onnx.dynamic import sym_scalar
+  return idx + (sym_scalar(start, ctx.device) if not isinstance(start, int) else start)
 
 @op("Trilu")
 def trilu(ctx, ins, attrs):
@@ -230,7 +253,8 @@ def trilu(ctx, ins, attrs):
     # symbolic rows/cols or diagonal: compare index grids (the frontend's triu/tril need int sizes)
     rows, cols = x.shape[-2], x.shape[-1]
     r, c = sym_arange(rows, x.device).reshape(rows, 1), sym_arange(cols, x.device).reshape(1, cols)
-    off = (c - r) - k   # the diagonal offset; a symbolic k is an operand of the subtraction, not of a comparison
+    from tinycore.onnx.dynamic import sym_scalar
+    off = (c - r) - (sym_scalar(k, x.device) if not isinstance(k, int) else k)   # the diagonal offset
     keep = (off >= 0) if attrs.get("upper", 1) else (off <= 0)
     return keep.where(x, 0)
   return x.triu(k) if attrs.get("upper", 1) else x.tril(k)
