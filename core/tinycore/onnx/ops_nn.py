@@ -165,7 +165,7 @@ def lp_norm(ctx, ins, attrs):
   x = ctx.tensor(ins[0])
   axis, p = attrs.get("axis", -1), attrs.get("p", 2)
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else (x * x).sum(axis, keepdim=True).sqrt()
-  return x / norm
+  return (norm == 0).where(0.0, x / norm).cast(x.dtype)   # an all-zero slice stays 0 (ONNX), not 0/0
 
 @op("MeanVarianceNormalization")
 def mvn(ctx, ins, attrs):

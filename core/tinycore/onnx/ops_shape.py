@@ -293,4 +293,5 @@ def space_to_depth(ctx, ins, attrs):
   x = ctx.tensor(ins[0])
   b = attrs["blocksize"]
   n, c, h, w = x.shape
-  return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+  perm = (0, 1, 3, 5, 2, 4) if attrs.get("mode", "DCR") == "CRD" else (0, 3, 5, 1, 2, 4)   # CRD (opset 25): channel-major
+  return x.reshape(n, c, h // b, b, w // b, b).permute(*perm).reshape(n, c * b * b, h // b, w // b)
