@@ -113,6 +113,11 @@ def hard_swish(ctx, ins, attrs):
   x = ctx.tensor(ins[0])
   return x * (x / 6 + 0.5).clip(0, 1)
 
+@op("Swish", since=24)
+def swish(ctx, ins, attrs):
+  x = ctx.tensor(ins[0])
+  return x * (x * attrs.get("alpha", 1.0)).sigmoid()
+
 @op("Gelu")
 def gelu(ctx, ins, attrs): return ctx.tensor(ins[0]).gelu(approximate=attrs.get("approximate", "none"))
 

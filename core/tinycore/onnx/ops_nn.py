@@ -147,6 +147,14 @@ def layer_norm(ctx, ins, attrs):
   if bias is not None: y = y + bias
   return y, mean, inv
 
+@op("RMSNormalization", since=23)
+def rms_norm(ctx, ins, attrs):
+  x, scale = ctx.tensor(ins[0]), ctx.tensor(ins[1])
+  axis = attrs.get("axis", -1) % x.ndim
+  xf = x.cast(dtypes.float32) if x.dtype != dtypes.float64 else x   # stash_type: statistics in float32
+  inv = ((xf * xf).mean(axis=tuple(range(axis, x.ndim)), keepdim=True) + attrs.get("epsilon", 1e-5)).rsqrt()
+  return (xf * inv).cast(x.dtype) * scale
+
 @op("GroupNormalization", since=18)
 def group_norm(ctx, ins, attrs):
   x, scale, bias = (ctx.tensor(t) for t in ins[:3])

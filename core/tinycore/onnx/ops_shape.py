@@ -268,6 +268,34 @@ def cumsum(ctx, ins, attrs):
   if attrs.get("exclusive", 0): y = y - x
   return y.flip(axis) if attrs.get("reverse", 0) else y
 
+@op("CumProd", since=24)
+def cumprod(ctx, ins, attrs):
+  x = ctx.tensor(ins[0])
+  axis = ctx.scalar(ins[1]) % x.ndim
+  if attrs.get("reverse", 0): x = x.flip(axis)
+  if attrs.get("exclusive", 0):   # shift by one along the axis, a leading 1
+    n = x.shape[axis]
+    x = x.shrink(tuple((0, n - 1) if k == axis else (0, s) for k, s in enumerate(x.shape)))
+    x = x.pad(tuple((1, 0) if k == axis else (0, 0) for k in range(x.ndim)), value=1)
+  y = x.cumprod(axis).cast(x.dtype)
+  return y.flip(axis) if attrs.get("reverse", 0) else y
+
+def _window(coeffs):
+  """HannWindow/HammingWindow/BlackmanWindow: a sum of cosines of 2*pi*k*n/N, computed on the host (the size is static)."""
+  def handler(ctx, ins, attrs):
+    size = int(ctx.scalar(ins[0]))
+    if size < 0: raise ValueError(f"window size must not be negative, got {size}")
+    n = np.arange(size, dtype=np.float64)
+    denom = size if attrs.get("periodic", 1) else size - 1
+    w = sum(c * np.cos(2 * np.pi * k * n / denom) for k, c in enumerate(coeffs)) if denom > 0 else np.ones(size)
+    to = onnx_dtype(attrs.get("output_datatype", 1), "window output_datatype")
+    return w.astype(to.np) if to.fmt else ctx.tensor(w.astype(np.float32)).cast(to)
+  return handler
+
+op("HannWindow", since=17)(_window((0.5, -0.5)))
+op("HammingWindow", since=17)(_window((25 / 46, -21 / 46)))
+op("BlackmanWindow", since=17)(_window((0.42, -0.5, 0.08)))
+
 @op("EyeLike")
 def eye_like(ctx, ins, attrs):
   x = ctx.tensor(ins[0])
