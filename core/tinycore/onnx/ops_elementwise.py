@@ -167,12 +167,16 @@ def where(ctx, ins, attrs):
 
 @op("Cast")
 def cast(ctx, ins, attrs):
-  x, to = ctx.tensor(ins[0]), onnx_dtype(attrs["to"], "Cast")
+  return _cast_to(ctx.tensor(ins[0]), onnx_dtype(attrs["to"], "Cast"), bool(attrs.get("saturate", 1)))
+
+def _cast_to(x, to, saturate: bool):
   if dtypes.is_float(x.dtype) and dtypes.is_int(to) and not dtypes.is_float(to):
     x = x.trunc()   # float -> int truncates toward zero, as in C
-  if not attrs.get("saturate", 1) and to in _FP8_OVERFLOW and dtypes.is_float(x.dtype):
-    # saturate=0: what rounds past the largest finite float8 is inf (E5M2) or NaN (E4M3FN has no inf), not the max
+  if to in _FP8_OVERFLOW and dtypes.is_float(x.dtype):
     limit, over, inclusive = _FP8_OVERFLOW[to]
+    if saturate:   # infinities saturate too, to the largest finite float8
+      return x.isinf().where(x.sign() * _FP8_MAX[to], x).cast(to)
+    # saturate=0: what rounds past the largest finite float8 is inf (E5M2) or NaN (E4M3FN has no inf), not the max
     big = (x.abs() >= limit) if inclusive else (x.abs() > limit)
     return big.where(x.sign() * over if over == float("inf") else over, x).cast(to)
   return x.cast(to)
@@ -180,11 +184,12 @@ def cast(ctx, ins, attrs):
 # float8 type -> (the magnitude from which round-to-nearest-even leaves the finite range, the value it becomes, whether
 # the boundary itself overflows): halfway between the max (57344 / 448) and the next power-of-two step, ties to even
 _FP8_OVERFLOW = {dtypes.fp8e5m2: (59392.0, float("inf"), True), dtypes.fp8e4m3: (464.0, float("nan"), False)}
+_FP8_MAX = {dtypes.fp8e5m2: 57344.0, dtypes.fp8e4m3: 448.0}
 
 @op("CastLike")
 def cast_like(ctx, ins, attrs):
   x, like = ctx.tensor(ins[0]), ctx.tensor(ins[1])
-  return (x.trunc() if dtypes.is_float(x.dtype) and not dtypes.is_float(like.dtype) else x).cast(like.dtype)
+  return _cast_to(x, like.dtype, bool(attrs.get("saturate", 1)))
 
 @op("Dropout")
 def dropout(ctx, ins, attrs):
