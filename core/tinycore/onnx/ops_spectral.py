@@ -73,7 +73,8 @@ def stft(ctx, ins, attrs):
   window = ctx.tensor(ins[2]) if len(ins) > 2 and ins[2] is not None else None
   length = int(ctx.scalar(ins[3])) if len(ins) > 3 and ins[3] is not None else (window.shape[0] if window is not None else None)
   if length is None: raise ValueError("STFT needs a window or a frame_length")
-  if step < 1 or length < 1 or length > x.shape[1]: raise ValueError(f"STFT frame_step {step} / frame_length {length} don't fit a signal of {x.shape[1]}")
+  if step < 1 or length < 1 or length > x.shape[1]:
+    raise ValueError(f"STFT frame_step {step} / frame_length {length} don't fit a signal of {x.shape[1]}")
   onesided = bool(attrs.get("onesided", 1))
   frames = 1 + (x.shape[1] - length) // step
   pieces = [x.shrink(((0, x.shape[0]), (f * step, f * step + length), (0, x.shape[2]))).unsqueeze(1) for f in range(frames)]
