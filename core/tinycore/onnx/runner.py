@@ -72,6 +72,9 @@ class OnnxRunner:
   def _bind_input(self, name: str, value, values: dict[str, int]) -> Any:
     from tinycore.tensor import Tensor
     vi = self.inputs[name]
+    if vi.type.HasField("sequence_type"):   # seq(tensor): a list of values, each bound like a tensor input
+      if not isinstance(value, (list, tuple)): raise TypeError(f"input {name!r} is a sequence: pass a list, got {type(value).__name__}")
+      return [v if isinstance(v, Tensor) else Tensor(np.require(np.asarray(v), requirements='C'), device=self.device) for v in value]
     tt = vi.type.tensor_type
     want = onnx_dtype(tt.elem_type, f"input {name!r}") if tt.elem_type else None   # refuses string inputs, naming them
     if not isinstance(value, Tensor):
@@ -105,7 +108,7 @@ class OnnxRunner:
     bound = {n: self._bind_input(n, v, values) for n, v in feeds.items()}
     if self._jit is not None: outs = self._jit(**bound)
     else: outs = self._run_outputs(**bound)
-    if self.dynamic is not None: outs = [read_concrete(o, values) for o in outs]
+    if self.dynamic is not None: outs = [o if isinstance(o, list) else read_concrete(o, values) for o in outs]
     return dict(zip(self.output_names, outs))
 
   def _run_outputs(self, **bound) -> list:
@@ -113,8 +116,9 @@ class OnnxRunner:
     env.update(bound)
     outs = self.run_graph(self.model.graph, env)
     ctx = OpContext(self.model.opset, self.device, self.run_graph, const_cache=self._const_cache)
-    outs = [ctx.tensor(v) for v in outs]
-    return [o.realize() for o in outs] if self._jit is not None else outs
+    outs = [[ctx.tensor(x) for x in v] if isinstance(v, list) else ctx.tensor(v) for v in outs]   # a list: a sequence output
+    if self._jit is not None: outs = [[x.realize() for x in v] if isinstance(v, list) else v.realize() for v in outs]
+    return outs
 
   # ---- graph execution (also used for If/Loop bodies, with the outer scope visible)
   def run_graph(self, graph, env) -> list:
