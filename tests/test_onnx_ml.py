@@ -35,8 +35,11 @@ CASES = {
   "normalizer_max": lambda: Normalizer(norm="max").fit(X),
 }
 
+# one of each op in the default run (about 5 s each on 2 cores); all of them under -m slow
+QUICK = {"random_forest_3class", "gradient_boosting_binary", "logistic_binary", "linear_regression", "standard_scaler", "normalizer_l2"}
+
 @pytest.mark.needs_device
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in sorted(CASES)])
 def test_sklearn_model_matches_onnxruntime(name):
   model = CASES[name]()
   onx = skl2onnx.to_onnx(model, X[:1], options={id(model): {"zipmap": False}} if hasattr(model, "predict_proba") else None,
