@@ -6,7 +6,7 @@ call), shrunk to this call's size and reshaped to the symbolic shape. Sizes comp
 it) are numpy object arrays holding ints and symbolic UOps (see symbolic_fold.py). An output of symbolic shape is read
 back as the first `n` elements of its buffer with the sizes of this call."""
 from __future__ import annotations
-from typing import Any
+from typing import Any, Callable
 import numpy as np
 from tinycore.uop import UOp, Ops, Variable
 
@@ -71,7 +71,7 @@ def bound_vars(x) -> dict[str, int]:
         if u.op is Ops.BIND: out[u.src[0].arg[0]] = int(u.src[1].arg)
   return out
 
-_ARITH = {Ops.ADD: lambda a, b: a + b, Ops.MUL: lambda a, b: a * b, Ops.IDIV: lambda a, b: a // b, Ops.MOD: lambda a, b: a % b,
+_ARITH: dict[Ops, Callable[[int, int], int]] = {Ops.ADD: lambda a, b: a + b, Ops.MUL: lambda a, b: a * b, Ops.IDIV: lambda a, b: a // b, Ops.MOD: lambda a, b: a % b,
           Ops.MAX: max}
 
 def _evaluate(d: UOp, values: dict[str, int]) -> int | None:

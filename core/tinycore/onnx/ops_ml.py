@@ -61,7 +61,7 @@ def _compile_trees(attrs, prefix: str):
   p_true, p_false = np.zeros((len(branches), len(leaves)), np.float32), np.zeros((len(branches), len(leaves)), np.float32)
   children = {key[(tree[i], true_c[i])] for i in branches} | {key[(tree[i], false_c[i])] for i in branches}
   for root in (i for i in range(len(tree)) if i not in children):
-    stack = [(root, [])]
+    stack: list[tuple[int, list]] = [(root, [])]
     while stack:
       i, path = stack.pop()
       if len(path) > len(tree): raise ValueError("tree ensemble has a cycle")
