@@ -71,8 +71,8 @@ def bound_vars(x) -> dict[str, int]:
         if u.op is Ops.BIND: out[u.src[0].arg[0]] = int(u.src[1].arg)
   return out
 
-_ARITH: dict[Ops, Callable[[int, int], int]] = {Ops.ADD: lambda a, b: a + b, Ops.MUL: lambda a, b: a * b, Ops.IDIV: lambda a, b: a // b, Ops.MOD: lambda a, b: a % b,
-          Ops.MAX: max}
+_ARITH: dict[Ops, Callable[[int, int], int]] = {Ops.ADD: lambda a, b: a + b, Ops.MUL: lambda a, b: a * b,
+                                                Ops.IDIV: lambda a, b: a // b, Ops.MOD: lambda a, b: a % b, Ops.MAX: max}
 
 def _evaluate(d: UOp, values: dict[str, int]) -> int | None:
   """Integer arithmetic over CONST/BIND/DEFINE_VAR evaluated directly (per output per call: a rewrite costs ~1 ms each);
