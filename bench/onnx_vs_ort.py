@@ -22,7 +22,7 @@ def _load_builders():
 
 onnx_models = _load_builders()
 
-QUICK = ["tiny_cnn", "gpt2_kv"]
+QUICK = ["tiny_cnn", "gpt2_kv", "gpt2_kv_dynamic"]
 
 def agreement(got: list[np.ndarray], want: list[np.ndarray]) -> tuple[float, float]:
   g = np.concatenate([x.astype(np.float64).reshape(-1) for x in got])
@@ -64,21 +64,50 @@ def bench_model(name: str, workdir: str, reps: int, budget_s: float) -> dict:
   return {"model": name, "max_abs": max_abs, "cosine": cos, "jit_max_abs": jit_abs, "tinycore_ms": tc_ms, "ort_ms": ort_ms,
           "ratio": tc_ms / ort_ms, "load_s": load_s, "first_run_s": first_s, "reps": len(tc)}
 
+def bench_gpt2_dynamic(workdir: str, reps: int) -> dict:
+  """The GPT-2 KV-cache step with `past` bound as a symbolic Variable (dynamic_axes, jit=True): a decode over growing past
+  lengths, each step a replay of one capture. Reports kernels compiled after the first length and the per-step ratio."""
+  import onnxruntime as ort
+  import tinycore.engine.run as runmod
+  from tinycore.onnx import OnnxRunner
+  try: path, feeds = onnx_models.gpt2_kv(workdir)
+  except ImportError as e: return {"model": "gpt2_kv_dynamic", "skipped": f"needs {e.name or e}"}
+  sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+  runner = OnnxRunner(path, dynamic_axes={"past": 128}, jit=True)
+  rng = np.random.default_rng(0)
+  steps = [{"input_ids": feeds["input_ids"], "past_k": rng.standard_normal((2, 1, 4, p, 16)).astype(np.float32),
+            "past_v": rng.standard_normal((2, 1, 4, p, 16)).astype(np.float32)} for p in range(4, 4 + max(reps, 6))]
+  t0 = time.perf_counter()
+  got = [v.numpy() for v in runner(steps[0]).values()]
+  first_s = time.perf_counter() - t0
+  max_abs, cos = agreement(got, sess.run(None, steps[0]))
+  n0 = len(runmod._runners)
+  tc, worst = [], 0.0
+  for f in steps[1:]:
+    t0 = time.perf_counter(); out = [v.numpy() for v in runner(f).values()]; tc.append(time.perf_counter() - t0)
+    worst = max(worst, agreement(out, sess.run(None, f))[0])
+  ort_t = _time(lambda: sess.run(None, steps[-1]), reps, 5.0)
+  tc_ms, ort_ms = statistics.median(tc) * 1e3, statistics.median(ort_t) * 1e3
+  return {"model": "gpt2_kv_dynamic", "max_abs": max(max_abs, worst), "cosine": cos, "tinycore_ms": tc_ms, "ort_ms": ort_ms,
+          "ratio": tc_ms / ort_ms, "first_run_s": first_s, "reps": len(tc), "compiled_after_first": len(runmod._runners) - n0}
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--models", default=",".join(onnx_models.MODELS))
+  p.add_argument("--models", default=",".join([*onnx_models.MODELS, "gpt2_kv_dynamic"]))
   p.add_argument("--quick", action="store_true")
   p.add_argument("--reps", type=int, default=20)
   p.add_argument("--budget", type=float, default=20.0, help="seconds of timed runs per model and runtime")
   p.add_argument("--json", default=None)
   a = p.parse_args(argv)
   names = QUICK if a.quick else [m for m in a.models.split(",") if m]
-  unknown = [m for m in names if m not in onnx_models.MODELS]
-  if unknown: p.error(f"unknown model(s) {unknown}; known: {list(onnx_models.MODELS)}")
+  unknown = [m for m in names if m not in onnx_models.MODELS and m != "gpt2_kv_dynamic"]
+  if unknown: p.error(f"unknown model(s) {unknown}; known: {[*onnx_models.MODELS, 'gpt2_kv_dynamic']}")
   rows = []
   with tempfile.TemporaryDirectory() as d:
     for n in names:
-      try: rows.append(bench_model(n, d, 3 if a.quick else a.reps, 2.0 if a.quick else a.budget))
+      try:
+        if n == "gpt2_kv_dynamic": rows.append(bench_gpt2_dynamic(d, 3 if a.quick else a.reps))
+        else: rows.append(bench_model(n, d, 3 if a.quick else a.reps, 2.0 if a.quick else a.budget))
       except Exception as e: rows.append({"model": n, "error": f"{type(e).__name__}: {e}"})   # noqa: BLE001 (reported in the table)
       print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
   print(f"load average {os.getloadavg()[0]:.1f} (a shared machine skews the times)")

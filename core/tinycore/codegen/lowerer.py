@@ -4,7 +4,7 @@ A kernel AST is `SINK(value)` over DEFINE_GLOBAL placeholders with movement, ALU
 element gets one index per dimension (RANGEs); movement ops are pushed through as integer arithmetic on those indices
 and a validity condition (for PAD), so a reshape-permute-pad chain costs index math, never a copy."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops, GroupOp, index_const
+from tinycore.uop import UOp, Ops, GroupOp, index_const, ssimplify
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.codegen.linearize import reduce_identity
@@ -21,18 +21,14 @@ def linear_index(idx: tuple[UOp, ...], shape) -> UOp:
     if st != 0: ret = ret + (i * st if not (isinstance(st, int) and st == 1) else i)
   return ret
 
-def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, ...]:
-  """Indices into `old` from indices into `new` (same element count). Non-1 dims are matched in groups of equal
-  product, so div/mod only appears where dimensions really split or merge."""
-  out = [index_const(0)] * len(old)
-  # no elements (a 0 among the dims): nothing is ever read, and grouping equal products would run off the end
-  # ((0, 0, 1, 2) -> (0, 1, 2): 0 == 0 closes the first group, the second 0 has no partner)
-  if any(isinstance(s, int) and s == 0 for s in old): return tuple(out)
-  if len([s for s in old if not (isinstance(s, int) and s == 1)]) <= 1:   # a flat source (every buffer): just the linear index
-    if not any(not (isinstance(s, int) and s == 1) for s in old): return tuple(out)
-    return tuple(linear_index(idx, new) if not (isinstance(s, int) and s == 1) else index_const(0) for s in old)
-  if not all(isinstance(s, int) for s in old + new): raise NotImplementedError(f"reshape of symbolic shape {old} -> {new}")
-  ni, oj = [k for k, s in enumerate(new) if s != 1], [k for k, s in enumerate(old) if s != 1]
+def _same_size(a, b) -> bool:
+  a, b = ssimplify(a), ssimplify(b)
+  return a is b if isinstance(a, UOp) or isinstance(b, UOp) else a == b
+
+def _is_one(s) -> bool: return isinstance(s, int) and s == 1
+
+def _match_groups(idx, old, new, ni: list, oj: list, out: list) -> None:
+  """Int dims `ni` of new and `oj` of old (equal products) matched in groups of equal product: fills out[oj]."""
   a = b = 0
   while a < len(ni) and b < len(oj):
     gi, pi, gj, pj = [ni[a]], new[ni[a]], [oj[b]], old[oj[b]]
@@ -44,6 +40,37 @@ def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, .
     for n, (k, st) in enumerate(zip(gj, _strides([old[k] for k in gj]))):
       v = lin // st if st != 1 else lin
       out[k] = v % old[k] if n != 0 else v
+
+def _reshape_index(idx: tuple[UOp, ...], old: tuple, new: tuple) -> tuple[UOp, ...]:
+  """Indices into `old` from indices into `new` (same element count). Non-1 dims are matched in groups of equal
+  product, so div/mod only appears where dimensions really split or merge."""
+  out = [index_const(0)] * len(old)
+  # no elements (a 0 among the dims): nothing is ever read, and grouping equal products would run off the end
+  # ((0, 0, 1, 2) -> (0, 1, 2): 0 == 0 closes the first group, the second 0 has no partner)
+  if any(isinstance(s, int) and s == 0 for s in old): return tuple(out)
+  if len([s for s in old if not (isinstance(s, int) and s == 1)]) <= 1:   # a flat source (every buffer): just the linear index
+    if not any(not (isinstance(s, int) and s == 1) for s in old): return tuple(out)
+    return tuple(linear_index(idx, new) if not (isinstance(s, int) and s == 1) else index_const(0) for s in old)
+  ni, oj = [k for k, s in enumerate(new) if not _is_one(s)], [k for k, s in enumerate(old) if not _is_one(s)]
+  if all(isinstance(s, int) for s in old + new):
+    _match_groups(idx, old, new, ni, oj, out)
+    return tuple(out)
+  # symbolic dims stay whole (splitting one would need div/mod by a Variable): they must pair up in order, and the int
+  # dims between two of them are matched in groups like a concrete reshape
+  ns, os_ = [k for k in ni if not isinstance(new[k], int)], [k for k in oj if not isinstance(old[k], int)]
+  if len(ns) == len(os_) and all(_same_size(old[a], new[b]) for a, b in zip(os_, ns)):
+    cut_new, cut_old = [-1] + ns + [len(new)], [-1] + os_ + [len(old)]
+    segs = [([i for i in ni if cut_new[k] < i < cut_new[k + 1]], [j for j in oj if cut_old[k] < j < cut_old[k + 1]])
+            for k in range(len(cut_new) - 1)]
+    if all(prod([new[i] for i in sn]) == prod([old[j] for j in so]) for sn, so in segs):
+      for a, b in zip(os_, ns): out[a] = idx[b]
+      for sn, so in segs: _match_groups(idx, old, new, sn, so, out)
+      return tuple(out)
+  # a symbolic dim merged with others ((2, seq) -> (2*seq,)): the linear index unravelled, div/mod by the Variable
+  lin = linear_index(idx, new)
+  for k, st in zip(oj, _strides([old[k] for k in oj])):
+    v = lin // st if not (isinstance(st, int) and st == 1) else lin
+    out[k] = v % old[k] if k != oj[0] else v
   return tuple(out)
 
 _Key = tuple   # (node, index per dim, validity or None): one value to emit
@@ -110,8 +137,9 @@ class Lowerer:
       for i, (b, e), ss in zip(idx, u.arg, s.shape):
         if isinstance(b, int) and isinstance(e, int) and b == 0 and e == 0: nidx.append(i); continue
         ni = i - b if b != 0 else i
-        if b > 0: conds.append(index_const(b - 1).lt(i))
-        if e > 0: conds.append(ni.lt(ss))
+        # a symbolic pad (a concat along a dynamic axis) may be 0 at run time: its condition then always holds
+        if not isinstance(b, int) or b > 0: conds.append((index_const(b - 1) if isinstance(b, int) else b - 1).lt(i))
+        if not isinstance(e, int) or e > 0: conds.append(ni.lt(ss))
         nidx.append(ni)
       cond = conds[0]
       for c in conds[1:]: cond = cond & c

@@ -8,8 +8,23 @@ import glob, os, sys, time, collections
 from dataclasses import dataclass
 import numpy as np
 
-MAX_OPSET = int(os.environ.get("TINYCORE_ONNX_MAX_OPSET", "21"))   # the issue's target; newer cases mostly add types
+def _default_max_opset() -> int:
+  """The installed onnx package's newest opset (every node test it ships), unless TINYCORE_ONNX_MAX_OPSET says otherwise."""
+  if "TINYCORE_ONNX_MAX_OPSET" in os.environ: return int(os.environ["TINYCORE_ONNX_MAX_OPSET"])
+  try:
+    import onnx
+    return int(onnx.defs.onnx_opset_version())
+  except ImportError: return 21
+
+MAX_OPSET = _default_max_opset()
 RTOL, ATOL = 1e-3, 1e-5   # the onnx backend runner's rtol; an atol that tolerates float32 ulps near zero
+# float16 outputs: one float16 ulp at 1.0 (2^-10). The expanded fp16 graphs' expected values round every intermediate to
+# float16; tinycore may round at other points, which moves a result in (0.5, 1) by one ulp (2^-11 > rtol * value)
+FP16_ATOL = 2.0 ** -10
+BF16_TOL = 2.0 ** -7    # bfloat16 outputs (8 significant bits): one bfloat16 ulp at 1.0, relative and absolute
+# numpy has no bfloat16/float8: the onnx package returns ml_dtypes arrays, tinycore's .numpy() widens them to float32
+# (exactly); those are compared as float32 after checking the Tensor's own dtype
+_ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2"}
 
 # Cases whose expected outputs follow a semantic we deliberately don't match. Each entry says why; nothing else may fail.
 _RECIPROCAL_DIV = ("tinycore's float division multiplies by the reciprocal (within 1 ulp of IEEE division); here x/scale = "
@@ -102,21 +117,37 @@ def run_case(name: str, device: str | None = None, max_opset: int | None = None)
     for ds in sets:
       ins, outs = _read_tensors(ds, "input"), _read_tensors(ds, "output")
       if ins is None or outs is None: return CaseResult(name, "skip", "non-tensor test data", op)
-      got = runner(dict(zip(in_names, ins)))
-      for (oname, g), want in zip(got.items(), outs):
-        g = g.numpy()
+      got = runner(dict(zip(in_names, [_as_input(x, runner.device) for x in ins])))
+      for (oname, gt), want in zip(got.items(), outs):
+        g = gt.numpy()
+        if want.dtype.name in _ML_DTYPES:
+          if gt.dtype.name != _ML_DTYPES[want.dtype.name]:
+            return _fail(name, op, f"output {oname!r}: dtype {gt.dtype.name}, expected {want.dtype.name}")
+          want = want.astype(np.float32)
+          if gt.dtype.name == "bfloat16" and not np.allclose(g, want, rtol=BF16_TOL, atol=BF16_TOL, equal_nan=True):
+            return _fail(name, op, f"output {oname!r}: max abs diff {np.nanmax(np.abs(g - want)):.3g} (bfloat16: rtol = atol = {BF16_TOL})")
+          if gt.dtype.name == "bfloat16": continue
         if g.dtype != want.dtype and not (want.dtype == np.dtype("O")):
           return _fail(name, op, f"output {oname!r}: dtype {g.dtype}, expected {want.dtype}")
         if g.shape != want.shape: return _fail(name, op, f"output {oname!r}: shape {g.shape}, expected {want.shape}")
         if want.dtype.kind in "fc":
-          if not np.allclose(g, want, rtol=RTOL, atol=ATOL, equal_nan=True):
+          atol = FP16_ATOL if want.dtype == np.float16 else ATOL
+          if not np.allclose(g, want, rtol=RTOL, atol=atol, equal_nan=True):
             err = np.nanmax(np.abs(g.astype(np.float64) - want.astype(np.float64))) if g.size else 0.0
-            return _fail(name, op, f"output {oname!r}: max abs diff {err:.3g} (rtol {RTOL}, atol {ATOL})")
+            return _fail(name, op, f"output {oname!r}: max abs diff {err:.3g} (rtol {RTOL}, atol {atol})")
         elif not np.array_equal(g, want):
           return _fail(name, op, f"output {oname!r}: {int((g != want).sum())} of {g.size} values differ")
   except UnsupportedOpError as e: return CaseResult(name, "skip", f"unsupported: {e}", op)
   except Exception as e: return _fail(name, op, f"{type(e).__name__}: {e}")
   return CaseResult(name, "pass", "", op)
+
+def _as_input(x: np.ndarray, device):
+  """A test input as the runner takes it: an ml_dtypes array (bfloat16/float8) becomes a Tensor of that dtype, cast from
+  its exact float32 widening."""
+  if x.dtype.name not in _ML_DTYPES: return x
+  from tinycore.tensor import Tensor
+  from tinycore.dtype import dtypes
+  return Tensor(x.astype(np.float32), device=device).cast(getattr(dtypes, _ML_DTYPES[x.dtype.name]))
 
 def _fail(name, op, detail) -> CaseResult:
   if name in EXPECTED_FAILURES: return CaseResult(name, "skip", f"expected failure: {EXPECTED_FAILURES[name]} ({detail})", op)

@@ -47,3 +47,37 @@ def loop(ctx, ins, attrs):
       stacked.append(ts[0].cat(*ts[1:], dim=0) if len(ts) > 1 else ts[0])
 
   return tuple(carried) + tuple(stacked)
+
+def _take(ctx, x, axis: int, t: int):
+  """Slice t of x along axis, that axis dropped."""
+  x = ctx.tensor(x)
+  keep = tuple((t, t + 1) if a == axis else (0, s) for a, s in enumerate(x.shape))
+  return x.shrink(keep).reshape(tuple(s for a, s in enumerate(x.shape) if a != axis))
+
+@op("Scan", since=9)
+def scan(ctx, ins, attrs):
+  """Unrolled: the body runs once per position of the scan inputs, states carried, per-step outputs stacked."""
+  body, m = attrs["body"], attrs["num_scan_inputs"]
+  states, xs = list(ins[:len(ins) - m]), [ctx.tensor(x) for x in ins[len(ins) - m:]]
+  in_axes = [a % x.ndim for a, x in zip(attrs.get("scan_input_axes", [0] * m), xs)]
+  in_dirs = attrs.get("scan_input_directions", [0] * m)
+  lengths = {x.shape[a] for x, a in zip(xs, in_axes)}
+  if len(lengths) != 1: raise ValueError(f"Scan inputs disagree on the sequence length: {sorted(lengths)}")
+  steps = lengths.pop()
+  names = _subgraph_inputs(body)
+  n_out = len(body.output) - len(states)
+  per_step: list[list] = [[] for _ in range(n_out)]
+  for t in range(steps):
+    slices = [_take(ctx, x, a, steps - 1 - t if d else t) for x, a, d in zip(xs, in_axes, in_dirs)]
+    outs = ctx.run_graph(body, collections.ChainMap(dict(zip(names, [*states, *slices])), ctx.scope))
+    states = list(outs[:len(states)])
+    for acc, v in zip(per_step, outs[len(states):]): acc.append(ctx.tensor(v))
+  out_axes, out_dirs = attrs.get("scan_output_axes", [0] * n_out), attrs.get("scan_output_directions", [0] * n_out)
+  stacked = []
+  for vals, a, d in zip(per_step, out_axes, out_dirs):
+    if not vals: raise ValueError("Scan over a sequence of length 0 has no outputs to stack")
+    if d: vals = vals[::-1]
+    axis = a % (vals[0].ndim + 1)
+    ts = [v.unsqueeze(axis) for v in vals]
+    stacked.append(ts[0].cat(*ts[1:], dim=axis) if len(ts) > 1 else ts[0])
+  return tuple(states) + tuple(stacked)

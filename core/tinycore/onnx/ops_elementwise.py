@@ -43,13 +43,23 @@ op("BitwiseXor")(_binary(lambda a, b: a.bitwise_xor(b)))
 @op("Mod")
 def mod(ctx, ins, attrs):
   a, b = ctx.tensor(ins[0]), ctx.tensor(ins[1])
-  return a.fmod(b) if attrs.get("fmod", 0) else a.mod(b)
+  if attrs.get("fmod", 0): return a.fmod(b)
+  r = a.mod(b)
+  if not dtypes.is_float(r.dtype): return r
+  # floats, numpy's (and ONNX's) edge cases: a zero result takes the divisor's sign; a finite x over an infinite divisor
+  # is x when their signs agree (or x is 0), else the divisor
+  r = (r == 0).where(b.sign() * 0.0, r).cast(r.dtype)
+  agree = (a == 0) | ((a < 0) == (b < 0))
+  return (b.isinf() & ~a.isinf() & ~a.isnan()).where(agree.where(a, b), r)
 
 @op("BitShift")
 def bitshift(ctx, ins, attrs):
   a, b = ctx.tensor(ins[0]), ctx.tensor(ins[1])
-  if attrs["direction"] == "LEFT": return a.lshift(b)
-  return a.rshift(b)
+  # a shift by a negative amount or by the width or more is undefined in C: ONNX gives 0 (left) and the sign fill (right)
+  out_of_range = (b < 0) | (b >= a.dtype.itemsize * 8)
+  if attrs["direction"] == "LEFT": return out_of_range.where(0, a.lshift(b.maximum(0))).cast(a.dtype)
+  fill = (a < 0).where(-1, 0).cast(a.dtype) if dtypes.is_int(a.dtype) and not dtypes.is_unsigned(a.dtype) else a.zeros_like()
+  return out_of_range.where(fill, a.rshift(b.maximum(0))).cast(a.dtype)
 
 _UNARY = {
   "Neg": lambda x: -x, "Abs": lambda x: x.abs(), "Sqrt": lambda x: x.sqrt(), "Exp": lambda x: x.exp(), "Log": lambda x: x.log(),
@@ -103,6 +113,11 @@ def hard_swish(ctx, ins, attrs):
   x = ctx.tensor(ins[0])
   return x * (x / 6 + 0.5).clip(0, 1)
 
+@op("Swish", since=24)
+def swish(ctx, ins, attrs):
+  x = ctx.tensor(ins[0])
+  return x * (x * attrs.get("alpha", 1.0)).sigmoid()
+
 @op("Gelu")
 def gelu(ctx, ins, attrs): return ctx.tensor(ins[0]).gelu(approximate=attrs.get("approximate", "none"))
 
@@ -152,15 +167,29 @@ def where(ctx, ins, attrs):
 
 @op("Cast")
 def cast(ctx, ins, attrs):
-  x, to = ctx.tensor(ins[0]), onnx_dtype(attrs["to"], "Cast")
+  return _cast_to(ctx.tensor(ins[0]), onnx_dtype(attrs["to"], "Cast"), bool(attrs.get("saturate", 1)))
+
+def _cast_to(x, to, saturate: bool):
   if dtypes.is_float(x.dtype) and dtypes.is_int(to) and not dtypes.is_float(to):
     x = x.trunc()   # float -> int truncates toward zero, as in C
+  if to in _FP8_OVERFLOW and dtypes.is_float(x.dtype):
+    limit, over, inclusive = _FP8_OVERFLOW[to]
+    if saturate:   # infinities saturate too, to the largest finite float8
+      return x.isinf().where(x.sign() * _FP8_MAX[to], x).cast(to)
+    # saturate=0: what rounds past the largest finite float8 is inf (E5M2) or NaN (E4M3FN has no inf), not the max
+    big = (x.abs() >= limit) if inclusive else (x.abs() > limit)
+    return big.where(x.sign() * over if over == float("inf") else over, x).cast(to)
   return x.cast(to)
+
+# float8 type -> (the magnitude from which round-to-nearest-even leaves the finite range, the value it becomes, whether
+# the boundary itself overflows): halfway between the max (57344 / 448) and the next power-of-two step, ties to even
+_FP8_OVERFLOW = {dtypes.fp8e5m2: (59392.0, float("inf"), True), dtypes.fp8e4m3: (464.0, float("nan"), False)}
+_FP8_MAX = {dtypes.fp8e5m2: 57344.0, dtypes.fp8e4m3: 448.0}
 
 @op("CastLike")
 def cast_like(ctx, ins, attrs):
   x, like = ctx.tensor(ins[0]), ctx.tensor(ins[1])
-  return (x.trunc() if dtypes.is_float(x.dtype) and not dtypes.is_float(like.dtype) else x).cast(like.dtype)
+  return _cast_to(x, like.dtype, bool(attrs.get("saturate", 1)))
 
 @op("Dropout")
 def dropout(ctx, ins, attrs):

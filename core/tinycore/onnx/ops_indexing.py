@@ -9,6 +9,10 @@ from tinycore.dtype import dtypes
 from tinycore.onnx.registry import op, UnsupportedOpError, is_static
 
 def _norm_index(ctx, idx, n):
+  if not isinstance(n, int):   # a dynamic axis: negative positions count back from a symbolic size
+    from tinycore.onnx.dynamic import sym_scalar
+    t = ctx.tensor(idx).cast(dtypes.int32)
+    return (t < 0).where(t + sym_scalar(n, ctx.device, dtypes.int32), t)
   if is_static(idx):
     a = np.asarray(idx).astype(np.int64)
     if a.size and (a.min() < -n or a.max() >= n): raise IndexError(f"index out of range [{-n}, {n}): {a.min()}..{a.max()}")
@@ -23,10 +27,25 @@ def gather(ctx, ins, attrs):
   n = x.shape[axis]
   if is_static(idx) and np.asarray(idx).ndim == 0:   # one position: a slice, no index math
     i = int(idx) + (n if int(idx) < 0 else 0)
-    if not 0 <= i < n: raise IndexError(f"Gather index {int(idx)} out of range for axis {axis} of size {n}")
-    return x[(slice(None),) * axis + (i,)]
+    if isinstance(n, int) and not 0 <= i < n: raise IndexError(f"Gather index {int(idx)} out of range for axis {axis} of size {n}")
+    # a shrink, not x[..., i]: indexing compares sizes as ints, and other dims may be symbolic (dynamic axes)
+    keep = tuple((i, i + 1) if k == axis else (0, s) for k, s in enumerate(x.shape))
+    return x.shrink(keep).reshape(tuple(s for k, s in enumerate(x.shape) if k != axis))
   t = _norm_index(ctx, idx, n)
+  if not all(isinstance(d, int) for d in list(x.shape) + list(t.shape)): return _onehot_gather(x, t, axis)
   return x[(slice(None),) * axis + (t,)]
+
+def _onehot_gather(x, t, axis):
+  """Gather where a size is symbolic (dynamic axes): positions matched against 0..n-1 and summed over n (the frontend's
+  tensor indexing needs int sizes). n times the work of a gather; used only for symbolic shapes."""
+  from tinycore.onnx.dynamic import sym_arange
+  pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
+  ishape = tuple(t.shape)
+  xr = x.reshape(pre + (1,) * len(ishape) + (n,) + post)
+  hit = t.reshape(ishape + (1,)) == sym_arange(n, x.device).cast(t.dtype).reshape((1,) * len(ishape) + (n,))
+  hit = hit.reshape((1,) * len(pre) + ishape + (n,) + (1,) * len(post))
+  out = hit.where(xr, 0).sum(axis=len(pre) + len(ishape))
+  return out.cast(x.dtype) if out.dtype != x.dtype else out
 
 @op("GatherElements")
 def gather_elements(ctx, ins, attrs):

@@ -147,6 +147,14 @@ def layer_norm(ctx, ins, attrs):
   if bias is not None: y = y + bias
   return y, mean, inv
 
+@op("RMSNormalization", since=23)
+def rms_norm(ctx, ins, attrs):
+  x, scale = ctx.tensor(ins[0]), ctx.tensor(ins[1])
+  axis = attrs.get("axis", -1) % x.ndim
+  xf = x.cast(dtypes.float32) if x.dtype != dtypes.float64 else x   # stash_type: statistics in float32
+  inv = ((xf * xf).mean(axis=tuple(range(axis, x.ndim)), keepdim=True) + attrs.get("epsilon", 1e-5)).rsqrt()
+  return (xf * inv).cast(x.dtype) * scale
+
 @op("GroupNormalization", since=18)
 def group_norm(ctx, ins, attrs):
   x, scale, bias = (ctx.tensor(t) for t in ins[:3])
@@ -165,7 +173,7 @@ def lp_norm(ctx, ins, attrs):
   x = ctx.tensor(ins[0])
   axis, p = attrs.get("axis", -1), attrs.get("p", 2)
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else (x * x).sum(axis, keepdim=True).sqrt()
-  return x / norm
+  return (norm == 0).where(0.0, x / norm).cast(x.dtype)   # an all-zero slice stays 0 (ONNX), not 0/0
 
 @op("MeanVarianceNormalization")
 def mvn(ctx, ins, attrs):

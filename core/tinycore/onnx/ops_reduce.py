@@ -42,7 +42,12 @@ op("ReduceL1")(_reduction(lambda x, a, k: x.abs().sum(a, keepdim=k).cast(x.dtype
 op("ReduceL2")(_reduction(lambda x, a, k: (x * x).sum(a, keepdim=k).sqrt().cast(x.dtype)))
 op("ReduceSumSquare")(_reduction(lambda x, a, k: (x * x).sum(a, keepdim=k).cast(x.dtype)))
 op("ReduceLogSum")(_reduction(lambda x, a, k: x.sum(a, keepdim=k).log()))
-op("ReduceLogSumExp")(_reduction(lambda x, a, k: x.logsumexp(a, keepdim=k)))
+def _logsumexp(x, axes, keep):
+  if any(x.shape[a] == 0 for a in axes):   # log(sum over nothing) = log(0) = -inf (x.logsumexp's max has no identity)
+    return _sum(x, axes, keep).log()
+  return x.logsumexp(axes, keepdim=keep)
+
+op("ReduceLogSumExp")(_reduction(_logsumexp))
 
 def _arg(largest: bool):
   def handler(ctx, ins, attrs):

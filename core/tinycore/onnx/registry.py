@@ -40,7 +40,8 @@ def attr_value(a) -> Any:
 def is_static(x) -> bool: return isinstance(x, np.ndarray)
 
 # modules that register handlers (imported for their side effect by load_all)
-FAMILIES = ("elementwise", "nn", "shape", "resize", "reduce", "indexing", "control", "quant", "einsum")
+FAMILIES = ("elementwise", "nn", "shape", "resize", "reduce", "indexing", "control", "quant", "einsum", "attention", "detection", "spectral",
+            "sequence", "ml")
 
 def load_all() -> dict[str, Handler]:
   import importlib
