@@ -23,4 +23,6 @@ def test_onnx_bench_quick(tmp_path):
     assert "error" not in r and "skipped" not in r, r
     assert r["max_abs"] < 1e-4 and r["jit_max_abs"] < 1e-4 and r["cosine"] > 0.99999, r
     assert r["tinycore_ms"] > 0 and r["ort_ms"] > 0, r
+  d = rows["gpt2_kv_dynamic"]   # the symbolic-past decode: agreement, and no kernel compiled after the first length
+  assert "error" not in d and "skipped" not in d and d["max_abs"] < 1e-4 and d["compiled_after_first"] == 0, d
   assert "| tiny_cnn |" in p.stdout
