@@ -231,13 +231,13 @@ def _out_tensors(ret) -> list:
 
 class _Uploads:
   """Every upload from host data (Tensor(np_array), Tensor([..])) made inside an observed call, as (shape, dtype,
-  digest). A capture replays such an upload with the values it had when captured, like a constant (as jax.jit bakes
+  digest, Buffer). A capture replays such an upload with the values it had when captured, like a constant (as jax.jit bakes
   numpy arrays into its trace). That is right for constants and silently wrong for per-call data, so the capture
   compares its uploads with call 1's: one that changed between the two calls is an error, not a stale replay."""
   def __init__(self): self.seen: list[tuple] = []
   def __call__(self, buf, x) -> None:
     import hashlib
-    self.seen.append((x.shape, str(x.dtype), hashlib.blake2b(memoryview(x.reshape(-1).view("uint8")), digest_size=16).digest()))
+    self.seen.append((x.shape, str(x.dtype), hashlib.blake2b(memoryview(x.reshape(-1).view("uint8")), digest_size=16).digest(), buf))
   def __enter__(self):
     from tinycore.tensor import upload_observers
     upload_observers.append(self)
@@ -310,7 +310,7 @@ class TinyJit(Generic[R]):
     self._entry = e = self._entry_for(key, refs)
     if e.cnt == 0:
       with _Uploads() as ups: ret = self._run_plain(args, kwargs)
-      e.cnt, e.uploads = 1, ups.seen
+      e.cnt, e.uploads = 1, [u[:3] for u in ups.seen]   # not the Buffers: call 1's data must not stay alive
       return ret
     bufs = _prepare_inputs(tensors)
     infos = tuple(InputInfo(t) for t in tensors)
@@ -373,9 +373,9 @@ class TinyJit(Generic[R]):
       names = lambda s: sorted(v.arg[0] for v in s)
       raise JitError(f"TinyJit was captured with Variables {names(self.captured.expected_vars)}, now called with {names(var_vals)}")
 
-  def _check_uploads(self, before: list, now: list) -> None:
+  def _check_uploads(self, before: list, now: list, refilled: set[int]) -> None:
     for k, (a, b) in enumerate(zip(before, now)):
-      if a[:2] == b[:2] and a[2] != b[2]:
+      if a[:2] == b[:2] and a[2] != b[2] and id(b[3]) not in refilled:
         name = getattr(self.fxn, "__qualname__", self.fxn)
         raise JitError(f"TinyJit {name!r} makes a Tensor from host data (upload {k + 1}: shape {b[0]}, numpy dtype {b[1]}) whose "
                        "values changed between calls; a captured function would replay the values it had when captured. "
@@ -399,7 +399,9 @@ class TinyJit(Generic[R]):
       tensor_random.key_observers.remove(rng_keys.append)
       run.capture_hooks.remove(captured.append)
       _capturing.pop()
-    self._check_uploads(e.uploads, ups.seen)
+    # a random draw's key is an upload that changes every call by design: the replay refills it (rng_keys)
+    self._check_uploads(e.uploads, ups.seen, {id(b) for b in rng_keys})
+    e.uploads = []
     if DEBUG >= 1: print(f"JIT captured {len(captured)} kernels with {len(bufs)} inputs")
     # where the capture-time input buffers sit in the kernels: those slots get the new inputs on replay
     pos = {id(b): k for k, b in enumerate(bufs)}
