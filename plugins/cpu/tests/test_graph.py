@@ -224,8 +224,8 @@ def test_split_chooser_follows_the_faster_way():
     split = c.pick()
     picks.append(split)
     c.record(split, 1.0 if split else 2.0)   # splitting twice as fast
-  assert picks[:6].count(True) == 3 and picks[:6].count(False) == 3   # a few of each first
-  assert 0 < picks[6:].count(False) <= 200 // 64 + 1                     # then split, timing the other way rarely
+  assert all(picks[:15])                                                # split first: a short timing loop sees the split
+  assert 0 < picks.count(False) <= 3 + 200 // 64 + 1                     # the caller alone probed rarely
   c2 = cpu_graph._SplitChooser()
   for _ in range(200):
     split = c2.pick()

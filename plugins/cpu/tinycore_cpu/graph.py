@@ -63,15 +63,17 @@ def _address(prg) -> int:
 
 class _SplitChooser:
   """Split between the threads, or the caller alone: the median of each way's last few replay times decides. The
-  other way is timed again every 16th replay, or every 64th once one is 30% faster (so a wrong pick costs little)."""
-  WINDOW, SEED = 5, 3
+  other way is timed again every 16th replay, or every 64th once one is 30% faster (so a wrong pick costs little).
+  Until the caller alone has been timed SEED times it is only tried every 16th replay: splitting is right on a quiet
+  machine, and alternating from the start made a short timing loop (5 replays) measure half of them on one core."""
+  WINDOW, SEED, PROBE = 5, 3, 16
   def __init__(self):
     self.times: dict[bool, deque] = {True: deque(maxlen=self.WINDOW), False: deque(maxlen=self.WINDOW)}
     self.n = 0
   def _median(self, split: bool) -> float: return sorted(self.times[split])[len(self.times[split]) // 2]
   def pick(self) -> bool:
     self.n += 1
-    if min(len(self.times[True]), len(self.times[False])) < self.SEED: return self.n % 2 == 1   # first a few of each
+    if len(self.times[False]) < self.SEED: return self.n % self.PROBE != 0   # split, probing the caller alone now and then
     s, a = self._median(True), self._median(False)
     every = 64 if max(s, a) > 1.3 * min(s, a) else 16
     return (s > a) if self.n % every == 0 else (s <= a)
