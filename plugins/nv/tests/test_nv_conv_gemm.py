@@ -7,7 +7,6 @@ provable without a GPU:
   and the emulator checks the bounds of every copy that isn't gated off;
 - ptxas -v for sm_90: the default conv tiles have no spills and >= 2 blocks per SM on an H200; the SASS has HMMA,
   LDSM and LDGSTS."""
-import os, subprocess, tempfile
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
@@ -19,7 +18,7 @@ from tinycore.uop import Ops
 from tinycore_nv.renderer_cuda import CUDARenderer
 from tinycore_nv.emulator import model as nv_model
 from tinycore_nv.nvrtc import find_nvrtc, NVRTCCompiler
-from tinycore_nv.ptxas import find_ptxas
+from tinycore_nv.ptxas import find_ptxas, ptxas_with_log
 from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_tool
 
 torch = pytest.importorskip("torch")
@@ -99,12 +98,8 @@ needs_nvrtc = pytest.mark.skipif(find_nvrtc() is None or find_ptxas() is None, r
 
 def _compile(ast):
   p = get_program(ast, CUDARenderer("sm_90"))
-  ptx = NVRTCCompiler("sm_90").to_ptx(p.src)
-  with tempfile.TemporaryDirectory() as d:
-    with open(os.path.join(d, "k.ptx"), "w") as f: f.write(ptx)
-    r = subprocess.run([find_ptxas(), "-v", "-arch=sm_90", os.path.join(d, "k.ptx"), "-o", os.path.join(d, "k.cubin")],
-                       capture_output=True, text=True, check=True)
-    with open(os.path.join(d, "k.cubin"), "rb") as f: return p, f.read(), r.stderr
+  cubin, log = ptxas_with_log(NVRTCCompiler("sm_90").to_ptx(p.src), "sm_90")
+  return p, cubin, log
 
 def _bench_conv(nhwc: bool):
   # bench/gpu.py's conv (a ResNet stage, 3x3): NCHW with padding 1; NHWC without (the padding kernel would write NCHW)

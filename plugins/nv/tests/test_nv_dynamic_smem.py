@@ -2,7 +2,7 @@
 shared memory; the kernel declares how much, the loader opts its function in and launches with it. Without a GPU:
 the emulator runs such a tile bit-exact with sm_90's 227 KB per block, ptxas shows no spills and 2 blocks/SM counting
 the dynamic bytes, and the loader's driver calls are checked against a stand-in driver."""
-import ctypes, os, subprocess, tempfile
+import ctypes
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
@@ -14,7 +14,7 @@ from tinycore.uop import Ops
 from tinycore_nv.renderer_cuda import CUDARenderer
 from tinycore_nv.emulator import model as nv_model
 from tinycore_nv.nvrtc import find_nvrtc, NVRTCCompiler
-from tinycore_nv.ptxas import find_ptxas
+from tinycore_nv.ptxas import find_ptxas, ptxas_with_log
 from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200
 from tinycore_nv.shared_memory import block_limit, symbol, STATIC_MAX
 
@@ -50,11 +50,7 @@ def test_big_tile_ptxas_no_spills_two_blocks_per_sm():
   with Context(GEMM_TILE=BIG): p = get_program(_ast(4096, 4096, 4096), CUDARenderer("sm_90"))
   assert "extern __shared__ __align__(16) unsigned char tc_dynamic_smem[];" in p.src
   assert f"__device__ unsigned int {symbol(p.name)} = {96 * 1024};" in p.src
-  ptx = NVRTCCompiler("sm_90").to_ptx(p.src)
-  with tempfile.TemporaryDirectory() as d:
-    with open(os.path.join(d, "k.ptx"), "w") as f: f.write(ptx)
-    log = subprocess.run([find_ptxas(), "-v", "-arch=sm_90", os.path.join(d, "k.ptx"), "-o", os.path.join(d, "k.cubin")],
-                         capture_output=True, text=True, check=True).stderr
+  _, log = ptxas_with_log(NVRTCCompiler("sm_90").to_ptx(p.src), "sm_90")
   use = ptxas_usage(log)
   assert use["spill_stores"] == 0 and use["spill_loads"] == 0 and use["stack"] == 0, log
   assert use["smem"] < 1024, use   # the panels are dynamic: ptxas counts only static shared memory

@@ -5,7 +5,6 @@
 - the swizzled panels are bank-conflict free for ldmatrix's 8-row phases;
 - ptxas -v for sm_90: no spills, >= 2 blocks per SM on an H200 for the default tiles;
 - the SASS has HMMA, LDSM and LDGSTS (cuobjdump/nvdisasm from the nvidia-cuda-cuobjdump/-nvdisasm wheels)."""
-import os, subprocess, tempfile
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
@@ -19,7 +18,7 @@ from tinycore.uop import Ops
 from tinycore_nv.renderer_cuda import CUDARenderer
 from tinycore_nv.emulator import model as nv_model
 from tinycore_nv.nvrtc import find_nvrtc, NVRTCCompiler
-from tinycore_nv.ptxas import find_ptxas
+from tinycore_nv.ptxas import find_ptxas, ptxas_with_log
 from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_tool
 
 DEV = "EMU+NV"
@@ -179,12 +178,8 @@ def _cubin_and_log(dt, shape=(4096, 4096, 4096)):
   M, K, N = shape
   p = get_program(_ast((M, K), (K, N), dt), CUDARenderer("sm_90"))
   assert _is_smem(p)
-  ptx = NVRTCCompiler("sm_90").to_ptx(p.src)
-  with tempfile.TemporaryDirectory() as d:
-    with open(os.path.join(d, "k.ptx"), "w") as f: f.write(ptx)
-    r = subprocess.run([find_ptxas(), "-v", "-arch=sm_90", os.path.join(d, "k.ptx"), "-o", os.path.join(d, "k.cubin")],
-                       capture_output=True, text=True, check=True)
-    with open(os.path.join(d, "k.cubin"), "rb") as f: return p, f.read(), r.stderr
+  cubin, log = ptxas_with_log(NVRTCCompiler("sm_90").to_ptx(p.src), "sm_90")
+  return p, cubin, log
 
 @needs_nvrtc
 @pytest.mark.parametrize("dt", [dtypes.half, dtypes.bfloat16])

@@ -11,14 +11,21 @@ def find_ptxas() -> str | None:
 
 def ptxas(src: str, arch: str, exe: str | None = None) -> bytes:
   """Assemble PTX for `arch`; a CompileError carries the PTX and ptxas' messages."""
+  return _assemble(src, arch, exe, [])[0]
+
+def ptxas_with_log(src: str, arch: str, exe: str | None = None) -> tuple[bytes, str]:
+  """Assemble with `ptxas -v`: the cubin and ptxas' resource report (registers, spills, shared memory; see occupancy.py)."""
+  return _assemble(src, arch, exe, ["-v"])
+
+def _assemble(src: str, arch: str, exe: str | None, flags: list[str]) -> tuple[bytes, str]:
   exe = exe or find_ptxas()
   if exe is None: raise FileNotFoundError("ptxas not found (install the CUDA toolkit or set CUDA_PATH)")
   with tempfile.TemporaryDirectory() as d:
     inp, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
     with open(inp, "w") as f: f.write(src)
-    p = subprocess.run([exe, f"-arch={arch}", inp, "-o", out], capture_output=True, text=True)
+    p = subprocess.run([exe, *flags, f"-arch={arch}", inp, "-o", out], capture_output=True, text=True)
     if p.returncode != 0: raise CompileError(f"ptxas failed to assemble the kernel for {arch}", src, p.stderr)
-    with open(out, "rb") as f: return f.read()
+    with open(out, "rb") as f: return f.read(), p.stderr
 
 class PTXCompiler(Compiler):
   def __init__(self, arch: str = "sm_80", use_ptxas: bool | None = None):
