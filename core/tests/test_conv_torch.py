@@ -66,13 +66,13 @@ def test_conv_double_backward():
   exp, = torch.autograd.grad((tgx * torch.tensor(vn)).sum(), tw)
   np.testing.assert_allclose(got, exp.numpy(), rtol=1e-4, atol=1e-4)
 
-def test_strided_conv_takes_channels_last_on_a_register_blocked_renderer():
-  """Which form a strided conv takes follows the renderer's capability (no device name): with a register block the
-  output channels go innermost, without one the plain form stays."""
+def test_conv_takes_channels_last_on_a_register_blocked_renderer():
+  """Which form a conv takes follows the renderer's capability (no device name): with a register block the output
+  channels go innermost, without one the plain form stays."""
   from tinycore import conv_layout
   from tinycore.device import Device
   x, w = Tensor.empty(2, 8, 10, 10), Tensor.empty(16, 8, 3, 3)
   has_block = Device[x.device].renderer.register_block is not None
-  assert conv_layout.wants_channels_last(x, w, 1, (2, 2), None) == has_block
-  assert not conv_layout.wants_channels_last(x, w, 1, (1, 1), None)                  # stride 1: the plain form vectorizes
-  assert not conv_layout.wants_channels_last(x, Tensor.empty(15, 8, 3, 3), 1, (2, 2), None)   # 15 channels: no whole vectors
+  assert conv_layout.wants_channels_last(x, w, 1, None) == has_block
+  assert not conv_layout.wants_channels_last(x, Tensor.empty(15, 8, 3, 3), 1, None)   # 15 channels: no whole vectors
+  assert not conv_layout.wants_channels_last(x, Tensor.empty(16, 4, 3, 3), 2, None)   # grouped: the plain form

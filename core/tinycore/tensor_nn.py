@@ -111,15 +111,15 @@ class NNMixin(TensorBase):
         padding = flatten([(t // 2, t - t // 2) for t in reversed(tot)])
       else: raise ValueError(f"padding must be an int, a tuple, 'same' or 'valid', not {padding!r}")
     pads = self._resolve_pads(padding, d)
-    x = self.pad(((0, 0), (0, 0), *pads)) if any(p != (0, 0) for p in pads) else self
-    x = x._pool(k_, stride, dilation)                                  # (bs, cin, *o, *k)
-    o_ = x.shape[2:2 + d]
-    rc, cg = cout // groups, cin // groups
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_dtype(self.dtype, weight.dtype)
     from tinycore import conv_layout
-    if conv_layout.wants_channels_last(self, weight, groups, make_tuple(stride, d), dtype):
-      ret = conv_layout.conv_channels_last(x, weight, out_dt)
+    if conv_layout.wants_channels_last(self, weight, groups, dtype):
+      ret = conv_layout.conv_channels_last(self, weight, pads, make_tuple(stride, d), make_tuple(dilation, d), out_dt)
     else:
+      x = self.pad(((0, 0), (0, 0), *pads)) if any(p != (0, 0) for p in pads) else self
+      x = x._pool(k_, stride, dilation)                                  # (bs, cin, *o, *k)
+      o_ = x.shape[2:2 + d]
+      rc, cg = cout // groups, cin // groups
       x = x.reshape(bs, groups, cg, 1, *o_, *k_).expand(bs, groups, cg, rc, *o_, *k_)
       x = x.permute(0, 1, 3, *range(4, 4 + d), 2, *range(4 + d, 4 + 2 * d))    # (bs, g, rc, *o, cg, *k)
       w = weight.reshape(1, groups, rc, *[1] * d, cg, *k_)

@@ -186,11 +186,19 @@ def _lanes(r: UOp, rn: UOp, n: int):
     return res
   return f
 
-def vectorize_global(k: UOp, r: UOp, n: int) -> UOp:
+def vectorize_global(k: UOp, r: UOp, n: int, scatter: bool = False) -> UOp:
   """Turn output range `r` into n-wide vector lanes: loads/stores along it become vector loads/stores and the math on
-  them vector math (renderers with vector types)."""
-  f = _lanes(r, UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // n),), r.arg), n)
-  return _simplify(k.replace(src=tuple(f(st) for st in k.src)))
+  them vector math (renderers with vector types). With `scatter`, a store that isn't contiguous along `r` (a conv's
+  output channel in NCHW) writes its n lanes one by one instead of failing."""
+  rn = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // n),), r.arg)
+  f = _lanes(r, rn, n)
+  stores: list[UOp] = []
+  for st in k.src:
+    try: stores.append(f(st))
+    except CantVectorize:
+      if not scatter or st.op is not Ops.STORE or (val := f(st.src[1])).dtype.count != n: raise
+      stores += [UOp(Ops.STORE, dtypes.void, (_simplify(st.src[0].substitute({r: rn * n + i})), val.gep(i))) for i in range(n)]
+  return _simplify(k.replace(src=tuple(stores)))
 
 def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
   """Reduce along `r` in n vector lanes (a vector accumulator), then combine the lanes once after the loop."""
@@ -209,7 +217,7 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
     repl[red] = parts[0]
   return _simplify(k.substitute(repl))
 
-# ---- actions: ("VEC", axis, n) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n) | ("SWAP", axis, axis); axes are RANGE args
+# ---- actions: ("VEC", axis, n) | ("VEC_S", axis, n) (lanes stored one by one) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n) | ("SWAP", axis, axis); axes are RANGE args
 Opt = tuple
 
 class InvalidOpt(ValueError):
@@ -221,7 +229,7 @@ def _range(k: UOp, arg) -> UOp:
     if u.op is Ops.RANGE and u.arg == arg: return u
   raise InvalidOpt(f"no range {arg!r} in kernel (it has {sorted(str(u.arg) for u in k.toposort() if u.op is Ops.RANGE)})")
 
-_AXIS_KIND = {"VEC": "g", "UPCAST": "g", "UPCAST_R": "r", "VEC_R": "r", "SWAP": "g"}
+_AXIS_KIND = {"VEC": "g", "VEC_S": "g", "UPCAST": "g", "UPCAST_R": "r", "VEC_R": "r", "SWAP": "g"}
 
 def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
   """(the range `opt` acts on, its amount or second range) after checking that `opt` is well formed and fits `k`:
@@ -245,6 +253,7 @@ def apply_opt(k: UOp, opt: Opt) -> UOp:
   r, arg = check_opt(k, opt)
   kind = opt[0]
   if kind == "VEC": return vectorize_global(k, r, arg)  # type: ignore[arg-type]
+  if kind == "VEC_S": return vectorize_global(k, r, arg, scatter=True)  # type: ignore[arg-type]
   if kind == "UPCAST": return upcast_global(k, r, arg)  # type: ignore[arg-type]
   if kind == "UPCAST_R": return upcast_reduce(k, r, arg)  # type: ignore[arg-type]
   if kind == "VEC_R": return vectorize_reduce(k, r, arg)  # type: ignore[arg-type]
@@ -276,6 +285,17 @@ def _sharing_axes(k: UOp) -> list[UOp]:
   glob = [g for g in reversed(_globals(k)) if _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused_big(k, g)]
   return sorted(glob, key=lambda g: -max((ind.src[0].dtype.size for ind in _loads(k) if g not in ind.toposort()), default=0))  # type: ignore[attr-defined]
 
+def _vector_axes(k: UOp, renderer: Renderer) -> list[tuple[UOp, bool]]:
+  """The tile axes in the order to try, each with whether its stores may scatter lanes. Where the renderer has a register
+  block and the first axis takes only half a vector (a conv's 56-wide rows), an axis a whole vector divides goes first
+  even if the output isn't contiguous along it: a conv with its weight as (cin, *k, cout) takes 16 output channels per
+  vector and writes NCHW lane by lane (256 scalar stores per 8x32 tile of 576-deep reduces) instead of half-width FMAs
+  or a channels-last result copied back."""
+  axes = [(g, False) for g in _tile_axes(k)]
+  if not axes or renderer.register_block is None or not renderer.vector_types or not getenv("VEC", 1): return axes
+  if _bound(axes[0][0]) % 16 == 0: return axes
+  return [(g, True) for g, _ in axes if _bound(g) % 16 == 0] + axes
+
 def _eligible(k: UOp, renderer: Renderer) -> bool:
   topo = k.toposort()
   # one reduction, or several side by side over the same loops (not one inside another)
@@ -300,15 +320,22 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         try: return (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
         except CantVectorize: pass
     return (), k
-  for g in _tile_axes(k):
+  for g, scatter in _vector_axes(k, renderer):
     b = _bound(g)
     # a short axis no vector divides (a 10-class head) is unrolled whole
     amt = next((a for a in (16, 8, 4) if b % a == 0), b if b <= 16 else None)
     if amt is None: continue
     first: Opt = ("UPCAST", g.arg, amt)
-    if vec and amt in (8, 16):
+    if scatter:
+      try: k2, first = vectorize_global(k, g, amt, scatter=True), ("VEC_S", g.arg, amt)
+      except CantVectorize: continue
+    elif vec and amt in (8, 16):
       try: k2, first = vectorize_global(k, g, amt), ("VEC", g.arg, amt)
-      except CantVectorize: k2 = upcast_global(k, g, amt)
+      except CantVectorize:
+        try:
+          if amt != 16 or renderer.register_block is None: raise
+          k2, first = vectorize_global(k, g, amt, scatter=True), ("VEC_S", g.arg, amt)
+        except CantVectorize: k2 = upcast_global(k, g, amt)
     else: k2 = upcast_global(k, g, amt)
     sec = _second_axes(k2, g.arg)
     if not sec:
@@ -328,7 +355,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     b2 = _bound(sec[0])
     rows, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4), amt
     lead: tuple[Opt, ...] = (first,)
-    blk = renderer.register_block if first[0] == "VEC" else None
+    blk = renderer.register_block if first[0] in ("VEC", "VEC_S") else None
     if blk is not None:
       # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
       # they don't divide), so each broadcast element of the row operand feeds cols/amt FMAs
