@@ -217,7 +217,8 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
     repl[red] = parts[0]
   return _simplify(k.substitute(repl))
 
-# ---- actions: ("VEC", axis, n) | ("VEC_S", axis, n) (lanes stored one by one) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n) | ("SWAP", axis, axis); axes are RANGE args
+# ---- actions: ("VEC", axis, n) | ("VEC_S", axis, n) (lanes stored one by one) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n)
+#      | ("SWAP", axis, axis); axes are RANGE args
 Opt = tuple
 
 class InvalidOpt(ValueError):
