@@ -19,6 +19,11 @@ CASES = [
   # strided, output channels a multiple of 16: conv_layout.py's channels-last form where the renderer has a register block
   (2, 17, 9, 10, 32, 3, 2, 1, 1, 1), (2, 15, 10, 10, 16, 1, 2, 0, 1, 1), (1, 3, 13, 12, 16, 5, 2, 2, 1, 1),
   (1, 8, 11, 11, 16, 3, 2, 2, 2, 1),
+  # stride 1 with output channels a multiple of 16: the same form (channels-last input, (*k, cin, cout) weight, NCHW
+  # output stored lane by lane); input channels around the vector width, odd sizes, 1x1/3x3/5x5, padding 0/1/2, dilation
+  (1, 1, 9, 9, 16, 3, 1, 1, 1, 1), (2, 3, 9, 11, 16, 3, 1, 1, 1, 1), (1, 15, 7, 13, 32, 3, 1, 1, 1, 1),
+  (1, 16, 8, 8, 32, 3, 1, 0, 1, 1), (2, 17, 5, 7, 16, 1, 1, 0, 1, 1), (1, 31, 9, 9, 48, 3, 1, 2, 2, 1),
+  (1, 32, 11, 7, 16, 5, 1, 2, 1, 1), (1, 33, 6, 10, 32, 3, 1, 1, 1, 1), (3, 8, 5, 5, 64, 5, 1, 0, 1, 1),
 ]
 
 def _run(case, dtype):
@@ -49,7 +54,7 @@ def _check(pairs, dtype, rtol):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
 def test_conv2d_float32(case): _check(_run(case, np.float32), np.float32, 2e-6 * max(1, case[1] // case[9] * case[5]) ** 0.5 + 2e-6)
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[8], CASES[10]], ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[8], CASES[10], CASES[21], CASES[27]], ids=lambda c: "x".join(map(str, c)))
 def test_conv2d_float16(case):
   # inputs rounded to half on both sides; the result rounds once more to half (2^-11 relative) after a float32 sum
   _check(_run(case, np.float16), np.float16, 4e-3)
@@ -76,3 +81,25 @@ def test_conv_takes_channels_last_on_a_register_blocked_renderer():
   assert conv_layout.wants_channels_last(x, w, 1, None) == has_block
   assert not conv_layout.wants_channels_last(x, Tensor.empty(15, 8, 3, 3), 1, None)   # 15 channels: no whole vectors
   assert not conv_layout.wants_channels_last(x, Tensor.empty(16, 4, 3, 3), 2, None)   # grouped: the plain form
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_takes_the_register_block(stride):
+  """The fast path is taken: the conv's reduce kernel vectorizes its 16-lane output channels (stored into NCHW lane by
+  lane, VEC_S), widens them to the block's columns and tiles output pixels as its rows; the input is read channels-last."""
+  from tinycore.codegen import lower_kernel
+  from tinycore.codegen.opt import heuristic_opts
+  from tinycore.device import Device
+  from tinycore.rewrite import graph_rewrite
+  from tinycore.symbolic import symbolic
+  x, w = Tensor.empty(2, 64, 14, 14), Tensor.empty(64, 64, 3, 3)
+  r = Device[x.device].renderer
+  if r.register_block is None or not r.vector_types: pytest.skip("the renderer has no register block")
+  sched = x.conv2d(w, padding=1, stride=stride).schedule()
+  red = [si for si in sched if "r_" in str(getattr(si, "name", "")) or any(u.op.name == "REDUCE_AXIS" for u in si.ast.toposort())]
+  assert len(red) == 1, [str(si) for si in sched]
+  opts = heuristic_opts(graph_rewrite(lower_kernel(red[0].ast), symbolic), r)
+  assert opts[0][0] == "VEC_S" and opts[0][2] == 16, opts
+  assert opts[1][0] == "UPCAST" and opts[1][1] == opts[0][1] and 16 * opts[1][2] == r.register_block[1], opts
+  assert any(o[0] == "UPCAST" and o[1] != opts[0][1] for o in opts[2:]), opts
+  # the other kernels are the two layout copies (input channels-last and padded; weight as (*k, cin, cout)), no output copy
+  assert len(sched) == 3

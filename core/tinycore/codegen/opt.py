@@ -280,6 +280,14 @@ def _second_axes(k: UOp, first) -> list[UOp]:
   cands = [g for g in reversed(_globals(k)) if g.arg != first and _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k, g)]
   return sorted(cands, key=lambda g: -sum(g not in ind.toposort() for ind in wide))
 
+def _pixel_axes(k: UOp, first, blk: tuple[int, int] | None) -> list[UOp]:
+  """Row axes for a register block whose rows no multiple of 4 divides (a conv's 7-, 14- or 28-pixel rows): reused
+  output axes with a divisor from 2 to the block's rows, the one taking the most rows first."""
+  if blk is None: return []
+  def most(g: UOp) -> int: return max((d for d in range(2, blk[0] + 1) if _bound(g) % d == 0), default=0)
+  cands = [g for g in reversed(_globals(k)) if g.arg != first and _bound(g) and most(g) and _reused(k, g)]
+  return sorted(cands, key=lambda g: -most(g))
+
 def _sharing_axes(k: UOp) -> list[UOp]:
   """Output axes to unroll by 4 so each load of an operand that doesn't vary along them feeds 4 accumulators, the one
   sharing the biggest operand first (a batch of token rows x @ W.T: each W load serves 4 tokens)."""
@@ -339,6 +347,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         except CantVectorize: k2 = upcast_global(k, g, amt)
     else: k2 = upcast_global(k, g, amt)
     sec = _second_axes(k2, g.arg)
+    if not sec and first[0] == "VEC_S": sec = _pixel_axes(k2, g.arg, renderer.register_block)
     if not sec:
       # a single output axis (matrix-vector): widen the tile along it, so each row of the streamed operand is read
       # as 4 consecutive vectors (whole cache lines, fewer strided passes)
@@ -361,6 +370,8 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
       # they don't divide), so each broadcast element of the row operand feeds cols/amt FMAs
       rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and b2 // r >= 2), 4)
+      # a conv's 7-, 14- or 28-wide feature map: 7 pixel rows
+      if b2 % rows: rows = max(d for d in range(2, blk[0] + 1) if b2 % d == 0)
       if blk[1] > amt and blk[1] % amt == 0 and (b // amt) % (blk[1] // amt) == 0:
         widen = ("UPCAST", g.arg, blk[1] // amt)
         k2, lead, tile_w = apply_opt(k2, widen), (first, widen), blk[1]
