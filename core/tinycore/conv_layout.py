@@ -24,6 +24,11 @@ def wants_channels_last(x: Tensor, weight: Tensor, groups: int, dtype) -> bool:
   from tinycore.device import Device
   return Device[x.device].renderer.register_block is not None
 
+def _panel(cout: int) -> int:
+  """Output channels per weight panel: the register block's 32 columns where they make at least 4 panels (codegen/split.py
+  splits the channel axis into panel and column ranges only then), else all of them in one."""
+  return 32 if cout % 32 == 0 and cout // 32 >= 4 else cout
+
 def conv_channels_last(x: Tensor, weight: Tensor, pads: list[tuple[int, int]], stride: tuple[int, ...],
                        dilation: tuple[int, ...], out_dtype) -> Tensor:
   """x (bs, cin, *in), weight (cout, cin, *k) -> (bs, cout, *out)."""
@@ -33,7 +38,10 @@ def conv_channels_last(x: Tensor, weight: Tensor, pads: list[tuple[int, int]], s
   windows = xl.permute(0, 1 + d, *range(1, 1 + d))._pool(k_, stride, dilation)      # (bs, cin, *out, *k): a view of xl
   o_ = tuple(windows.shape[2:2 + d])
   xv = windows.permute(0, *range(2, 2 + d), *range(2 + d, 2 + 2 * d), 1).reshape(bs, *o_, 1, *k_, cin)
-  wl = weight.permute(*range(2, 2 + d), 1, 0).contiguous()                            # (*k, cin, cout)
-  wv = wl.permute(1 + d, *range(1 + d)).reshape(*[1] * (1 + d), cout, *k_, cin)
+  # (cout/P, *k, cin, P): each panel of P output channels one contiguous stream, as the kernel reads it
+  P = _panel(cout)
+  wl = weight.reshape(cout // P, P, cin, *k_).permute(0, 2, *range(3, 3 + d), 1).contiguous()   # (cout/P, cin, *k, P)
+  wl = wl.permute(0, *range(2, 2 + d), 1, 2 + d).contiguous()                                 # (cout/P, *k, cin, P)
+  wv = wl.permute(0, 2 + d, *range(1, 2 + d)).reshape(*[1] * (1 + d), cout, *k_, cin)
   out = (xv * wv).sum(tuple(range(2 + d, 3 + 2 * d))).cast(out_dtype)                # (bs, *out, cout)
   return out.permute(0, 1 + d, *range(1, 1 + d))
