@@ -39,7 +39,7 @@ def conv_channels_last(x: Tensor, weight: Tensor, pads: list[tuple[int, int]], s
   o_ = tuple(windows.shape[2:2 + d])
   xv = windows.permute(0, *range(2, 2 + d), *range(2 + d, 2 + 2 * d), 1).reshape(bs, *o_, 1, *k_, cin)
   # (cout/P, *k, cin, P): each panel of P output channels one contiguous stream, as the kernel reads it
-  P = _panel(cout)
+  P = _panel(int(cout))   # concrete: wants_channels_last checked
   wl = weight.reshape(cout // P, P, cin, *k_).permute(0, 2, *range(3, 3 + d), 1).contiguous()   # (cout/P, cin, *k, P)
   wl = wl.permute(0, *range(2, 2 + d), 1, 2 + d).contiguous()                                 # (cout/P, *k, cin, P)
   wv = wl.permute(0, 2 + d, *range(1, 2 + d)).reshape(*[1] * (1 + d), cout, *k_, cin)
