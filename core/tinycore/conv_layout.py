@@ -5,13 +5,15 @@ Plain NCHW convolution vectorizes along the output width: 56-wide rows take 8-fl
 half the FMA throughput), and with stride s > 1 no output axis is unit-stride in any load, so it ran one scalar
 accumulator per output (16x64x56x56 -> 128, 3x3 stride 2: 4.3 s against torch's 0.14 s). Here:
   input   padded once into (bs, *in, cin) (the padding copy happens anyway; this one also moves the channels innermost)
-  weight  copied once into (*k, cin, cout): output channels contiguous, one vector load per 16 of them
+  weight  copied into panels (cout/32, *k, cin, 32) (through (cout/32, cin, *k, 32): a transpose read in row order),
+          or (*k, cin, cout) under 4 panels: each panel one contiguous stream, one vector load per 16 output channels
   reduce  over (*k, cin) with cin innermost, so the loop that runs longest streams both operands contiguously: the
           microkernel's rows are output pixels (a broadcast input element each), its columns output channels; with
           (cin, *k) order the 3-tap inner loop let the C compiler reuse loaded scalars across taps and broadcast them
           register to register, on the port the 512-bit FMAs use (one core: 116 against 148 GFLOP/s, 16x64x56x56 3x3)
-  output  written as (bs, cout, *out) directly, each vector's 16 channels stored lane by lane (opt.py `VEC_S`),
-          instead of a channels-last result and a transposing copy the size of the output (~5 ms of 35 on one core)"""
+  output  written as (bs, cout, *out) directly, each vector's 16 channels stored lane by lane (opt.py `VEC_S`), 8 pixel
+          rows of a lane as one vector (codegen/lane_stores.py, transposed with shuffles by the C renderer), instead
+          of a channels-last result and a transposing copy the size of the output (~5 ms of 35 on one core)"""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 if TYPE_CHECKING: from tinycore.tensor import Tensor

@@ -467,4 +467,7 @@ def optimize(k: UOp, renderer: Renderer, opts: tuple[Opt, ...] | None = None) ->
     return optimize_gpu(k, renderer)
   chosen, k = _heuristic(k, renderer) if opts is None else (opts, apply_opts(k, opts))
   if (rec := viz.recorder) is not None: rec.note_opts(chosen)
+  if any(o[0] == "VEC_S" for o in chosen):   # lanes stored one by one: runs of them into vector stores (a transpose)
+    from tinycore.codegen.lane_stores import group_lane_stores
+    k = group_lane_stores(k)
   return k

@@ -42,6 +42,28 @@ static inline float __tc_exp2(float x) {
   return x != x ? x : x < -126.0f ? 0.0f : (p * 2.0f) * sc; }
 """,
 "fp8": fp8_helpers("static inline"),
+"__tc_t8x16": """/* 8 vectors of 16 lanes (a conv tile's 8 pixels x 16 output channels) -> 16 vectors of 8 (each channel's 8 pixels),
+   in three rounds of two-source shuffles: lane pairs, then quads, then 8-wide halves. Written out without arrays or
+   loops: at -O2 GCC keeps those on the stack. */
+#define __TC_SH __builtin_shufflevector
+#define __TC_EVEN(x, y) __TC_SH(x, y, 0,16,2,18,4,20,6,22,8,24,10,26,12,28,14,30)
+#define __TC_ODD(x, y) __TC_SH(x, y, 1,17,3,19,5,21,7,23,9,25,11,27,13,29,15,31)
+#define __TC_Q0(x, y) __TC_SH(x, y, 0,1,16,17,4,5,20,21,8,9,24,25,12,13,28,29)
+#define __TC_Q2(x, y) __TC_SH(x, y, 2,3,18,19,6,7,22,23,10,11,26,27,14,15,30,31)
+#define __TC_LO(x, y) __TC_SH(x, y, 0,1,2,3,16,17,18,19,4,5,6,7,20,21,22,23)
+#define __TC_HI(x, y) __TC_SH(x, y, 8,9,10,11,24,25,26,27,12,13,14,15,28,29,30,31)
+#define __TC_OUT(m, x, y) { tc_float_16 lo = __TC_LO(x, y), hi = __TC_HI(x, y); \
+  o[m] = __TC_SH(lo, lo, 0,1,2,3,4,5,6,7); o[m + 4] = __TC_SH(lo, lo, 8,9,10,11,12,13,14,15); \
+  o[m + 8] = __TC_SH(hi, hi, 0,1,2,3,4,5,6,7); o[m + 12] = __TC_SH(hi, hi, 8,9,10,11,12,13,14,15); }
+static inline void __tc_t8x16(tc_float_16 a0, tc_float_16 a1, tc_float_16 a2, tc_float_16 a3, tc_float_16 a4, tc_float_16 a5,
+                              tc_float_16 a6, tc_float_16 a7, tc_float_8* o) {
+  tc_float_16 b0 = __TC_EVEN(a0, a1), b1 = __TC_ODD(a0, a1), b2 = __TC_EVEN(a2, a3), b3 = __TC_ODD(a2, a3);
+  tc_float_16 b4 = __TC_EVEN(a4, a5), b5 = __TC_ODD(a4, a5), b6 = __TC_EVEN(a6, a7), b7 = __TC_ODD(a6, a7);
+  /* cN / eN: rows 0-3 / 4-7 of the lanes l = N (mod 4) */
+  tc_float_16 c0 = __TC_Q0(b0, b2), c2 = __TC_Q2(b0, b2), c1 = __TC_Q0(b1, b3), c3 = __TC_Q2(b1, b3);
+  tc_float_16 e0 = __TC_Q0(b4, b6), e2 = __TC_Q2(b4, b6), e1 = __TC_Q0(b5, b7), e3 = __TC_Q2(b5, b7);
+  __TC_OUT(0, c0, e0) __TC_OUT(1, c1, e1) __TC_OUT(2, c2, e2) __TC_OUT(3, c3, e3) }
+""",
 }
 
 def _exp2_vec(n: int) -> str:
@@ -90,12 +112,31 @@ class CRenderer(CStyleRenderer):
     self.register_block = (self.tiling.rows, self.tiling.cols)
     # fused attention's register tiles: 16-float vectors and 32 registers with AVX-512, else 8 and 16 (AVX2, NEON)
     self.attention_vector = (16, 32) if self.tiling.cols >= 32 else (8, 16)
+  def render(self, name: str, uops: list[UOp]) -> str:
+    self._transposed: dict[tuple[UOp, ...], str] = {}
+    return super().render(name, uops)
   def render_extra(self, u: UOp, r: dict) -> list[str] | None:
-    # lanes gathered into a vector (fused attention's lane numbers): a compound literal, no statement
     if u.op is Ops.VECTORIZE and not any(s.op is Ops.WMMA for s in u.src):
+      if (lanes := self._lane_of_8x16(u)) is not None:
+        # one lane of 8 16-lane vectors (codegen/lane_stores.py): all 16 lanes come out of one shuffle transpose
+        vecs, lane = lanes
+        lines = []
+        if vecs not in self._transposed:
+          self._transposed[vecs] = name = f"tr{len(self._transposed)}"
+          lines = [f"tc_float_8 {name}[16];", f"__tc_t8x16({', '.join(r[v] for v in vecs)}, {name});"]
+        r[u] = f"{self._transposed[vecs]}[{lane}]"
+        return lines
+      # lanes gathered into a vector (fused attention's lane numbers): a compound literal, no statement
       r[u] = f"(({self.ctype(u.dtype)}){{{', '.join(r[s] for s in u.src)}}})"
       return []
     return None
+  @staticmethod
+  def _lane_of_8x16(u: UOp) -> tuple[tuple[UOp, ...], int] | None:
+    """(the 8 vectors, the lane) when `u` is VECTORIZE(v0[l], ..., v7[l]) of 8 distinct float vectors of 16 lanes."""
+    if u.dtype != dtypes.float32.vec(8) or any(s.op is not Ops.GEP or len(s.arg) != 1 for s in u.src): return None
+    vecs = tuple(s.src[0] for s in u.src)
+    if len(set(vecs)) != 8 or any(v.dtype != dtypes.float32.vec(16) for v in vecs) or len({s.arg[0] for s in u.src}) != 1: return None
+    return vecs, u.src[0].arg[0]
   def quant_matmul(self, kind: str, norm: bool = False, swiglu: bool = False, res: bool = False):
     """A hand-written kernel for ggml block weights times int8-quantized activations (tinycore_cpu/quant_matmul.py), or None."""
     from tinycore_cpu.quant_matmul import quant_matmul
