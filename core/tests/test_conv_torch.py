@@ -106,3 +106,26 @@ def test_conv_takes_the_register_block(stride, cout):
   assert any(o[0] == "UPCAST" and o[1] != opts[0][1] and o[2] >= 4 for o in opts[1:]), opts
   # the others are layout copies (the input channels-last and padded, the weight into panels), none of the output
   assert len(sched) == 4
+
+def test_beam_searches_the_conv_tile(tmp_path):
+  """BEAM's action space for the channels-last conv has the lane-stored vector (VEC_S) and 7-pixel rows, and what it
+  picks computes the conv (float64 torch)."""
+  from tinycore import Context
+  from tinycore.codegen import prepare_kernel
+  from tinycore.codegen.search import next_actions
+  from tinycore.codegen import opt as O
+  from tinycore.device import Device
+  rng = np.random.default_rng(5)
+  xn, wn = rng.standard_normal((2, 16, 14, 14)).astype(np.float32), rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+  x, w = Tensor(xn), Tensor(wn)
+  r = Device[x.device].renderer
+  if r.register_block is not None and r.vector_types:
+    k = prepare_kernel(x.conv2d(w, padding=1).schedule()[-1].ast, x.device)
+    first = next_actions(k, r, ())
+    assert any(a[0] == "VEC_S" and a[2] == 16 for a in first), first
+    vs = next(a for a in first if a[0] == "VEC_S")
+    assert any(a[0] == "UPCAST" and a[2] == 7 for a in next_actions(O.apply_opts(k, (vs,)), r, (vs,)))
+  with Context(BEAM=2, IGNORE_BEAM_CACHE=1, CACHEDB=str(tmp_path)):
+    got = x.conv2d(w, padding=1).numpy()
+  exp = F.conv2d(torch.tensor(xn, dtype=torch.float64), torch.tensor(wn, dtype=torch.float64), padding=1).numpy()
+  assert np.abs(got - exp).max() / np.abs(exp).max() < 1e-5

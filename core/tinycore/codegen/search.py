@@ -24,6 +24,8 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
       for amt in (16, 8, 4):
         if O._bound(g) % amt: continue
         if vec and amt >= 8: out.append(("VEC", g.arg, amt))
+        # lanes stored one by one where the output isn't contiguous along them (a conv's output channels into NCHW)
+        if vec and amt == 16 and getattr(renderer, "register_block", None): out.append(("VEC_S", g.arg, amt))
         out.append(("UPCAST", g.arg, amt))
     for r in [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]:
       if O._bound(r) and O._bound(r) >= 64 and O._unit_stride(k, r):
@@ -32,13 +34,15 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
   first = applied[0][1]
   # a widened tile: the first action's axis unrolled again (2 or 4 vectors side by side, the CPU register block)
   widened = len(applied) == 2 and applied[1][0] == "UPCAST" and applied[1][1] == first
-  if kinds[0] in ("VEC", "UPCAST") and (len(applied) == 1 or widened):
+  if kinds[0] in ("VEC", "VEC_S", "UPCAST") and (len(applied) == 1 or widened):
     second = [("UPCAST", g.arg, a) for g in O._second_axes(k, first)[:2] for a in (2, 4, 8)
               if O._bound(g) % a == 0 and O._bound(g) // a >= 2]
-    if widened or kinds[0] != "VEC": return second
+    if kinds[0] == "VEC_S":   # a conv's pixel rows: 7 where no multiple of 4 divides them
+      second += [("UPCAST", g.arg, 7) for g in O._pixel_axes(k, first, renderer.register_block)[:2] if O._bound(g) % 7 == 0]
+    if widened or kinds[0] not in ("VEC", "VEC_S"): return second
     rest = next((O._bound(r) for r in O._globals(k) if r.arg == first), None)   # None: the vector took the whole axis
     return [("UPCAST", first, a) for a in (2, 4) if rest and rest % a == 0] + second
-  if "SWAP" not in kinds and kinds[0] in ("VEC", "UPCAST"):
+  if "SWAP" not in kinds and kinds[0] in ("VEC", "VEC_S", "UPCAST"):
     # the outermost loop (split across threads) swapped with another output axis: the vector axis, or the axis of the
     # packed panels the vector walks inside, so one panel stays in cache per thread
     glob = O._globals(k)
