@@ -79,9 +79,11 @@ def test_conv_takes_channels_last_on_a_register_blocked_renderer():
   from tinycore.device import Device
   x, w = Tensor.empty(2, 8, 10, 10), Tensor.empty(16, 8, 3, 3)
   has_block = Device[x.device].renderer.register_block is not None
-  assert conv_layout.wants_channels_last(x, w, 1, None) == has_block
-  assert not conv_layout.wants_channels_last(x, Tensor.empty(15, 8, 3, 3), 1, None)   # 15 channels: no whole vectors
-  assert not conv_layout.wants_channels_last(x, Tensor.empty(16, 4, 3, 3), 2, None)   # grouped: the plain form
+  assert conv_layout.wants_channels_last(x, w, 1, (1, 1), None) == has_block
+  assert conv_layout.wants_channels_last(x, Tensor.empty(16, 8, 1, 1), 1, (2, 2), None) == has_block
+  assert not conv_layout.wants_channels_last(x, Tensor.empty(15, 8, 3, 3), 1, (1, 1), None)   # 15 channels: no whole vectors
+  assert not conv_layout.wants_channels_last(x, Tensor.empty(16, 4, 3, 3), 2, (1, 1), None)   # grouped: the plain form
+  assert not conv_layout.wants_channels_last(x, Tensor.empty(16, 8, 1, 1), 1, (1, 1), None)   # 1x1 stride 1: a matmul
 
 @pytest.mark.parametrize("stride,cout", [(1, 64), (2, 64), (1, 128), (1, 48)])
 def test_conv_takes_the_register_block(stride, cout):

@@ -51,7 +51,7 @@ def conv_input_grad(g: Tensor, w: Tensor, in_spatial: tuple[int, ...], groups: i
     before = ext - pb
     pairs.append((before, size + ext - L - before))   # padded length size + ext: a stride-1 window of extent ext+1 gives size
   from tinycore import conv_layout
-  if all(b >= 0 and a >= 0 for b, a in pairs) and conv_layout.wants_channels_last(x, wt, groups, None):
+  if all(b >= 0 and a >= 0 for b, a in pairs) and conv_layout.wants_channels_last(x, wt, groups, (1,) * d, None):
     # the channels-last conv copies its input into a padded layout anyway: the padding goes there, not in a copy before
     return x.conv2d(wt, groups=groups, dilation=dilation, padding=[p for pair in reversed(pairs) for p in pair])
   # padded in memory, once: read through the window with the padding masked in, the conv kernel can't use vector loads
