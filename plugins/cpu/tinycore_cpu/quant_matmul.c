@@ -28,16 +28,18 @@
 #endif
 
 /* per token: K int8, K/32 scales d, the same per 16 (d16), K/16 sums of q (s16), those sums times their block's scale
-   (u, per 16) and per 32 (u32): the offset terms of a group are o * u */
-typedef struct { int8_t *q; float *d, *d16; int32_t *s16; float *u, *u32; } act_t;
+   (u, per 16) and per 32 (u32): the offset terms of a group are o * u; and per block of 32, eight int32 lanes of
+   -8 * (the sum of 4 consecutive q) (neg8): what an offset of -8 on every weight adds to each lane of a 32-byte integer
+   dot, so Q4_0's dot starts its accumulator there instead of correcting in scalar code per block */
+typedef struct { int8_t *q; float *d, *d16; int32_t *s16; float *u, *u32; int32_t *neg8; } act_t;
 /* bytes of act_t storage per token */
-#define ACT_BYTES(K) ((size_t)(K) + (size_t)((K) / 32) * 8 + (size_t)((K) / 16) * 12)
+#define ACT_BYTES(K) ((size_t)(K) * 2 + (size_t)((K) / 32) * 8 + (size_t)((K) / 16) * 12)
 
 static act_t act_at(char *mem, int K, int t) {
   char *p = mem + (size_t)t * ACT_BYTES(K);
   act_t a;
   a.d = (float *)p; a.u32 = a.d + K / 32; a.d16 = a.u32 + K / 32; a.u = a.d16 + K / 16; a.s16 = (int32_t *)(a.u + K / 16);
-  a.q = (int8_t *)(a.s16 + K / 16);   /* floats first: every array stays 4-byte aligned */
+  a.neg8 = a.s16 + K / 16; a.q = (int8_t *)(a.neg8 + K / 4);   /* 4-byte arrays first: every array stays aligned */
   return a;
 }
 
@@ -119,6 +121,10 @@ static void quantize_act(const float *x, const float *g, float eps, int K, act_t
     a.s16[2 * b] = s0; a.s16[2 * b + 1] = s1;
     a.u[2 * b] = d * (float)s0; a.u[2 * b + 1] = d * (float)s1;
     a.u32[b] = d * (float)(s0 + s1);
+    for (int j = 0; j < 8; j++) {
+      const int8_t *q4 = a.q + b * 32 + 4 * j;
+      a.neg8[8 * b + j] = -8 * ((int32_t)q4[0] + q4[1] + q4[2] + q4[3]);
+    }
   }
 }
 
@@ -131,6 +137,14 @@ static void quantize_act(const float *x, const float *g, float eps, int K, act_t
 /* maddubs saturates at 16 bits: fine here, the weights are at most 6 bits (Q8_0 goes through sign() and |w| <= 128,
    |x| <= 127: 2 * 128 * 127 < 32767) */
 #define DOT_U8S8(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
+#endif
+/* the same added to int32 lanes `acc` (one instruction with VNNI) */
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define DOT_U8S8_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#elif defined(__AVXVNNI__)
+#define DOT_U8S8_ACC(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#elif defined(DOT_U8S8)
+#define DOT_U8S8_ACC(acc, u, s) _mm256_add_epi32((acc), DOT_U8S8(u, s))
 #endif
 
 #if defined(__AVX2__)
@@ -145,24 +159,26 @@ static inline float hsum8(__m256 v) {
 #define PREFETCH(p) ((void)0)
 #endif
 
-/* Q4_0: 18 bytes per 32: f16 d, 16 bytes of nibbles (low nibbles are elements 0..15, high 16..31); w = d * (q - 8) */
+/* Q4_0: 18 bytes per 32: f16 d, 16 bytes of nibbles (low nibbles are elements 0..15, high 16..31); w = d * (q - 8).
+   The -8 is in the integer dot: each block's accumulator starts at the activation's neg8 lanes */
 static float dot_q4_0(const uint8_t *row, act_t a, int K) {
   float corr = 0.0f;
   int b = 0, nb = K / 32;
 #if defined(DOT_U8S8)
   /* two blocks a step into two accumulators: one fma chain would stall on its latency every block */
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(15);
+  /* the 16 nibble bytes in both halves, the high half shifted down 4: a load and a shift, no cross-lane insert */
+  const __m256i m4 = _mm256_set1_epi8(15), hi4 = _mm256_setr_epi64x(0, 0, 4, 4);
   for (; b + 1 < nb; b += 2) {
     const uint8_t *b0 = row + b * 18, *b1 = b0 + 18;
     PREFETCH(b0 + 1024);
     float d0 = f16_to_f32(b0) * a.d[b], d1 = f16_to_f32(b1) * a.d[b + 1];
-    __m128i q0 = _mm_loadu_si128((const __m128i *)(b0 + 2)), q1 = _mm_loadu_si128((const __m128i *)(b1 + 2));
-    __m256i w0 = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q0, 4), q0), m4);
-    __m256i w1 = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q1, 4), q1), m4);
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8(w0, _mm256_loadu_si256((const __m256i *)(a.q + b * 32)))), _mm256_set1_ps(d0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8(w1, _mm256_loadu_si256((const __m256i *)(a.q + b * 32 + 32)))), _mm256_set1_ps(d1), acc1);
-    corr += d0 * (float)(a.s16[2 * b] + a.s16[2 * b + 1]) + d1 * (float)(a.s16[2 * b + 2] + a.s16[2 * b + 3]);
+    __m256i w0 = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2))), hi4), m4);
+    __m256i w1 = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2))), hi4), m4);
+    __m256i s0 = DOT_U8S8_ACC(_mm256_loadu_si256((const __m256i *)(a.neg8 + 8 * b)), w0, _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
+    __m256i s1 = DOT_U8S8_ACC(_mm256_loadu_si256((const __m256i *)(a.neg8 + 8 * b + 8)), w1, _mm256_loadu_si256((const __m256i *)(a.q + b * 32 + 32)));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(d1), acc1);
   }
   float acc = hsum8(_mm256_add_ps(acc0, acc1));
 #else
@@ -330,17 +346,21 @@ static inline float dot_q4q5(const uint8_t *row, act_t a, int K, int bb, int at,
   int b = 0, nb = K / 32;
 #if defined(DOT_U8S8)
   __m256 acc0 = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(15);
+  const __m256i m4 = _mm256_set1_epi8(15), hi4 = _mm256_setr_epi64x(0, 0, 4, 4);
   for (; b < nb; b++) {
     const uint8_t *blk = row + b * bb;
     PREFETCH(blk + 1024);
     float d = f16_to_f32(blk) * a.d[b];
-    __m128i q = _mm_loadu_si128((const __m128i *)(blk + at));
-    __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+    __m256i w = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + at))), hi4), m4);
     if (hb >= 0) w = _mm256_or_si256(w, fifth_bits(blk + hb));
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8(w, _mm256_loadu_si256((const __m256i *)(a.q + b * 32)))), _mm256_set1_ps(d), acc0);
-    float xs = (float)(a.s16[2 * b] + a.s16[2 * b + 1]);
-    corr += mn >= 0 ? -f16_to_f32(blk + mn) * a.d[b] * xs : off * d * xs;
+    __m256i x = _mm256_loadu_si256((const __m256i *)(a.q + b * 32));
+    if (mn >= 0) {   /* a float min per block: in scalar code */
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8(w, x)), _mm256_set1_ps(d), acc0);
+      corr -= f16_to_f32(blk + mn) * a.d[b] * (float)(a.s16[2 * b] + a.s16[2 * b + 1]);
+    } else {         /* Q5_0's fixed offset, -16 = twice neg8's -8: in the integer accumulator */
+      __m256i start = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(a.neg8 + 8 * b)), 1);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8_ACC(start, w, x)), _mm256_set1_ps(d), acc0);
+    }
   }
   acc = hsum8(acc0);
 #endif
