@@ -238,41 +238,63 @@ static inline void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
   if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
   else { *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4); *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
 }
-static float dot_q4_k(const uint8_t *row, act_t a, int K) {
-  float acc_s = 0.0f, corr = 0.0f;
 #if defined(DOT_U8S8)
-  __m256 acc = _mm256_setzero_ps();
+/* all 8 (scale, min) pairs of scale_min_k4 at once, as floats: with the 12 bytes as words w0, w1, w2, scales 0-3 are
+   the low 6 bits of w0's bytes, 4-7 the low nibbles of w2's with w0's top 2 bits above them; mins likewise from w1
+   and w2's high nibbles */
+static inline void scales_mins_k4(const uint8_t *q, __m256 *sc, __m256 *mn) {
+  uint32_t w[3]; memcpy(w, q, 12);
+  uint64_t s = (uint64_t)(w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4)) << 32;
+  uint64_t m = (uint64_t)(w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4)) << 32;
+  *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s)));
+  *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
+}
 #endif
+static float dot_q4_k(const uint8_t *row, act_t a, int K) {
+#if defined(DOT_U8S8)
+  /* per super-block: the 8 sub-block factors d * sc * dx in one vector op (stored, then broadcast from memory: a load,
+     not a shuffle), the mins' term dmin * m * (dx * sum x) as one vector fma; two accumulators against fma latency */
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), cacc = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15);
   for (int sb = 0; sb < K / 256; sb++) {
     const uint8_t *blk = row + sb * 144;
     PREFETCH(blk + 1024);
+    __m256 sc, mn;
+    scales_mins_k4(blk + 4, &sc, &mn);
+    float f[8];
+    _mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk)), sc), _mm256_loadu_ps(a.d + sb * 8)));
+    cacc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk + 2)), mn), _mm256_loadu_ps(a.u32 + sb * 8), cacc);
+    const int8_t *x = a.q + sb * 256;
+    for (int j = 0; j < 4; j++) {
+      __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));
+      __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      __m256i slo = DOT_U8S8(lo, _mm256_loadu_si256((const __m256i *)(x + 64 * j)));
+      __m256i shi = DOT_U8S8(hi, _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32)));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(slo), _mm256_broadcast_ss(f + 2 * j), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shi), _mm256_broadcast_ss(f + 2 * j + 1), acc1);
+    }
+  }
+  return hsum8(_mm256_add_ps(acc0, acc1)) - hsum8(cacc);
+#else
+  float acc_s = 0.0f, corr = 0.0f;
+  for (int sb = 0; sb < K / 256; sb++) {
+    const uint8_t *blk = row + sb * 144;
     float d = f16_to_f32(blk), dmin = f16_to_f32(blk + 2);
     for (int j = 0; j < 4; j++) {
       const uint8_t *qs = blk + 16 + 32 * j;
-#if defined(DOT_U8S8)
-      __m256i q = _mm256_loadu_si256((const __m256i *)qs);
-      __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15)), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
-#endif
       for (int h = 0; h < 2; h++) {
         int sub = 2 * j + h, b = sb * 8 + sub, sc, m;
         scale_min_k4(sub, blk + 4, &sc, &m);
         float dx = a.d[b];
-#if defined(DOT_U8S8)
-        __m256i s = DOT_U8S8(h ? hi : lo, _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * (float)sc * dx), acc);
-#else
         int32_t s = 0;
         for (int i = 0; i < 32; i++) s += (h ? qs[i] >> 4 : qs[i] & 15) * a.q[b * 32 + i];
         acc_s += d * (float)sc * dx * (float)s;
-#endif
         corr += dmin * (float)m * dx * (float)(a.s16[2 * b] + a.s16[2 * b + 1]);
       }
     }
   }
-#if defined(DOT_U8S8)
-  acc_s = hsum8(acc);
-#endif
   return acc_s - corr;
+#endif
 }
 
 /* Q6_K: 210 bytes per 256: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales, f16 d; each half of
@@ -387,44 +409,53 @@ static float dot_q5_1(const uint8_t *row, act_t a, int K) { return dot_q4q5(row,
 /* Q5_K: 176 bytes per 256: f16 d, f16 dmin, 12 scale bytes as Q4_K, 32 bytes of fifth bits (bit k of byte i: sub-block
    k, element i), 128 bytes of nibbles laid out as Q4_K's; w = d * sc * q - dmin * m */
 static float dot_q5_k(const uint8_t *row, act_t a, int K) {
-  float acc_s = 0.0f, corr = 0.0f;
 #if defined(DOT_U8S8)
-  __m256 acc = _mm256_setzero_ps();
-#endif
+  /* as dot_q4_k, with each sub-block's fifth bits or'd in */
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), cacc = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+  for (int sb = 0; sb < K / 256; sb++) {
+    const uint8_t *blk = row + sb * 176;
+    PREFETCH(blk + 1024);
+    __m256 sc, mn;
+    scales_mins_k4(blk + 4, &sc, &mn);
+    float f[8];
+    _mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk)), sc), _mm256_loadu_ps(a.d + sb * 8)));
+    cacc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk + 2)), mn), _mm256_loadu_ps(a.u32 + sb * 8), cacc);
+    __m256i hbits = _mm256_loadu_si256((const __m256i *)(blk + 16));
+    const int8_t *x = a.q + sb * 256;
+    for (int j = 0; j < 4; j++) {
+      __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * j));
+      /* bit 2j of each qh byte belongs to sub-block 2j (low nibbles), bit 2j+1 to 2j+1 (high) */
+      __m256i h = _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j));
+      __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+      __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 1), one), 4));
+      __m256i slo = DOT_U8S8(lo, _mm256_loadu_si256((const __m256i *)(x + 64 * j)));
+      __m256i shi = DOT_U8S8(hi, _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32)));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(slo), _mm256_broadcast_ss(f + 2 * j), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shi), _mm256_broadcast_ss(f + 2 * j + 1), acc1);
+    }
+  }
+  return hsum8(_mm256_add_ps(acc0, acc1)) - hsum8(cacc);
+#else
+  float acc_s = 0.0f, corr = 0.0f;
   for (int sb = 0; sb < K / 256; sb++) {
     const uint8_t *blk = row + sb * 176, *qh = blk + 16;
-    PREFETCH(blk + 1024);
     float d = f16_to_f32(blk), dmin = f16_to_f32(blk + 2);
-#if defined(DOT_U8S8)
-    __m256i hbits = _mm256_loadu_si256((const __m256i *)qh);
-#endif
     for (int j = 0; j < 4; j++) {
       const uint8_t *qs = blk + 48 + 32 * j;
-#if defined(DOT_U8S8)
-      __m256i q = _mm256_loadu_si256((const __m256i *)qs);
-      __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15)), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
-#endif
       for (int h = 0; h < 2; h++) {
         int sub = 2 * j + h, b = sb * 8 + sub, sc, m;
         scale_min_k4(sub, blk + 4, &sc, &m);
         float dx = a.d[b];
-#if defined(DOT_U8S8)
-        __m256i fifth = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(sub)), _mm256_set1_epi8(1)), 4);
-        __m256i s = DOT_U8S8(_mm256_or_si256(h ? hi : lo, fifth), _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * (float)sc * dx), acc);
-#else
         int32_t s = 0;
         for (int i = 0; i < 32; i++) s += ((h ? qs[i] >> 4 : qs[i] & 15) | (((qh[i] >> sub) & 1) << 4)) * a.q[b * 32 + i];
         acc_s += d * (float)sc * dx * (float)s;
-#endif
         corr += dmin * (float)m * dx * (float)(a.s16[2 * b] + a.s16[2 * b + 1]);
       }
     }
   }
-#if defined(DOT_U8S8)
-  acc_s = hsum8(acc);
-#endif
   return acc_s - corr;
+#endif
 }
 
 static inline float silu(float v) { return v / (1.0f + expf(-v)); }
