@@ -301,35 +301,51 @@ static float dot_q4_k(const uint8_t *row, act_t a, int K) {
    128 elements is four runs of 32: ql[l] low / ql[l+32] low / ql[l] high / ql[l+32] high nibbles with qh[l] bit pairs
    0-1 / 2-3 / 4-5 / 6-7; one scale per 16 elements; w = d * sc * (q - 32) */
 static float dot_q6_k(const uint8_t *row, act_t a, int K) {
-  float acc_s = 0.0f, corr = 0.0f;
 #if defined(DOT_U8S8)
-  __m256 acc = _mm256_setzero_ps();
-#endif
+  /* the -32 offset starts each run's integer accumulator (4 x neg8); a half's 8 scales times d and their runs' dx in
+     one vector, each run's (s0 x4, s1 x4) then one permute of it */
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), pairs = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
   for (int sb = 0; sb < K / 256; sb++) {
     const uint8_t *blk = row + sb * 210;
     PREFETCH(blk + 1024);
-    float d = f16_to_f32(blk + 208);
-    const int8_t *scl = (const int8_t *)(blk + 192);
+    __m256 d = _mm256_set1_ps(f16_to_f32(blk + 208));
     for (int half = 0; half < 2; half++) {
       const uint8_t *ql = blk + 64 * half, *qh = blk + 128 + 32 * half;
-#if defined(DOT_U8S8)
+      int b0 = sb * 8 + half * 4;   /* the first 32-element activation block of this half */
+      __m256 dx = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(a.d + b0)), pairs);
+      __m256 fac = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 192 + 8 * half)))), d), dx);
       __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-      __m256i hb = _mm256_loadu_si256((const __m256i *)qh), m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+      __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
       __m256i qv[4] = {
         _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
         _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
-#endif
+      for (int run = 0; run < 4; run++) {
+        int b = b0 + run;
+        __m256i start = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(a.neg8 + 8 * b)), 2);
+        __m256i s = DOT_U8S8_ACC(start, qv[run], _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
+        /* int32 lanes 0-3 cover elements 0..15 (scale 2 run), lanes 4-7 elements 16..31 (scale 2 run + 1) */
+        __m256 f = _mm256_permutevar8x32_ps(fac, _mm256_setr_epi32(2 * run, 2 * run, 2 * run, 2 * run, 2 * run + 1, 2 * run + 1, 2 * run + 1, 2 * run + 1));
+        if (run & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), f, acc1);
+        else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), f, acc0);
+      }
+    }
+  }
+  return hsum8(_mm256_add_ps(acc0, acc1));
+#else
+  float acc_s = 0.0f, corr = 0.0f;
+  for (int sb = 0; sb < K / 256; sb++) {
+    const uint8_t *blk = row + sb * 210;
+    float d = f16_to_f32(blk + 208);
+    const int8_t *scl = (const int8_t *)(blk + 192);
+    for (int half = 0; half < 2; half++) {
+      const uint8_t *ql = blk + 64 * half, *qh = blk + 128 + 32 * half;
       for (int run = 0; run < 4; run++) {
         int b = sb * 8 + half * 4 + run;   /* the 32-element activation block */
         float dx = a.d[b];
         float s0 = d * (float)scl[8 * half + 2 * run] * dx, s1 = d * (float)scl[8 * half + 2 * run + 1] * dx;
-#if defined(DOT_U8S8)
-        __m256i s = DOT_U8S8(qv[run], _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
-        /* int32 lanes 0-3 cover elements 0..15 (scale s0), lanes 4-7 elements 16..31 (scale s1) */
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1), acc);
-#else
         int32_t i0 = 0, i1 = 0;
         for (int l = 0; l < 32; l++) {
           const uint8_t *lb = ql + (run & 1 ? 32 : 0);
@@ -337,15 +353,12 @@ static float dot_q6_k(const uint8_t *row, act_t a, int K) {
           if (l < 16) i0 += q * a.q[b * 32 + l]; else i1 += q * a.q[b * 32 + l];
         }
         acc_s += s0 * (float)i0 + s1 * (float)i1;
-#endif
         corr += 32.0f * (s0 * (float)a.s16[2 * b] + s1 * (float)a.s16[2 * b + 1]);
       }
     }
   }
-#if defined(DOT_U8S8)
-  acc_s = hsum8(acc);
-#endif
   return acc_s - corr;
+#endif
 }
 
 /* the 32 fifth bits of a Q5 block (bit j of the little-endian u32 at p is element j's) as 16 or 0 per byte */
