@@ -193,7 +193,7 @@ class Transformer:
         else: q, k, v = (self.lin(h, b + n) for n in ("attn_q", "attn_k", "attn_v"))
       # one decode token of a plain layer: the device's own kernel writes the cache row and attends (llm/attention.py)
       att = None
-      if qkv is not None and T == 1 and symbolic_read and not cfg.attn_softcap and b + "attn_q_norm.weight" not in self.norms:
+      if qkv is not None and T == 1 and isinstance(pos, UOp) and not sliding and not cfg.attn_softcap and b + "attn_q_norm.weight" not in self.norms:
         att = decode_attention(qkv, kv, cos, sin, pos, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
                                rope_dim=cfg.rope_dim, neox=cfg.rope_neox, scale=scale)
       if att is None:
