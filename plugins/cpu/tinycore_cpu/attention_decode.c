@@ -74,7 +74,8 @@ void attn_decode(float *restrict out, const float *restrict qkv, float *restrict
                  long long neox, long long scale_bits, long long pos_, long long start, long long end) {
   int nh = (int)nh_, nkv = (int)nkv_, hd = (int)hd_, rd = (int)rd_, M = (int)M_, pos = (int)pos_, rep = nh / nkv;
   float scale; uint32_t sb = (uint32_t)scale_bits; memcpy(&scale, &sb, 4);
-  float *p = pos >= 0 && pos < M ? (float *)malloc((size_t)(pos + 1) * sizeof(float)) : NULL;
+  /* checked as passed (64 bits): a narrowed 2^40 would pass as 0 */
+  float *p = pos_ >= 0 && pos_ < M_ ? (float *)malloc((size_t)(pos + 1) * sizeof(float)) : NULL;
   if (!p) {   /* a position outside the cache, or out of memory: NaN heads, never a write outside the cache */
     for (long long g = start; g < end; g++) for (int i = 0; i < rep * hd; i++) out[(size_t)g * rep * hd + i] = NAN;
     return;
