@@ -15,7 +15,8 @@ def lib(request, tmp_path_factory):
   import platform
   if request.param != "-march=native" and platform.machine() not in ("x86_64", "AMD64"): pytest.skip("x86 flags")
   out = str(tmp_path_factory.mktemp("attn") / "attn.so")
-  p = subprocess.run([CC, "-O2", request.param, "-fPIC", "-shared", "-std=gnu11", "-Wall", "-Werror", SRC, "-o", out, "-lm"], capture_output=True, text=True)
+  cmd = [CC, "-O2", request.param, "-fPIC", "-shared", "-std=gnu11", "-Wall", "-Werror", SRC, "-o", out, "-lm"]
+  p = subprocess.run(cmd, capture_output=True, text=True)
   if p.returncode != 0 and request.param != "-march=native" and "unrecognized" in p.stderr + p.stdout: pytest.skip(f"{CC} lacks {request.param}")
   assert p.returncode == 0, p.stderr
   return ctypes.CDLL(out)
