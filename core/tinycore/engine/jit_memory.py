@@ -114,6 +114,7 @@ class CaptureRecorder:
       self._uses[id(b)] = self._uses.get(id(b), 0) + 1
       self._held[id(b)] = b
   def _release(self) -> None:
+    if not hasattr(sys, "getrefcount"): return   # not CPython: the capture keeps its buffers until the plan, as before
     self._held[0] = object()   # referred to exactly as each buffer is here, by no item
     base = 0
     for k, b in list(self._held.items()):
