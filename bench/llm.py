@@ -9,7 +9,9 @@ LlamaForCausalLM of the same shape) at its best thread count.
 
 Per format: file size, time to first token of a fresh process with an empty kernel cache (cold) and with the cache the
 cold run left (warm), prefill tok/s, steady-state decode tok/s (after warmup, jitted), peak RSS, and decode as a
-fraction of the memory-bandwidth bound: the weight bytes one token reads, at the read bandwidth measured here."""
+fraction of the memory-bandwidth bound: the weight bytes one token reads, at the read bandwidth measured here. A second
+table gives the steady run's RSS after each phase (interpreter, imports, device open, model loaded, first token,
+decoded): the first four are a floor that no model size changes."""
 from __future__ import annotations
 
 import argparse
@@ -44,16 +46,21 @@ def rss_now_mib() -> float:
   except (OSError, StopIteration): return 0.0
 
 def child_tinycore(path: str, n_prompt: int, n_decode: int, steady: bool) -> dict:
+  phases = {"interpreter": rss_now_mib()}   # VmRSS after each phase: where the peak's MiB sit
   import numpy as np
+  phases["import numpy"] = rss_now_mib()
   from tinycore.llm.generate import LLM
   from tinycore.tensor import Tensor
   from tinycore.helpers import GlobalCounters
+  phases["import tinycore.llm"] = rss_now_mib()
   Tensor.zeros(1).contiguous().realize()   # the device opened: what any run costs before the model (interpreter, imports)
-  baseline = rss_now_mib()
+  baseline = phases["device open"] = rss_now_mib()
   llm = LLM(path, max_context=n_prompt + n_decode + 8, chunk=min(32, n_prompt))
+  phases["model loaded"] = rss_now_mib()
   prompt = np.random.default_rng(0).integers(0, llm.cfg.vocab, n_prompt).tolist()
   next(llm.generate(prompt, 1))
-  out: dict = {"first_token_at": time.time()}
+  phases["first token"] = rss_now_mib()
+  out: dict = {"first_token_at": time.time(), "rss_phases_mib": phases}
   if steady:
     from tinycore.llm.__main__ import benchmark
     st = benchmark(llm, n_prompt, n_decode, warmup=True)
@@ -65,6 +72,7 @@ def child_tinycore(path: str, n_prompt: int, n_decode: int, steady: bool) -> dic
   w = llm.model.w
   out["bytes_per_token"] = sum(q.nbytes for n, q in w.items() if len(q.shape) == 2 and (n != "token_embd.weight" or llm.model.out_name == n))
   out["weight_bytes"] = llm.weight_bytes
+  if steady: phases["decoded"] = rss_now_mib()
   out["rss_mib"] = peak_rss_mib()
   out["baseline_rss_mib"] = baseline
   out["kv_cache_mib"] = sum(c.numel() * c.dtype.itemsize for c in llm.model.cache) / 2**20
@@ -198,6 +206,12 @@ def report(res: dict) -> str:
                  f"{t['decode_tok_s']:.1f} | "
                  f"{1000 / t['decode_tok_s']:.1f} | {t['rss_mib']:.0f} | {t['weight_bytes'] / 2**20:.1f} | {100 * frac:.1f} |")
   elif t: lines.append(f"| torch float32 | {t.get('skipped') or 'ERROR: ' + str(t.get('error'))} |")
+  # the steady run's RSS after each phase: the interpreter and imports are a floor no model size changes
+  rows = {k: r["rss_phases_mib"] for k, r in res["rows"].items() if r.get("rss_phases_mib")}
+  if rows:
+    names = list(next(iter(rows.values())))
+    lines += ["", "| RSS MiB after | " + " | ".join(names) + " | peak |", "|---" * (len(names) + 2) + "|"]
+    lines += [f"| {k} | " + " | ".join(f"{ph.get(n, 0):.1f}" for n in names) + f" | {res['rows'][k]['rss_mib']:.1f} |" for k, ph in rows.items()]
   return "\n".join(lines)
 
 if __name__ == "__main__": sys.exit(main())

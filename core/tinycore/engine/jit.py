@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import JIT, DEBUG, GlobalCounters, all_int
-from tinycore.engine.jit_memory import share_intermediates
+from tinycore.engine.jit_memory import CaptureRecorder, share_intermediates
 from tinycore.viz import switch as viz
 
 R = TypeVar("R")
@@ -385,10 +385,11 @@ class TinyJit(Generic[R]):
     from tinycore.tensor import Tensor
     from tinycore.engine import run
     from tinycore import tensor_random
-    captured: list = []
+    recorder = CaptureRecorder()
+    captured = recorder.items
     rng_keys: list = []
     _capturing.append(self)
-    run.capture_hooks.append(captured.append)
+    run.capture_hooks.append(recorder)
     tensor_random.key_observers.append(rng_keys.append)
     try:
       with _Uploads() as ups:
@@ -397,7 +398,8 @@ class TinyJit(Generic[R]):
         if lazy := [t for t in outs if t.uop.op is not Ops.CONST]: Tensor.realize(*lazy)
     finally:
       tensor_random.key_observers.remove(rng_keys.append)
-      run.capture_hooks.remove(captured.append)
+      run.capture_hooks.remove(recorder)
+      recorder.close()
       _capturing.pop()
     # a random draw's key is an upload that changes every call by design: the replay refills it (rng_keys)
     self._check_uploads(e.uploads, ups.seen, {id(b) for b in rng_keys})

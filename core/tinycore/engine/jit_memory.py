@@ -10,7 +10,7 @@ writing another in the same memory), and offset 0 keeps every buffer's alignment
 Which buffers only the kernels refer to is asked of Python itself: the items' references are dropped for a moment and
 a buffer that no Tensor, output, RNG key or other object keeps alive is collected; those are planned, the rest stay."""
 from __future__ import annotations
-import gc, weakref
+import gc, sys, weakref
 from dataclasses import dataclass
 from typing import Any
 from tinycore.device import Allocator, Buffer, Device
@@ -92,3 +92,38 @@ def _has_views(device: str) -> bool:
   """Whether the device's allocator makes sub-buffers (those of this repo's plugins all do; one that doesn't keeps a
   buffer per intermediate)."""
   return type(Device[device].allocator)._offset is not Allocator._offset
+
+class CaptureRecorder:
+  """The capture hook: records every ExecItem and, before each new one, gives back the memory of earlier buffers that
+  only the recorded items still refer to. Without it a capture holds every intermediate that Python code around the
+  kernels made and dropped (a hand-written kernel's output, a realized layer input): an LLM prefill chunk's capture
+  peaked ~15 MiB above its replays. The Buffer objects stay (unallocated) in the items; share_intermediates then
+  gives them planned storage, and nothing can read one before that: with no Tensor or UOp holding it, no later kernel
+  can name it. Who else refers to a buffer is asked of CPython's reference count, with a sentinel held the same way
+  as the buffers to calibrate what this check itself adds."""
+  def __init__(self):
+    self.items: list = []
+    self._uses: dict[int, int] = {}       # id(buffer) -> how many recorded item slots hold it
+    # id(buffer) -> the buffer, for the bases the items hold; key 0 (first, always) is the calibrating sentinel
+    self._held: dict[int, Any] = {0: None}
+  def __call__(self, ei) -> None:
+    self._release()
+    self.items.append(ei)
+    for b in ei.bufs:
+      if b is None or b._base is not None: continue
+      self._uses[id(b)] = self._uses.get(id(b), 0) + 1
+      self._held[id(b)] = b
+  def _release(self) -> None:
+    if not hasattr(sys, "getrefcount"): return   # not CPython: the capture keeps its buffers until the plan, as before
+    self._held[0] = object()   # referred to exactly as each buffer is here, by no item
+    base = 0
+    for k, b in list(self._held.items()):
+      if k == 0: base = sys.getrefcount(b)
+      # not allocated: an output its kernel hasn't run yet writes, or one the schedule's own plan freed already
+      elif b.is_allocated() and sys.getrefcount(b) - base == self._uses[k] and getattr(b, "_owned", False):
+        b.deallocate()
+        del self._held[k]
+    self._held[0] = None
+  def close(self) -> None:
+    """Let go of the buffers (the items keep theirs): the plan must see which ones only the items hold."""
+    self._held, self._uses = {0: None}, {}

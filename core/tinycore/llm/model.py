@@ -14,6 +14,7 @@ from tinycore.dtype import dtypes
 from tinycore.uop import UOp
 from tinycore.llm.weights import QWeight
 from tinycore.llm.quant_linear import quant_linear
+from tinycore.llm.attention import decode_attention
 from tinycore.llm.progress import LoadProgress
 
 # rotate halves, not pairs
@@ -190,34 +191,40 @@ class Transformer:
         # one matvec for the three projections, computed once: the cache writes and the attention both read it
         if b + "attn_qkv.weight" in self.w: qkv = self.lin(h, b + "attn_qkv").contiguous().realize()
         else: q, k, v = (self.lin(h, b + n) for n in ("attn_q", "attn_k", "attn_v"))
-      if qkv is not None:
-        nq, nk = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
-        q, k, v = qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]
-      q = q.reshape(1, T, cfg.n_heads, cfg.head_dim)
-      k, v = k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
-      if b + "attn_q_norm.weight" in self.norms:   # qwen3: per-head norms before rope
-        q, k = rms_norm(q, self.norms[b + "attn_q_norm.weight"], cfg.eps), rms_norm(k, self.norms[b + "attn_k_norm.weight"], cfg.eps)
-      q, k = self.rope(q, cos, sin), self.rope(k, cos, sin).transpose(1, 2)
-      # fused into the score kernel, q's rotation is redone for every key, in scalar code: a prefill chunk's scores ran
-      # 2.7x slower so. One token against a short cache redoes less than a kernel launch costs, so decode keeps it fused
-      if T != 1 or M > ROPE_Q_FUSED_MAX_CONTEXT: q = q.contiguous()
-      q = q.transpose(1, 2)   # (1, heads, T, hd)
-      v = v.transpose(1, 2)
-      # only rows pos..pos+T-1 are written (a view at a symbolic offset): the rest of the cache is neither read nor copied
-      kv[:, :, :, pos:pos + T].assign(k.unsqueeze(0).cat(v.unsqueeze(0), dim=0)).realize()
-      # attention by broadcasting in 6-d (kv head, group, query, key, feature): the cache is reshaped while its shape is
-      # concrete and only then cut to pos+1 rows, since a symbolic dim can't pass through a reshape
-      K, V = (kv[j].reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for j in (0, 1))
-      if symbolic_read: K, V = K[:, :, :, :, :pos + T], V[:, :, :, :, :pos + T]
-      s = (q.reshape(1, cfg.n_kv_heads, rep, T, 1, cfg.head_dim) * K).sum(-1, keepdim=True) * scale
-      if cfg.attn_softcap: s = (s * (1 / cfg.attn_softcap)).tanh() * cfg.attn_softcap
-      if mask is not None:   # reshaped while concrete, then cut like the cache
-        m6 = mask.reshape(1, 1, 1, T, M, 1)
-        s = (m6[:, :, :, :, :pos + T] if symbolic_read else m6).where(s, -math.inf)
-      # the probabilities into a buffer: fused into the weighted sum, each key's exp was redone for every 16 output lanes
-      # (decode's output kernel 24 -> 9 us per layer, plus 4 for this one; a replayed launch costs ~2 us)
-      att = (s.softmax(-2).contiguous() * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2)
-      att = att.reshape(1, T, cfg.n_heads * cfg.head_dim)
+      # one decode token of a plain layer: the device's own kernel writes the cache row and attends (llm/attention.py)
+      att = None
+      if qkv is not None and T == 1 and isinstance(pos, UOp) and not sliding and not cfg.attn_softcap and b + "attn_q_norm.weight" not in self.norms:
+        att = decode_attention(qkv, kv, cos, sin, pos, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
+                               rope_dim=cfg.rope_dim, neox=cfg.rope_neox, scale=scale)
+      if att is None:
+        if qkv is not None:
+          nq, nk = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+          q, k, v = qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]
+        q = q.reshape(1, T, cfg.n_heads, cfg.head_dim)
+        k, v = k.reshape(1, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(1, T, cfg.n_kv_heads, cfg.head_dim)
+        if b + "attn_q_norm.weight" in self.norms:   # qwen3: per-head norms before rope
+          q, k = rms_norm(q, self.norms[b + "attn_q_norm.weight"], cfg.eps), rms_norm(k, self.norms[b + "attn_k_norm.weight"], cfg.eps)
+        q, k = self.rope(q, cos, sin), self.rope(k, cos, sin).transpose(1, 2)
+        # fused into the score kernel, q's rotation is redone for every key, in scalar code: a prefill chunk's scores ran
+        # 2.7x slower so. One token against a short cache redoes less than a kernel launch costs, so decode keeps it fused
+        if T != 1 or M > ROPE_Q_FUSED_MAX_CONTEXT: q = q.contiguous()
+        q = q.transpose(1, 2)   # (1, heads, T, hd)
+        v = v.transpose(1, 2)
+        # only rows pos..pos+T-1 are written (a view at a symbolic offset): the rest of the cache is neither read nor copied
+        kv[:, :, :, pos:pos + T].assign(k.unsqueeze(0).cat(v.unsqueeze(0), dim=0)).realize()
+        # attention by broadcasting in 6-d (kv head, group, query, key, feature): the cache is reshaped while its shape is
+        # concrete and only then cut to pos+1 rows, since a symbolic dim can't pass through a reshape
+        K, V = (kv[j].reshape(1, cfg.n_kv_heads, 1, 1, M, cfg.head_dim) for j in (0, 1))
+        if symbolic_read: K, V = K[:, :, :, :, :pos + T], V[:, :, :, :, :pos + T]
+        s = (q.reshape(1, cfg.n_kv_heads, rep, T, 1, cfg.head_dim) * K).sum(-1, keepdim=True) * scale
+        if cfg.attn_softcap: s = (s * (1 / cfg.attn_softcap)).tanh() * cfg.attn_softcap
+        if mask is not None:   # reshaped while concrete, then cut like the cache
+          m6 = mask.reshape(1, 1, 1, T, M, 1)
+          s = (m6[:, :, :, :, :pos + T] if symbolic_read else m6).where(s, -math.inf)
+        # the probabilities into a buffer: fused into the weighted sum, each key's exp was redone for every 16 output lanes
+        # (decode's output kernel 24 -> 9 us per layer, plus 4 for this one; a replayed launch costs ~2 us)
+        att = (s.softmax(-2).contiguous() * V).sum(-2).reshape(1, cfg.n_heads, T, cfg.head_dim).transpose(1, 2)
+        att = att.reshape(1, T, cfg.n_heads * cfg.head_dim)
       post_attn, post_ffw = b + "post_attention_norm.weight" in self.norms, b + "post_ffw_norm.weight" in self.norms
       if post_attn or (y := self.qlin(att, b + "attn_output", res=x)) is None:
         y = (x + self.post_norm(self.lin(att, b + "attn_output"), b + "post_attention_norm.weight")).contiguous()

@@ -39,7 +39,10 @@ class _Runner:
   direct = True   # TinyJit's fast replay may call it without an ExecItem (engine/jit.py)
   def __init__(self, prg, p: _Spec, vals: tuple[int, ...]): self.prg, self.p, self.vals = prg, p, vals
   def graph_launch(self):   # for a device graph (engine/jit_graph.py): (program, scalar args, global, local, work)
-    return self.prg, self.vals, self.p.global_size, self.p.local_size, self.p.ops + self.p.mem
+    # the work as the program's own launch would report it to the thread split (the CPU's caps it for several tokens)
+    work = self.p.ops + self.p.mem
+    if (f := getattr(self.prg, "work_for_split", None)) is not None: work = f(work, self.vals)
+    return self.prg, self.vals, self.p.global_size, self.p.local_size, work
   def __call__(self, bufs: list[Buffer], var_vals, wait=False):
     return self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=(1, 1, 1), vals=self.vals, wait=wait,
                     work=self.p.ops + self.p.mem)

@@ -89,7 +89,11 @@ class Tokenizer:
     self._bpe_word = lru_cache(maxsize=1 << 16)(self._bpe_word_uncached)   # per instance: the result depends on the vocab
     self.add_bos = kv.get("tokenizer.ggml.add_bos_token", self.model == "llama") and self.bos is not None
     self.add_space_prefix = kv.get("tokenizer.ggml.add_space_prefix", self.model == "llama")
-    self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(kv.get("tokenizer.ggml.merges", []))}
+    merges = kv.get("tokenizer.ggml.merges", [])
+    # keyed by the metadata's own "left right" strings: tuples of split-off copies cost ~150 bytes more per merge (~7 MiB
+    # for a 49k-merge vocabulary). Where a piece holds a space itself that key is ambiguous, so those keep the pairs
+    self._pair_keys = any(m.count(" ") != 1 for m in merges)
+    self.ranks: dict = {(tuple(m.split(" ", 1)) if self._pair_keys else m): r for r, m in enumerate(merges)}
     if self.model not in ("llama", "gpt2"): raise ValueError(f"tokenizer.ggml.model {self.model!r} is not supported (llama or gpt2)")
     self.pre: PreTokenizer | None
     self.ignore_merges: bool
@@ -136,7 +140,8 @@ class Tokenizer:
   def _bpe_word_uncached(self, word: str) -> tuple[int, ...]:
     bc, out = _byte_chars(), []
     if self.ignore_merges and (whole := "".join(bc[b] for b in word.encode())) in self.ids: return (self.ids[whole],)
-    for sy in merge_pairs([bc[b] for b in word.encode()], lambda a, b: self.ranks.get((a, b))):   # lowest rank first
+    rank = (lambda a, b: self.ranks.get((a, b))) if self._pair_keys else (lambda a, b: self.ranks.get(f"{a} {b}"))
+    for sy in merge_pairs([bc[b] for b in word.encode()], rank):   # lowest rank first
       if sy in self.ids: out.append(self.ids[sy])
       else: out += [self.ids[c] for c in sy if c in self.ids]
     return tuple(out)

@@ -145,3 +145,14 @@ def test_matches_gguf_reference(lib, kind, k, n, m):
   want = x.astype(np.float64) @ w.T
   got = call(lib, kind, x, raw)
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+def test_graph_sees_the_capped_work_of_several_tokens():
+  """Each piece of a launch quantizes every token: the CPU graph cuts a several-token launch once per thread, as the
+  direct launch does (it cut big ones 4x finer per thread, quantizing the activations 8x over on 2 cores)."""
+  from tinycore_cpu.quant_matmul import _Program
+  from tinycore_cpu.runtime import DYNAMIC_WORK
+  from tinycore.llm.quant_linear import _Runner, _Spec
+  r = _Runner(type("P", (), {"work_for_split": staticmethod(_Program.work_for_split)})(), _Spec("q", 1536, ops=1 << 28, mem=0), (576, 32, 1536, 0))
+  assert r.graph_launch()[4] < DYNAMIC_WORK
+  r1 = _Runner(r.prg, _Spec("q", 1536, ops=1 << 28, mem=0), (576, 1, 1536, 0))   # one token: the work as it is
+  assert r1.graph_launch()[4] == 1 << 28

@@ -28,16 +28,18 @@
 #endif
 
 /* per token: K int8, K/32 scales d, the same per 16 (d16), K/16 sums of q (s16), those sums times their block's scale
-   (u, per 16) and per 32 (u32): the offset terms of a group are o * u */
-typedef struct { int8_t *q; float *d, *d16; int32_t *s16; float *u, *u32; } act_t;
+   (u, per 16) and per 32 (u32): the offset terms of a group are o * u; and per block of 32, eight int32 lanes of
+   -8 * (the sum of 4 consecutive q) (neg8): what an offset of -8 on every weight adds to each lane of a 32-byte integer
+   dot, so Q4_0's dot starts its accumulator there instead of correcting in scalar code per block */
+typedef struct { int8_t *q; float *d, *d16; int32_t *s16; float *u, *u32; int32_t *neg8; } act_t;
 /* bytes of act_t storage per token */
-#define ACT_BYTES(K) ((size_t)(K) + (size_t)((K) / 32) * 8 + (size_t)((K) / 16) * 12)
+#define ACT_BYTES(K) ((size_t)(K) * 2 + (size_t)((K) / 32) * 8 + (size_t)((K) / 16) * 12)
 
 static act_t act_at(char *mem, int K, int t) {
   char *p = mem + (size_t)t * ACT_BYTES(K);
   act_t a;
   a.d = (float *)p; a.u32 = a.d + K / 32; a.d16 = a.u32 + K / 32; a.u = a.d16 + K / 16; a.s16 = (int32_t *)(a.u + K / 16);
-  a.q = (int8_t *)(a.s16 + K / 16);   /* floats first: every array stays 4-byte aligned */
+  a.neg8 = a.s16 + K / 16; a.q = (int8_t *)(a.neg8 + K / 4);   /* 4-byte arrays first: every array stays aligned */
   return a;
 }
 
@@ -119,6 +121,10 @@ static void quantize_act(const float *x, const float *g, float eps, int K, act_t
     a.s16[2 * b] = s0; a.s16[2 * b + 1] = s1;
     a.u[2 * b] = d * (float)s0; a.u[2 * b + 1] = d * (float)s1;
     a.u32[b] = d * (float)(s0 + s1);
+    for (int j = 0; j < 8; j++) {
+      const int8_t *q4 = a.q + b * 32 + 4 * j;
+      a.neg8[8 * b + j] = -8 * ((int32_t)q4[0] + q4[1] + q4[2] + q4[3]);
+    }
   }
 }
 
@@ -131,6 +137,14 @@ static void quantize_act(const float *x, const float *g, float eps, int K, act_t
 /* maddubs saturates at 16 bits: fine here, the weights are at most 6 bits (Q8_0 goes through sign() and |w| <= 128,
    |x| <= 127: 2 * 128 * 127 < 32767) */
 #define DOT_U8S8(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
+#endif
+/* the same added to int32 lanes `acc` (one instruction with VNNI) */
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define DOT_U8S8_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#elif defined(__AVXVNNI__)
+#define DOT_U8S8_ACC(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#elif defined(DOT_U8S8)
+#define DOT_U8S8_ACC(acc, u, s) _mm256_add_epi32((acc), DOT_U8S8(u, s))
 #endif
 
 #if defined(__AVX2__)
@@ -145,24 +159,26 @@ static inline float hsum8(__m256 v) {
 #define PREFETCH(p) ((void)0)
 #endif
 
-/* Q4_0: 18 bytes per 32: f16 d, 16 bytes of nibbles (low nibbles are elements 0..15, high 16..31); w = d * (q - 8) */
+/* Q4_0: 18 bytes per 32: f16 d, 16 bytes of nibbles (low nibbles are elements 0..15, high 16..31); w = d * (q - 8).
+   The -8 is in the integer dot: each block's accumulator starts at the activation's neg8 lanes */
 static float dot_q4_0(const uint8_t *row, act_t a, int K) {
   float corr = 0.0f;
   int b = 0, nb = K / 32;
 #if defined(DOT_U8S8)
   /* two blocks a step into two accumulators: one fma chain would stall on its latency every block */
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(15);
+  /* the 16 nibble bytes in both halves, the high half shifted down 4: a load and a shift, no cross-lane insert */
+  const __m256i m4 = _mm256_set1_epi8(15), hi4 = _mm256_setr_epi64x(0, 0, 4, 4);
   for (; b + 1 < nb; b += 2) {
     const uint8_t *b0 = row + b * 18, *b1 = b0 + 18;
     PREFETCH(b0 + 1024);
     float d0 = f16_to_f32(b0) * a.d[b], d1 = f16_to_f32(b1) * a.d[b + 1];
-    __m128i q0 = _mm_loadu_si128((const __m128i *)(b0 + 2)), q1 = _mm_loadu_si128((const __m128i *)(b1 + 2));
-    __m256i w0 = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q0, 4), q0), m4);
-    __m256i w1 = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q1, 4), q1), m4);
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8(w0, _mm256_loadu_si256((const __m256i *)(a.q + b * 32)))), _mm256_set1_ps(d0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8(w1, _mm256_loadu_si256((const __m256i *)(a.q + b * 32 + 32)))), _mm256_set1_ps(d1), acc1);
-    corr += d0 * (float)(a.s16[2 * b] + a.s16[2 * b + 1]) + d1 * (float)(a.s16[2 * b + 2] + a.s16[2 * b + 3]);
+    __m256i w0 = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2))), hi4), m4);
+    __m256i w1 = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2))), hi4), m4);
+    __m256i s0 = DOT_U8S8_ACC(_mm256_loadu_si256((const __m256i *)(a.neg8 + 8 * b)), w0, _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
+    __m256i s1 = DOT_U8S8_ACC(_mm256_loadu_si256((const __m256i *)(a.neg8 + 8 * b + 8)), w1, _mm256_loadu_si256((const __m256i *)(a.q + b * 32 + 32)));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(d1), acc1);
   }
   float acc = hsum8(_mm256_add_ps(acc0, acc1));
 #else
@@ -222,76 +238,114 @@ static inline void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
   if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
   else { *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4); *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
 }
-static float dot_q4_k(const uint8_t *row, act_t a, int K) {
-  float acc_s = 0.0f, corr = 0.0f;
 #if defined(DOT_U8S8)
-  __m256 acc = _mm256_setzero_ps();
+/* all 8 (scale, min) pairs of scale_min_k4 at once, as floats: with the 12 bytes as words w0, w1, w2, scales 0-3 are
+   the low 6 bits of w0's bytes, 4-7 the low nibbles of w2's with w0's top 2 bits above them; mins likewise from w1
+   and w2's high nibbles */
+static inline void scales_mins_k4(const uint8_t *q, __m256 *sc, __m256 *mn) {
+  uint32_t w[3]; memcpy(w, q, 12);
+  uint64_t s = (uint64_t)(w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4)) << 32;
+  uint64_t m = (uint64_t)(w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4)) << 32;
+  *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s)));
+  *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
+}
 #endif
+static float dot_q4_k(const uint8_t *row, act_t a, int K) {
+#if defined(DOT_U8S8)
+  /* per super-block: the 8 sub-block factors d * sc * dx in one vector op (stored, then broadcast from memory: a load,
+     not a shuffle), the mins' term dmin * m * (dx * sum x) as one vector fma; two accumulators against fma latency */
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), cacc = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15);
   for (int sb = 0; sb < K / 256; sb++) {
     const uint8_t *blk = row + sb * 144;
     PREFETCH(blk + 1024);
+    __m256 sc, mn;
+    scales_mins_k4(blk + 4, &sc, &mn);
+    float f[8];
+    _mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk)), sc), _mm256_loadu_ps(a.d + sb * 8)));
+    cacc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk + 2)), mn), _mm256_loadu_ps(a.u32 + sb * 8), cacc);
+    const int8_t *x = a.q + sb * 256;
+    for (int j = 0; j < 4; j++) {
+      __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));
+      __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      __m256i slo = DOT_U8S8(lo, _mm256_loadu_si256((const __m256i *)(x + 64 * j)));
+      __m256i shi = DOT_U8S8(hi, _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32)));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(slo), _mm256_broadcast_ss(f + 2 * j), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shi), _mm256_broadcast_ss(f + 2 * j + 1), acc1);
+    }
+  }
+  return hsum8(_mm256_add_ps(acc0, acc1)) - hsum8(cacc);
+#else
+  float acc_s = 0.0f, corr = 0.0f;
+  for (int sb = 0; sb < K / 256; sb++) {
+    const uint8_t *blk = row + sb * 144;
     float d = f16_to_f32(blk), dmin = f16_to_f32(blk + 2);
     for (int j = 0; j < 4; j++) {
       const uint8_t *qs = blk + 16 + 32 * j;
-#if defined(DOT_U8S8)
-      __m256i q = _mm256_loadu_si256((const __m256i *)qs);
-      __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15)), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
-#endif
       for (int h = 0; h < 2; h++) {
         int sub = 2 * j + h, b = sb * 8 + sub, sc, m;
         scale_min_k4(sub, blk + 4, &sc, &m);
         float dx = a.d[b];
-#if defined(DOT_U8S8)
-        __m256i s = DOT_U8S8(h ? hi : lo, _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * (float)sc * dx), acc);
-#else
         int32_t s = 0;
         for (int i = 0; i < 32; i++) s += (h ? qs[i] >> 4 : qs[i] & 15) * a.q[b * 32 + i];
         acc_s += d * (float)sc * dx * (float)s;
-#endif
         corr += dmin * (float)m * dx * (float)(a.s16[2 * b] + a.s16[2 * b + 1]);
       }
     }
   }
-#if defined(DOT_U8S8)
-  acc_s = hsum8(acc);
-#endif
   return acc_s - corr;
+#endif
 }
 
 /* Q6_K: 210 bytes per 256: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales, f16 d; each half of
    128 elements is four runs of 32: ql[l] low / ql[l+32] low / ql[l] high / ql[l+32] high nibbles with qh[l] bit pairs
    0-1 / 2-3 / 4-5 / 6-7; one scale per 16 elements; w = d * sc * (q - 32) */
 static float dot_q6_k(const uint8_t *row, act_t a, int K) {
-  float acc_s = 0.0f, corr = 0.0f;
 #if defined(DOT_U8S8)
-  __m256 acc = _mm256_setzero_ps();
-#endif
+  /* the -32 offset starts each run's integer accumulator (4 x neg8); a half's 8 scales times d and their runs' dx in
+     one vector, each run's (s0 x4, s1 x4) then one permute of it */
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), pairs = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
   for (int sb = 0; sb < K / 256; sb++) {
     const uint8_t *blk = row + sb * 210;
     PREFETCH(blk + 1024);
-    float d = f16_to_f32(blk + 208);
-    const int8_t *scl = (const int8_t *)(blk + 192);
+    __m256 d = _mm256_set1_ps(f16_to_f32(blk + 208));
     for (int half = 0; half < 2; half++) {
       const uint8_t *ql = blk + 64 * half, *qh = blk + 128 + 32 * half;
-#if defined(DOT_U8S8)
+      int b0 = sb * 8 + half * 4;   /* the first 32-element activation block of this half */
+      __m256 dx = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(a.d + b0)), pairs);
+      __m256 fac = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 192 + 8 * half)))), d), dx);
       __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-      __m256i hb = _mm256_loadu_si256((const __m256i *)qh), m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+      __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
       __m256i qv[4] = {
         _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
         _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
-#endif
+      for (int run = 0; run < 4; run++) {
+        int b = b0 + run;
+        __m256i start = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(a.neg8 + 8 * b)), 2);
+        __m256i s = DOT_U8S8_ACC(start, qv[run], _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
+        /* int32 lanes 0-3 cover elements 0..15 (scale 2 run), lanes 4-7 elements 16..31 (scale 2 run + 1) */
+        __m256 f = _mm256_permutevar8x32_ps(fac, _mm256_setr_epi32(2 * run, 2 * run, 2 * run, 2 * run, 2 * run + 1, 2 * run + 1, 2 * run + 1, 2 * run + 1));
+        if (run & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), f, acc1);
+        else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), f, acc0);
+      }
+    }
+  }
+  return hsum8(_mm256_add_ps(acc0, acc1));
+#else
+  float acc_s = 0.0f, corr = 0.0f;
+  for (int sb = 0; sb < K / 256; sb++) {
+    const uint8_t *blk = row + sb * 210;
+    float d = f16_to_f32(blk + 208);
+    const int8_t *scl = (const int8_t *)(blk + 192);
+    for (int half = 0; half < 2; half++) {
+      const uint8_t *ql = blk + 64 * half, *qh = blk + 128 + 32 * half;
       for (int run = 0; run < 4; run++) {
         int b = sb * 8 + half * 4 + run;   /* the 32-element activation block */
         float dx = a.d[b];
         float s0 = d * (float)scl[8 * half + 2 * run] * dx, s1 = d * (float)scl[8 * half + 2 * run + 1] * dx;
-#if defined(DOT_U8S8)
-        __m256i s = DOT_U8S8(qv[run], _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
-        /* int32 lanes 0-3 cover elements 0..15 (scale s0), lanes 4-7 elements 16..31 (scale s1) */
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1), acc);
-#else
         int32_t i0 = 0, i1 = 0;
         for (int l = 0; l < 32; l++) {
           const uint8_t *lb = ql + (run & 1 ? 32 : 0);
@@ -299,15 +353,12 @@ static float dot_q6_k(const uint8_t *row, act_t a, int K) {
           if (l < 16) i0 += q * a.q[b * 32 + l]; else i1 += q * a.q[b * 32 + l];
         }
         acc_s += s0 * (float)i0 + s1 * (float)i1;
-#endif
         corr += 32.0f * (s0 * (float)a.s16[2 * b] + s1 * (float)a.s16[2 * b + 1]);
       }
     }
   }
-#if defined(DOT_U8S8)
-  acc_s = hsum8(acc);
-#endif
   return acc_s - corr;
+#endif
 }
 
 /* the 32 fifth bits of a Q5 block (bit j of the little-endian u32 at p is element j's) as 16 or 0 per byte */
@@ -330,17 +381,21 @@ static inline float dot_q4q5(const uint8_t *row, act_t a, int K, int bb, int at,
   int b = 0, nb = K / 32;
 #if defined(DOT_U8S8)
   __m256 acc0 = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(15);
+  const __m256i m4 = _mm256_set1_epi8(15), hi4 = _mm256_setr_epi64x(0, 0, 4, 4);
   for (; b < nb; b++) {
     const uint8_t *blk = row + b * bb;
     PREFETCH(blk + 1024);
     float d = f16_to_f32(blk) * a.d[b];
-    __m128i q = _mm_loadu_si128((const __m128i *)(blk + at));
-    __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+    __m256i w = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + at))), hi4), m4);
     if (hb >= 0) w = _mm256_or_si256(w, fifth_bits(blk + hb));
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8(w, _mm256_loadu_si256((const __m256i *)(a.q + b * 32)))), _mm256_set1_ps(d), acc0);
-    float xs = (float)(a.s16[2 * b] + a.s16[2 * b + 1]);
-    corr += mn >= 0 ? -f16_to_f32(blk + mn) * a.d[b] * xs : off * d * xs;
+    __m256i x = _mm256_loadu_si256((const __m256i *)(a.q + b * 32));
+    if (mn >= 0) {   /* a float min per block: in scalar code */
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8(w, x)), _mm256_set1_ps(d), acc0);
+      corr -= f16_to_f32(blk + mn) * a.d[b] * (float)(a.s16[2 * b] + a.s16[2 * b + 1]);
+    } else {         /* Q5_0's fixed offset, -16 = twice neg8's -8: in the integer accumulator */
+      __m256i start = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(a.neg8 + 8 * b)), 1);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT_U8S8_ACC(start, w, x)), _mm256_set1_ps(d), acc0);
+    }
   }
   acc = hsum8(acc0);
 #endif
@@ -367,44 +422,53 @@ static float dot_q5_1(const uint8_t *row, act_t a, int K) { return dot_q4q5(row,
 /* Q5_K: 176 bytes per 256: f16 d, f16 dmin, 12 scale bytes as Q4_K, 32 bytes of fifth bits (bit k of byte i: sub-block
    k, element i), 128 bytes of nibbles laid out as Q4_K's; w = d * sc * q - dmin * m */
 static float dot_q5_k(const uint8_t *row, act_t a, int K) {
-  float acc_s = 0.0f, corr = 0.0f;
 #if defined(DOT_U8S8)
-  __m256 acc = _mm256_setzero_ps();
-#endif
+  /* as dot_q4_k, with each sub-block's fifth bits or'd in */
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), cacc = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+  for (int sb = 0; sb < K / 256; sb++) {
+    const uint8_t *blk = row + sb * 176;
+    PREFETCH(blk + 1024);
+    __m256 sc, mn;
+    scales_mins_k4(blk + 4, &sc, &mn);
+    float f[8];
+    _mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk)), sc), _mm256_loadu_ps(a.d + sb * 8)));
+    cacc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk + 2)), mn), _mm256_loadu_ps(a.u32 + sb * 8), cacc);
+    __m256i hbits = _mm256_loadu_si256((const __m256i *)(blk + 16));
+    const int8_t *x = a.q + sb * 256;
+    for (int j = 0; j < 4; j++) {
+      __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * j));
+      /* bit 2j of each qh byte belongs to sub-block 2j (low nibbles), bit 2j+1 to 2j+1 (high) */
+      __m256i h = _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j));
+      __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+      __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 1), one), 4));
+      __m256i slo = DOT_U8S8(lo, _mm256_loadu_si256((const __m256i *)(x + 64 * j)));
+      __m256i shi = DOT_U8S8(hi, _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32)));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(slo), _mm256_broadcast_ss(f + 2 * j), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shi), _mm256_broadcast_ss(f + 2 * j + 1), acc1);
+    }
+  }
+  return hsum8(_mm256_add_ps(acc0, acc1)) - hsum8(cacc);
+#else
+  float acc_s = 0.0f, corr = 0.0f;
   for (int sb = 0; sb < K / 256; sb++) {
     const uint8_t *blk = row + sb * 176, *qh = blk + 16;
-    PREFETCH(blk + 1024);
     float d = f16_to_f32(blk), dmin = f16_to_f32(blk + 2);
-#if defined(DOT_U8S8)
-    __m256i hbits = _mm256_loadu_si256((const __m256i *)qh);
-#endif
     for (int j = 0; j < 4; j++) {
       const uint8_t *qs = blk + 48 + 32 * j;
-#if defined(DOT_U8S8)
-      __m256i q = _mm256_loadu_si256((const __m256i *)qs);
-      __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15)), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
-#endif
       for (int h = 0; h < 2; h++) {
         int sub = 2 * j + h, b = sb * 8 + sub, sc, m;
         scale_min_k4(sub, blk + 4, &sc, &m);
         float dx = a.d[b];
-#if defined(DOT_U8S8)
-        __m256i fifth = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(sub)), _mm256_set1_epi8(1)), 4);
-        __m256i s = DOT_U8S8(_mm256_or_si256(h ? hi : lo, fifth), _mm256_loadu_si256((const __m256i *)(a.q + b * 32)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * (float)sc * dx), acc);
-#else
         int32_t s = 0;
         for (int i = 0; i < 32; i++) s += ((h ? qs[i] >> 4 : qs[i] & 15) | (((qh[i] >> sub) & 1) << 4)) * a.q[b * 32 + i];
         acc_s += d * (float)sc * dx * (float)s;
-#endif
         corr += dmin * (float)m * dx * (float)(a.s16[2 * b] + a.s16[2 * b + 1]);
       }
     }
   }
-#if defined(DOT_U8S8)
-  acc_s = hsum8(acc);
-#endif
   return acc_s - corr;
+#endif
 }
 
 static inline float silu(float v) { return v / (1.0f + expf(-v)); }

@@ -22,11 +22,14 @@ class _Program(CPUProgram):
     self.name, self.lib = name, lib
     self.fxn = getattr(lib, name)
     self.fxn.restype = None
+  @staticmethod
+  def work_for_split(work: int, vals: tuple) -> int:
+    """The work figure the thread split should see. Every piece quantizes all T tokens' activations before its rows:
+    with several tokens, one share of the rows per thread (the runtime cuts big kernels 4x finer, which quantized them
+    4x over, ~a third of a 128-token prefill). The CPU graph asks this too (llm/quant_linear.py's graph_launch)."""
+    return min(work, DYNAMIC_WORK - 1) if len(vals) > 1 and vals[1] > 1 else work
   def __call__(self, *bufs, vals: tuple = (), work: int = 0, **kw):
-    # every call quantizes all T tokens' activations before its rows: with several tokens, one share of the rows per
-    # thread (the runtime cuts big kernels 4x finer, which quantized them 4x over, ~a third of a 128-token prefill)
-    if len(vals) > 1 and vals[1] > 1: work = min(work, DYNAMIC_WORK - 1)
-    return super().__call__(*bufs, vals=vals, work=work, **kw)
+    return super().__call__(*bufs, vals=vals, work=self.work_for_split(work, vals), **kw)
 
 def _dlopen(lib: bytes) -> ctypes.CDLL:
   with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib); path = f.name

@@ -141,6 +141,10 @@ class CRenderer(CStyleRenderer):
     """A hand-written kernel for ggml block weights times int8-quantized activations (tinycore_cpu/quant_matmul.py), or None."""
     from tinycore_cpu.quant_matmul import quant_matmul
     return quant_matmul(self.compiler, kind, norm, swiglu, res)
+  def attention_decode(self):
+    """A hand-written kernel for one decode step's KV-cache write and attention (tinycore_cpu/attention_decode.py)."""
+    from tinycore_cpu.attention_decode import attention_decode
+    return attention_decode(self.compiler)
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     text = "\n".join(self.var_prologue + body)
     parts = "".join(code for trigger, code in _PRELUDE_PARTS.items() if trigger in text)
