@@ -28,6 +28,8 @@ KINDS = ["F32", "F16", "Q8_0", "Q6_K", "Q5_K", "Q5_1", "Q5_0", "Q4_K", "Q4_1", "
 # SmolLM2-135M: dim 576, 30 layers, 9 heads / 3 kv heads, ffn 1536, vocab 49152, tied embeddings
 SHAPES: dict[str, dict] = {
           "smollm2-135m": {"dim": 576, "n_layers": 30, "n_heads": 9, "n_kv_heads": 3, "hidden": 1536, "vocab_size": 49152, "tied": True},
+          # the next size up: where the ~42 MiB runtime floor (interpreter, numpy, plugin discovery) stops dominating peak RSS
+          "smollm2-360m": {"dim": 960, "n_layers": 32, "n_heads": 15, "n_kv_heads": 5, "hidden": 2560, "vocab_size": 49152, "tied": True},
           # every row whole 256-element blocks, so the K formats are used for every tensor (at 576, most fall back to Q5_0/Q5_1/Q8_0/Q4_0)
           "d768": {"dim": 768, "n_layers": 12, "n_heads": 12, "n_kv_heads": 4, "hidden": 2048, "vocab_size": 32000, "tied": True},
           "quick": {"dim": 256, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "hidden": 512, "vocab_size": 1024, "tied": True}}
