@@ -25,6 +25,7 @@ from tinycore.helpers import prod
 
 @dataclass(frozen=True)
 class AttentionArg:
+  prefix = "attn_"               # kernel name (no annotation: a class constant, not a field)
   out_shape: tuple[int, ...]   # (..., Sq, Dv), or (..., Sq, Dv + 1) with the log-sum-exp column
   sk: int                      # real key count (kT and v are padded to a multiple of `keys`)
   causal: bool                 # key j is visible to query i only when j <= i (top-left aligned, as torch)
@@ -118,6 +119,9 @@ def _global(u: UOp) -> UOp:
 def attention_flops(ast: UOp) -> int:
   """Multiply-adds of q k^T and p v times two, over the visible keys only (the kernel skips key tiles a causal mask hides)."""
   node = ast.src[0]
+  if not isinstance(node.arg, AttentionArg):
+    from tinycore.codegen.attention_backward import attention_backward_flops
+    return attention_backward_flops(ast)
   a: AttentionArg = node.arg
   *batch, sq, d = node.src[0].shape
   dv = node.src[2].shape[-1]
@@ -126,6 +130,9 @@ def attention_flops(ast: UOp) -> int:
 
 def attention_program(ast: UOp) -> list[UOp]:
   node = ast.src[0]
+  if not isinstance(node.arg, AttentionArg):
+    from tinycore.codegen.attention_backward import attention_backward_program
+    return attention_backward_program(ast)
   a: AttentionArg = node.arg
   qb, kb, vb = (_global(s) for s in node.src)
   *batch, sq, d = node.src[0].shape
@@ -139,6 +146,9 @@ def attention_program(ast: UOp) -> list[UOp]:
   log2e = 1.4426950408889634
   nqt = (sq + R - 1) // R
   P = _Program()
+  # every buffer declared up front: one emitted inside a loop goes out of scope at its end, and a second input that
+  # is the same buffer (self-attention with v = q) would declare it again
+  for buf in (out, qb, kb, vb): P.emit(buf)
   g = P.loop(_i(bh * nqt), "g")
   # query tiles alternate from both ends (0, n-1, 1, n-2, ...): with a causal mask a tile's work grows with its row, and
   # the runtime gives each thread a contiguous range of g, which now holds as many long tiles as short ones
