@@ -112,6 +112,15 @@ def _tree(op: Ops, xs: list[UOp]) -> UOp:
   while len(xs) > 1: xs = [comb(xs[i], xs[i + 1]) if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
   return xs[0]
 
+def _allmax(x: UOp) -> UOp:
+  """The max of a vector's lanes in every lane: log2(lanes) steps of max with the lanes swapped in halves, quarters, ...
+  (a shuffle each), not one extract per lane."""
+  n, step = x.dtype.count, x.dtype.count // 2
+  while step:
+    x = _max(x, UOp(Ops.GEP, x.dtype, (x,), tuple(i ^ step for i in range(n))))
+    step //= 2
+  return x
+
 def _global(u: UOp) -> UOp:
   while u.op is not Ops.DEFINE_GLOBAL: u = u.src[0]
   return u
@@ -185,9 +194,7 @@ def attention_program(ast: UOp) -> list[UOp]:
     bf = bound[r].cast(f)
     sr = [P.emit(_alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), jf[c], bf), _alu(Ops.MUL, fv, s[r][c], sc), _f(-math.inf)))
           for c in range(TK // W)]
-    vmax = _tree(Ops.MAX, sr)
-    tmax = _tree(Ops.MAX, [UOp(Ops.GEP, f, (vmax,), (x,)) for x in range(W)])
-    m_new = P.emit(_max(m[r], tmax))
+    m_new = P.emit(_max(m[r], _allmax(_tree(Ops.MAX, sr))))
     alpha = P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, m[r], m_new)))
     p = [P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, x, m_new))) for x in sr]
     P.assign(l[r], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, l[r], alpha), _tree(Ops.ADD, p)))

@@ -95,6 +95,10 @@ class CRenderer(CStyleRenderer):
     if u.op is Ops.VECTORIZE and not any(s.op is Ops.WMMA for s in u.src):
       r[u] = f"(({self.ctype(u.dtype)}){{{', '.join(r[s] for s in u.src)}}})"
       return []
+    # lanes of one vector permuted (fused attention's butterfly row max): one shuffle (gcc >= 12, clang)
+    if u.op is Ops.GEP and len(u.arg) > 1 and u.src[0].op is not Ops.WMMA:
+      r[u] = f"__builtin_shufflevector({r[u.src[0]]}, {r[u.src[0]]}, {', '.join(str(i) for i in u.arg)})"
+      return []
     return None
   def quant_matmul(self, kind: str, norm: bool = False, swiglu: bool = False, res: bool = False):
     """A hand-written kernel for ggml block weights times int8-quantized activations (tinycore_cpu/quant_matmul.py), or None."""
