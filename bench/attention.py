@@ -4,7 +4,8 @@ the same load), min over reps of wall time; GFLOP/s counts the visible (causal: 
   .venv/bin/python bench/attention.py                                   # 4,8,512,64 (bench/run.py's attention row)
   .venv/bin/python bench/attention.py --shapes 1,8,2048,64 --causal both --backward --reps 7
   .venv/bin/python bench/attention.py --sweep                           # S = 128/512/2048/4096 x D = 64/128, causal and not
-Torch runs at --threads (default: this machine's core count)."""
+Torch runs at --threads (default: this machine's core count); with --threads 1 (and CPU_COUNT=1 for tinycore) the
+last column is the ratio of the calling thread's CPU time, which another process on the core doesn't inflate."""
 from __future__ import annotations
 import argparse, os, time
 import numpy as np
@@ -31,7 +32,7 @@ def main() -> None:
   shapes = SWEEP if a.sweep else a.shapes.split(";")
   causals = {"no": [False], "yes": [True], "both": [False, True]}[a.causal]
   print(f"torch threads {a.threads}; load average {os.getloadavg()[0]:.2f}; min of {a.reps}")
-  print(f"{'shape':22s} {'pass':8s} {'tinycore ms':>12s} {'GFLOP/s':>8s} {'torch ms':>9s} {'GFLOP/s':>8s} {'ratio':>6s} {'max err':>8s}")
+  print(f"{'shape':22s} {'pass':8s} {'tinycore ms':>12s} {'GFLOP/s':>8s} {'torch ms':>9s} {'GFLOP/s':>8s} {'ratio':>6s} {'max err':>8s}" + (f" {'cpu ratio':>9s}" if a.threads == 1 else ""))
   for shape in shapes:
     B, H, S, D = (int(v) for v in shape.split(","))
     rng = np.random.default_rng(0)
@@ -57,12 +58,13 @@ def main() -> None:
         got, exp = ([x.numpy() for x in got], [x.numpy() for x in exp]) if isinstance(got, list) else ([got.numpy()], [exp.numpy()])
         err = max(float(np.abs(x - y).max() / np.abs(y).max()) for x, y in zip(got, exp))
         ours(); ours()
-        tt, pt = [], []
+        tt, pt, tc, pc = [], [], [], []
         for _ in range(a.reps):
-          t = time.perf_counter(); ours(); sync(); tt.append(time.perf_counter() - t)
-          t = time.perf_counter(); theirs(); pt.append(time.perf_counter() - t)
+          t, c = time.perf_counter(), time.thread_time(); ours(); sync(); tt.append(time.perf_counter() - t); tc.append(time.thread_time() - c)
+          t, c = time.perf_counter(), time.thread_time(); theirs(); pt.append(time.perf_counter() - t); pc.append(time.thread_time() - c)
         fl = _flop(B, H, S, D, causal) * mult
         print(f"{shape + (' causal' if causal else ''):22s} {name:8s} {min(tt) * 1e3:12.2f} {fl / min(tt) / 1e9:8.0f} "
-              f"{min(pt) * 1e3:9.2f} {fl / min(pt) / 1e9:8.0f} {min(pt) / min(tt):5.2f}x {err:8.1e}", flush=True)
+              f"{min(pt) * 1e3:9.2f} {fl / min(pt) / 1e9:8.0f} {min(pt) / min(tt):5.2f}x {err:8.1e}"
+              + (f" {min(pc) / min(tc):8.2f}x" if a.threads == 1 else ""), flush=True)
 
 if __name__ == "__main__": main()
