@@ -32,7 +32,8 @@ def main() -> None:
   shapes = SWEEP if a.sweep else a.shapes.split(";")
   causals = {"no": [False], "yes": [True], "both": [False, True]}[a.causal]
   print(f"torch threads {a.threads}; load average {os.getloadavg()[0]:.2f}; min of {a.reps}")
-  print(f"{'shape':22s} {'pass':8s} {'tinycore ms':>12s} {'GFLOP/s':>8s} {'torch ms':>9s} {'GFLOP/s':>8s} {'ratio':>6s} {'max err':>8s}" + (f" {'cpu ratio':>9s}" if a.threads == 1 else ""))
+  head = f"{'shape':22s} {'pass':8s} {'tinycore ms':>12s} {'GFLOP/s':>8s} {'torch ms':>9s} {'GFLOP/s':>8s} {'ratio':>6s} {'max err':>8s}"
+  print(head + (f" {'cpu ratio':>9s}" if a.threads == 1 else ""))
   for shape in shapes:
     B, H, S, D = (int(v) for v in shape.split(","))
     rng = np.random.default_rng(0)

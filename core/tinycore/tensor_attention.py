@@ -23,9 +23,9 @@ def _attention_vector(device) -> tuple[int, int] | None:
   try: return Device[device].renderer.attention_vector
   except Exception: return None   # a device that doesn't open here fails later, in the user's terms, on the unfused path
 
-def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor | None:
-  """softmax(q k^T / sqrt(D) [causal]) v as one fused kernel, or None where that kernel doesn't apply (the caller then
-  builds the unfused graph, which also gives the shape and dtype errors)."""
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: float | None = None) -> Tensor | None:
+  """softmax(q k^T * scale [causal]) v (scale 1/sqrt(D) by default) as one fused kernel, or None where that kernel doesn't
+  apply (the caller then builds the unfused graph, which also gives the shape and dtype errors)."""
   from tinycore.tensor_shapes import broadcast_shape
   if q.device != k.device or q.device != v.device or (vec := _attention_vector(q.device)) is None: return None
   if not all(dtypes.is_float(t.dtype) and t.dtype.itemsize <= 4 and t.ndim >= 2 and all(isinstance(s, int) for s in t.shape) for t in (q, k, v)):
@@ -50,7 +50,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor 
   # touching D pages per tile
   kt = kt.reshape(*batch, d, skp // keys, keys).permute(*range(nb), nb + 1, nb, nb + 2)
   grad = any(t.requires_grad for t in (q, k, v))
-  arg = AttentionArg(batch + (sq, dv + (1 if grad else 0)), sk, is_causal, 1 / math.sqrt(d), grad, rows, keys, width)
+  arg = AttentionArg(batch + (sq, dv + (1 if grad else 0)), sk, is_causal, 1 / math.sqrt(d) if scale is None else scale, grad, rows, keys, width)
   node = UOp(Ops.CUSTOM, f32, (qf.uop, kt.uop, vp.uop), arg)
   Tensor = tensor_type()
   out = Tensor(node, requires_grad=True if grad else None)
@@ -96,8 +96,8 @@ def _fused_grad(ctx: UOp, ret: UOp, vec: tuple[int, int]) -> tuple[UOp, UOp, UOp
   Tensor = tensor_type()
   a: AttentionArg = ret.arg
   q, kp, v = (Tensor(s) for s in ret.src)
-  *batch, sq, d = q.shape
-  skp, dv = v.shape[-2:]
+  *batch, sq, d = cast(tuple[int, ...], q.shape)   # the fused node is only built for static shapes
+  skp, dv = cast(tuple[int, ...], v.shape)[-2:]
   nb, bh = len(batch), math.prod(batch)
   rows, queries, width = plan_backward(d, dv, vec)
   sqp = -(-sq // queries) * queries
@@ -109,7 +109,7 @@ def _fused_grad(ctx: UOp, ret: UOp, vec: tuple[int, int]) -> tuple[UOp, UOp, UOp
   delta = (do * o).sum(-1, keepdim=True)
   padq = ((0, 0),) * nb + ((0, sqp - sq), (0, 0))
   qpad, dopad = q.pad(padq), do.pad(padq)
-  def packed(x: Tensor) -> Tensor:   # (..., Sqp, n) -> (..., Sqp/TQ, n, TQ)
+  def packed(x):   # (..., Sqp, n) -> (..., Sqp/TQ, n, TQ)
     return x.reshape(*batch, sqp // queries, queries, x.shape[-1]).permute(*range(nb), nb, nb + 2, nb + 1)
   stats = lse2.cat(delta, dim=-1).pad(padq).transpose(-1, -2)   # (..., 2, Sqp)
   k = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp).transpose(-1, -2)
