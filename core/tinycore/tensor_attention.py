@@ -72,21 +72,24 @@ def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   *batch, sq, d = q.shape
   skp, dv = v.shape[-2:]
   nb = len(batch)
-  kt = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp)   # the packed key tiles as one (D, Skp) matrix
+  sk = a.sk
   keep = tuple((0, s) for s in batch)
+  # the real keys only (the packed tiles' zero padding is the kernel's business): no padded keys to mask here
+  kt = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp).shrink(keep + ((0, d), (0, sk)))
+  v = v.shrink(keep + ((0, sk), (0, dv)))
   full, g = Tensor(ret), Tensor(ctx)
   o = full.shrink(keep + ((0, sq), (0, dv))) if a.with_lse else full
   do = g.shrink(keep + ((0, sq), (0, dv))) if a.with_lse else g
-  visible = Tensor.arange(skp, device=q.device) < a.sk
-  if a.causal: visible = visible & (Tensor.arange(sq, device=q.device).reshape(sq, 1) >= Tensor.arange(skp, device=q.device))
-  s = visible.where((q @ kt) * a.scale, -math.inf)
+  s = (q @ kt) * a.scale
+  if a.causal: s = (Tensor.arange(sq, device=q.device).reshape(sq, 1) >= Tensor.arange(sk, device=q.device)).where(s, -math.inf)
   lse = full.shrink(keep + ((0, sq), (dv, dv + 1))) if a.with_lse else s.logsumexp(-1, keepdim=True)
   p = (s - lse).exp()
-  dv_ = p.transpose(-1, -2) @ do
+  pad = ((0, 0),) * nb + ((0, skp - sk), (0, 0))
+  dv_ = (p.transpose(-1, -2) @ do).pad(pad)
   # ds is the one S x S buffer: both of its matmuls (with k and with q) read it instead of redoing the exp per output
   ds = (p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))).contiguous()
   dq = (ds @ kt.transpose(-1, -2)) * a.scale
-  dkt = (q.transpose(-1, -2) @ ds) * a.scale
+  dkt = ((q.transpose(-1, -2) @ ds) * a.scale).pad(((0, 0),) * nb + ((0, 0), (0, skp - sk)))
   dkp = dkt.reshape(*batch, d, skp // a.keys, a.keys).permute(*range(nb), nb + 1, nb, nb + 2)
   return dq.uop, dkp.uop, dv_.uop
 
