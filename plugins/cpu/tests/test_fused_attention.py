@@ -163,3 +163,19 @@ def test_long_sequence_memory():
   assert GlobalCounters.mem_peak - GlobalCounters.mem_used < 4 * S * D * 4
   ref = F.scaled_dot_product_attention(*(torch.tensor(t.numpy()) for t in (q, k, v)), is_causal=True).numpy()
   np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
+
+def test_long_sequence_backward_memory():
+  """S = 2048, one head (the key range split into chunks for the cores): every buffer of the backward grows with S x D,
+  none with the S x S scores; the gradients match torch."""
+  S, D = 2048, 64
+  q, k, v = _inputs(1, 1, S, S, D, D, seed=11)
+  tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+  grads = tq.scaled_dot_product_attention(tk, tv, is_causal=True).sum().gradient(tq, tk, tv)
+  items = grads[0].schedule(*grads[1:])
+  # the biggest is the kernel's flat output: dk, dv and up to 8 per-chunk dq partials, (2 + 8) x S x D (a third of S x S)
+  assert max(b.size for si in items for b in si.bufs) <= (2 + 8) * S * D
+  rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+  F.scaled_dot_product_attention(rq, rk, rv, is_causal=True).sum().backward()
+  for g, r in zip(grads, (rq, rk, rv)):
+    ref = r.grad.numpy()
+    np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
