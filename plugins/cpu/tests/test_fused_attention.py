@@ -74,7 +74,8 @@ def test_grads_match_torch(B, H, Sq, Sk, D, Dv, causal, explicit):
 GRAD_SHAPES = [  # B, H, Sq, Sk, D, Dv, causal: around the backward's query tile (16/32) and key block, one chunk and several
   (1, 1, 1, 1, 32, 32, True), (1, 3, 15, 15, 64, 64, False), (1, 1, 16, 16, 32, 32, True), (3, 1, 17, 17, 80, 80, False),
   (1, 1, 63, 63, 128, 128, True), (1, 1, 64, 64, 64, 64, False), (1, 3, 65, 65, 32, 32, True), (1, 1, 511, 511, 64, 64, True),
-  (3, 3, 511, 511, 64, 64, False), (1, 1, 33, 7, 64, 48, True), (1, 1, 7, 70, 16, 16, True), (5, 1, 40, 90, 80, 32, False)]
+  (3, 3, 511, 511, 64, 64, False), (1, 1, 33, 7, 64, 48, True), (1, 1, 7, 70, 16, 16, True), (5, 1, 40, 90, 80, 32, False),
+  (1, 1, 70, 70, 64, 16, False), (1, 3, 45, 100, 48, 80, True)]   # uneven D / Dv: key blocks of 4 and of 2 rows
 
 @pytest.mark.parametrize("B,H,Sq,Sk,D,Dv,causal", GRAD_SHAPES)
 def test_fused_backward_matches_torch(B, H, Sq, Sk, D, Dv, causal):
