@@ -152,7 +152,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
   def schedule(self, *lst: Tensor) -> list:
     from tinycore.engine.schedule import create_schedule
     from tinycore.engine.multi import lower_targets
-    return create_schedule(lower_targets([t.uop for t in (self, *lst)])[0])   # multi: sharded graphs lowered to per-device ones
+    from tinycore.engine.realize import tensor_stage
+    return create_schedule(tensor_stage(lower_targets([t.uop for t in (self, *lst)])[0]))   # multi: sharded graphs lowered to per-device ones
   def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
     from tinycore.engine.realize import realize_uops
     if not lst:

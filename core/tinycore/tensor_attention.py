@@ -12,6 +12,7 @@ from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
 from tinycore.tensor_base import tensor_type
 from tinycore.codegen.attention import AttentionArg, plan_tiles
+from tinycore.codegen.attention_backward import AttentionGradArg, plan_backward, backward_chunks
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 MAX_HEAD_DIM = 256   # the kernel unrolls the head dims: beyond this the unfused path (matmul kernels) is the better code
@@ -22,9 +23,9 @@ def _attention_vector(device) -> tuple[int, int] | None:
   try: return Device[device].renderer.attention_vector
   except Exception: return None   # a device that doesn't open here fails later, in the user's terms, on the unfused path
 
-def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor | None:
-  """softmax(q k^T / sqrt(D) [causal]) v as one fused kernel, or None where that kernel doesn't apply (the caller then
-  builds the unfused graph, which also gives the shape and dtype errors)."""
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: float | None = None) -> Tensor | None:
+  """softmax(q k^T * scale [causal]) v (scale 1/sqrt(D) by default) as one fused kernel, or None where that kernel doesn't
+  apply (the caller then builds the unfused graph, which also gives the shape and dtype errors)."""
   from tinycore.tensor_shapes import broadcast_shape
   if q.device != k.device or q.device != v.device or (vec := _attention_vector(q.device)) is None: return None
   if not all(dtypes.is_float(t.dtype) and t.dtype.itemsize <= 4 and t.ndim >= 2 and all(isinstance(s, int) for s in t.shape) for t in (q, k, v)):
@@ -49,7 +50,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor 
   # touching D pages per tile
   kt = kt.reshape(*batch, d, skp // keys, keys).permute(*range(nb), nb + 1, nb, nb + 2)
   grad = any(t.requires_grad for t in (q, k, v))
-  arg = AttentionArg(batch + (sq, dv + (1 if grad else 0)), sk, is_causal, 1 / math.sqrt(d), grad, rows, keys, width)
+  arg = AttentionArg(batch + (sq, dv + (1 if grad else 0)), sk, is_causal, 1 / math.sqrt(d) if scale is None else scale, grad, rows, keys, width)
   node = UOp(Ops.CUSTOM, f32, (qf.uop, kt.uop, vp.uop), arg)
   Tensor = tensor_type()
   out = Tensor(node, requires_grad=True if grad else None)
@@ -58,28 +59,70 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor 
 
 def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   """Gradients of the fused node for (q, kT, v): P = exp(s - lse) recomputed, dv = P^T do, ds = P * (do v^T - rowsum(do * o)),
-  dq = ds k * scale, dkT = q^T ds * scale. Without a kept log-sum-exp (no input asked for gradients when the forward
-  was built) it is recomputed from the scores."""
+  dq = ds k * scale, dkT = q^T ds * scale. With the forward's log-sum-exp kept (an input asked for gradients) and a
+  renderer for it, one fused kernel (codegen/attention_backward.py); else, or without a kept log-sum-exp (recomputed
+  from the scores), ordinary kernels."""
+  if isinstance(ret.arg, AttentionGradArg):
+    raise NotImplementedError("the gradient of fused attention's backward (a second derivative) is not supported; "
+                              "build the attention from matmul and softmax for higher-order gradients")
+  if ret.arg.with_lse and (vec := _attention_vector(ret.device)) is not None: return _fused_grad(ctx, ret, vec)
   Tensor = tensor_type()
   a: AttentionArg = ret.arg
   q, kp, v = (Tensor(s) for s in ret.src)
   *batch, sq, d = q.shape
   skp, dv = v.shape[-2:]
   nb = len(batch)
-  kt = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp)   # the packed key tiles as one (D, Skp) matrix
+  sk = a.sk
   keep = tuple((0, s) for s in batch)
+  # the real keys only (the packed tiles' zero padding is the kernel's business): no padded keys to mask here
+  kt = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp).shrink(keep + ((0, d), (0, sk)))
+  v = v.shrink(keep + ((0, sk), (0, dv)))
   full, g = Tensor(ret), Tensor(ctx)
   o = full.shrink(keep + ((0, sq), (0, dv))) if a.with_lse else full
   do = g.shrink(keep + ((0, sq), (0, dv))) if a.with_lse else g
-  visible = Tensor.arange(skp, device=q.device) < a.sk
-  if a.causal: visible = visible & (Tensor.arange(sq, device=q.device).reshape(sq, 1) >= Tensor.arange(skp, device=q.device))
-  s = visible.where((q @ kt) * a.scale, -math.inf)
+  s = (q @ kt) * a.scale
+  if a.causal: s = (Tensor.arange(sq, device=q.device).reshape(sq, 1) >= Tensor.arange(sk, device=q.device)).where(s, -math.inf)
   lse = full.shrink(keep + ((0, sq), (dv, dv + 1))) if a.with_lse else s.logsumexp(-1, keepdim=True)
   p = (s - lse).exp()
-  dv_ = p.transpose(-1, -2) @ do
+  pad = ((0, 0),) * nb + ((0, skp - sk), (0, 0))
+  dv_ = (p.transpose(-1, -2) @ do).pad(pad)
   # ds is the one S x S buffer: both of its matmuls (with k and with q) read it instead of redoing the exp per output
   ds = (p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))).contiguous()
   dq = (ds @ kt.transpose(-1, -2)) * a.scale
-  dkt = (q.transpose(-1, -2) @ ds) * a.scale
+  dkt = ((q.transpose(-1, -2) @ ds) * a.scale).pad(((0, 0),) * nb + ((0, 0), (0, skp - sk)))
   dkp = dkt.reshape(*batch, d, skp // a.keys, a.keys).permute(*range(nb), nb + 1, nb, nb + 2)
+  return dq.uop, dkp.uop, dv_.uop
+
+def _fused_grad(ctx: UOp, ret: UOp, vec: tuple[int, int]) -> tuple[UOp, UOp, UOp]:
+  """The fused backward kernel's inputs (queries padded to whole tiles, q and do also packed transposed per tile, k
+  unpacked to rows, the base-2 log-sum-exp and rowsum(do * o) side by side) and its flat output cut into dq, dk, dv."""
+  Tensor = tensor_type()
+  a: AttentionArg = ret.arg
+  q, kp, v = (Tensor(s) for s in ret.src)
+  *batch, sq, d = cast(tuple[int, ...], q.shape)   # the fused node is only built for static shapes
+  skp, dv = cast(tuple[int, ...], v.shape)[-2:]
+  nb, bh = len(batch), math.prod(batch)
+  rows, queries, width = plan_backward(d, dv, vec)
+  sqp = -(-sq // queries) * queries
+  chunks = backward_chunks(bh, skp, rows)
+  keep = tuple((0, s) for s in batch)
+  full, g = Tensor(ret), Tensor(ctx)
+  o, do = full.shrink(keep + ((0, sq), (0, dv))), g.shrink(keep + ((0, sq), (0, dv)))
+  lse2 = full.shrink(keep + ((0, sq), (dv, dv + 1))) * (1 / math.log(2))
+  delta = (do * o).sum(-1, keepdim=True)
+  padq = ((0, 0),) * nb + ((0, sqp - sq), (0, 0))
+  qpad, dopad = q.pad(padq), do.pad(padq)
+  def packed(x):   # (..., Sqp, n) -> (..., Sqp/TQ, n, TQ)
+    return x.reshape(*batch, sqp // queries, queries, x.shape[-1]).permute(*range(nb), nb, nb + 2, nb + 1)
+  stats = lse2.cat(delta, dim=-1).pad(padq).transpose(-1, -2)   # (..., 2, Sqp)
+  k = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp).transpose(-1, -2)
+  arg = AttentionGradArg((bh * skp * (d + dv) + chunks * bh * sqp * d,), sq, a.sk, a.causal, a.scale, chunks, rows, queries, width)
+  srcs = tuple(x.contiguous().uop for x in (qpad, k, v, packed(qpad), dopad, packed(dopad), stats))
+  out = Tensor(UOp(Ops.CUSTOM, dtypes.float32, srcs, arg))
+  n_dk, n_dv = bh * skp * d, bh * skp * dv
+  dk = out[:n_dk].reshape(*batch, skp, d)
+  dv_ = out[n_dk:n_dk + n_dv].reshape(*batch, skp, dv)
+  dq = out[n_dk + n_dv:].reshape(chunks, *batch, sqp, d)
+  dq = (dq.sum(0) if chunks > 1 else dq.reshape(*batch, sqp, d)).shrink(keep + ((0, sq), (0, d))) * a.scale
+  dkp = dk.transpose(-1, -2).reshape(*batch, d, skp // a.keys, a.keys).permute(*range(nb), nb + 1, nb, nb + 2)
   return dq.uop, dkp.uop, dv_.uop

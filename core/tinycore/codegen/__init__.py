@@ -13,7 +13,7 @@ def is_fused(ast: UOp) -> bool:
 
 def kernel_name(ast: UOp) -> str:
   root = ast.src[0]
-  if is_fused(ast): return "attn_" + "_".join(str(s) for s in root.src[0].shape)
+  if is_fused(ast): return root.arg.prefix + "_".join(str(s) for s in root.src[0].shape)
   has_reduce = any(u.op is Ops.REDUCE_AXIS for u in root.toposort())
   dims = "_".join(str(s) if isinstance(s, int) else "s" for s in root.shape)   # symbolic dims read as 's'
   return ("r_" if has_reduce else "E_") + dims if root.shape else ("r" if has_reduce else "E")

@@ -25,6 +25,7 @@ from tinycore.helpers import prod
 
 @dataclass(frozen=True)
 class AttentionArg:
+  prefix = "attn_"               # kernel name (no annotation: a class constant, not a field)
   out_shape: tuple[int, ...]   # (..., Sq, Dv), or (..., Sq, Dv + 1) with the log-sum-exp column
   sk: int                      # real key count (kT and v are padded to a multiple of `keys`)
   causal: bool                 # key j is visible to query i only when j <= i (top-left aligned, as torch)
@@ -36,12 +37,15 @@ class AttentionArg:
 
 def plan_tiles(d: int, dv: int, vector: tuple[int, int]) -> tuple[int, int, int, int]:
   """(rows, keys, width, dv_width) for head dims d, dv under a (vector width, vector registers) budget: the output
-  accumulators (rows x dv/dv_width vectors) take half the registers, the scores (rows x keys/width) a quarter."""
+  accumulators (rows x dv/dv_width vectors) take half the registers, the scores (rows x keys/width) the other half:
+  a long key tile spreads each row's max, rescale and exps over more multiply-adds (measured on AVX-512 at D = 64,
+  one thread: 64 keys x 4 rows 5% faster than 32 x 4; two register blocks of 4 rows per tile, the compiler spilling
+  one, 10% slower)."""
   width, regs = vector
   dvw = next(w for w in (width, 8, 4, 2, 1) if w <= width and dv % w == 0)
   per_row = dv // dvw
   rows = max(1, min(4, (regs // 2) // max(per_row, 1)))
-  keys = width * max(1, min(4, (regs // 4) // rows))
+  keys = width * max(1, min(4, (regs // 2) // rows))
   return rows, keys, width, dvw
 
 class _Program:
@@ -111,6 +115,15 @@ def _tree(op: Ops, xs: list[UOp]) -> UOp:
   while len(xs) > 1: xs = [comb(xs[i], xs[i + 1]) if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
   return xs[0]
 
+def _allmax(x: UOp) -> UOp:
+  """The max of a vector's lanes in every lane: log2(lanes) steps of max with the lanes swapped in halves, quarters, ...
+  (a shuffle each), not one extract per lane."""
+  n, step = x.dtype.count, x.dtype.count // 2
+  while step:
+    x = _max(x, UOp(Ops.GEP, x.dtype, (x,), tuple(i ^ step for i in range(n))))
+    step //= 2
+  return x
+
 def _global(u: UOp) -> UOp:
   while u.op is not Ops.DEFINE_GLOBAL: u = u.src[0]
   return u
@@ -118,6 +131,9 @@ def _global(u: UOp) -> UOp:
 def attention_flops(ast: UOp) -> int:
   """Multiply-adds of q k^T and p v times two, over the visible keys only (the kernel skips key tiles a causal mask hides)."""
   node = ast.src[0]
+  if not isinstance(node.arg, AttentionArg):
+    from tinycore.codegen.attention_backward import attention_backward_flops
+    return attention_backward_flops(ast)
   a: AttentionArg = node.arg
   *batch, sq, d = node.src[0].shape
   dv = node.src[2].shape[-1]
@@ -126,6 +142,9 @@ def attention_flops(ast: UOp) -> int:
 
 def attention_program(ast: UOp) -> list[UOp]:
   node = ast.src[0]
+  if not isinstance(node.arg, AttentionArg):
+    from tinycore.codegen.attention_backward import attention_backward_program
+    return attention_backward_program(ast)
   a: AttentionArg = node.arg
   qb, kb, vb = (_global(s) for s in node.src)
   *batch, sq, d = node.src[0].shape
@@ -139,6 +158,9 @@ def attention_program(ast: UOp) -> list[UOp]:
   log2e = 1.4426950408889634
   nqt = (sq + R - 1) // R
   P = _Program()
+  # every buffer declared up front: one emitted inside a loop goes out of scope at its end, and a second input that
+  # is the same buffer (self-attention with v = q) would declare it again
+  for buf in (out, qb, kb, vb): P.emit(buf)
   g = P.loop(_i(bh * nqt), "g")
   # query tiles alternate from both ends (0, n-1, 1, n-2, ...): with a causal mask a tile's work grows with its row, and
   # the runtime gives each thread a contiguous range of g, which now holds as many long tiles as short ones
@@ -175,9 +197,7 @@ def attention_program(ast: UOp) -> list[UOp]:
     bf = bound[r].cast(f)
     sr = [P.emit(_alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), jf[c], bf), _alu(Ops.MUL, fv, s[r][c], sc), _f(-math.inf)))
           for c in range(TK // W)]
-    vmax = _tree(Ops.MAX, sr)
-    tmax = _tree(Ops.MAX, [UOp(Ops.GEP, f, (vmax,), (x,)) for x in range(W)])
-    m_new = P.emit(_max(m[r], tmax))
+    m_new = P.emit(_max(m[r], _allmax(_tree(Ops.MAX, sr))))
     alpha = P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, m[r], m_new)))
     p = [P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, x, m_new))) for x in sr]
     P.assign(l[r], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, l[r], alpha), _tree(Ops.ADD, p)))

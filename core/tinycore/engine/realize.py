@@ -3,6 +3,7 @@ from __future__ import annotations
 from tinycore.uop import UOp, Ops
 from tinycore.helpers import ContextVar, DEBUG
 from tinycore.stages import apply_stage
+from tinycore.attention_formula import fuse_attention_formula
 from tinycore.engine.schedule_cache import in_memory, lookup, schedule_and_run, structure_of
 from tinycore.engine.multi import lower_targets
 
@@ -19,9 +20,12 @@ def realize_uops(uops: list[UOp]) -> list[UOp]:
   s = structure_of(uops) if DEBUG.value < 3 else None   # None for a sharded graph: keyed below, once lowered
   if s is not None and (hit := lookup(s)) is not None: return hit.run(s, uops)
   uops, regroup = lower_targets(uops)   # multi: sharded graphs become per-device graphs + copies; regroup joins the shards
-  # the tensor stage: each target's device rewrites the graph it is about to realize
-  uops = [apply_stage(u, u.device, "tensor") for u in uops]  # type: ignore[arg-type]   # a multi-device tuple has no single owner: skipped
-  return regroup(schedule_and_run(uops, s))
+  return regroup(schedule_and_run(tensor_stage(uops), s))
+
+def tensor_stage(uops: list[UOp]) -> list[UOp]:
+  """The tensor stage (Tensor.schedule shows what realize runs, so both call this): a hand-written attention becomes
+  the fused kernel where the device has one (attention_formula.py), then each target's device rewrites its graph."""
+  return [apply_stage(fuse_attention_formula(u), u.device, "tensor") for u in uops]  # type: ignore[arg-type]   # a multi-device tuple has no single owner: skipped
 
 def _realize_reference(uops: list[UOp]) -> list[UOp]:
   import numpy as np

@@ -85,9 +85,9 @@ class Renderer:
   # no thread indices (a CPU): (rows, columns) of float32 accumulators a matmul's output tile keeps in vector registers
   # (codegen/opt.py widens the vector axis to `columns` and unrolls `rows` rows). None: the generic 8 x 16 choice
   register_block: tuple[int, int] | None = None
-  # fused attention (codegen/attention.py): (float32 lanes per vector register, vector registers) for its register
-  # tiles; None (default): the renderer doesn't render that program (VECTORIZE, vector registers), so attention is
-  # scheduled as matmuls and a softmax
+  # fused attention (codegen/attention.py, attention_backward.py): (float32 lanes per vector register, vector registers)
+  # for its register tiles; None (default): the renderer doesn't render those programs (VECTORIZE, vector registers,
+  # many-lane GEP as a shuffle), so attention is scheduled as matmuls and a softmax
   attention_vector: tuple[int, int] | None = None
   def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
     """For a float32 matmul (M, K) @ (K, N): copy the right operand into panels [N/p][K][p] of p columns first, so the

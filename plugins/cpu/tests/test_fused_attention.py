@@ -71,6 +71,49 @@ def test_grads_match_torch(B, H, Sq, Sk, D, Dv, causal, explicit):
   np.testing.assert_allclose(out.numpy(), F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal).detach().numpy(), rtol=1e-5, atol=2e-6)
   for g, r in zip(grads, (rq, rk, rv)): np.testing.assert_allclose(g.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5)
 
+GRAD_SHAPES = [  # B, H, Sq, Sk, D, Dv, causal: around the backward's query tile (16/32) and key block, one chunk and several
+  (1, 1, 1, 1, 32, 32, True), (1, 3, 15, 15, 64, 64, False), (1, 1, 16, 16, 32, 32, True), (3, 1, 17, 17, 80, 80, False),
+  (1, 1, 63, 63, 128, 128, True), (1, 1, 64, 64, 64, 64, False), (1, 3, 65, 65, 32, 32, True), (1, 1, 511, 511, 64, 64, True),
+  (3, 3, 511, 511, 64, 64, False), (1, 1, 33, 7, 64, 48, True), (1, 1, 7, 70, 16, 16, True), (5, 1, 40, 90, 80, 32, False),
+  (1, 1, 70, 70, 64, 16, False), (1, 3, 45, 100, 48, 80, True)]   # uneven D / Dv: key blocks of 4 and of 2 rows
+
+@pytest.mark.parametrize("B,H,Sq,Sk,D,Dv,causal", GRAD_SHAPES)
+def test_fused_backward_matches_torch(B, H, Sq, Sk, D, Dv, causal):
+  """The backward is one fused kernel (plus elementwise prep and a sum over key chunks), no buffer as big as the S x S
+  scores, and its dq, dk, dv match torch to fp32 accumulation error."""
+  q, k, v = _inputs(B, H, Sq, Sk, D, Dv, seed=8)
+  w = np.random.default_rng(9).standard_normal((B, H, Sq, Dv)).astype(np.float32)
+  tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+  grads = (tq.scaled_dot_product_attention(tk, tv, is_causal=causal) * Tensor(w)).sum().gradient(tq, tk, tv)
+  items = grads[0].schedule(*grads[1:])
+  names = [si.ast.src[0].arg.prefix for si in items if not si.is_copy and is_fused(si.ast)]
+  assert sorted(names) == ["attn_", "attn_bwd_"]
+  if Sq * Sk > 4 * (Sq + Sk) * max(D, Dv):   # where the scores outsize every input
+    assert max(b.size for si in items for b in si.bufs) < B * H * Sq * Sk
+  rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+  (F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal) * torch.tensor(w)).sum().backward()
+  for g, r in zip(grads, (rq, rk, rv)):
+    ref = r.grad.numpy()
+    np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+def test_fused_backward_fp16_and_self_attention():
+  """fp16 inputs get fp16 gradients; q = k = v (one buffer read as three inputs) in both kernels."""
+  x = _inputs(1, 3, 65, 65, 64, 64, seed=10)[0]
+  t = Tensor(x.astype(np.float16), requires_grad=True)
+  out = t.scaled_dot_product_attention(t, t, is_causal=True)
+  (g,) = out.float().sum().gradient(t)
+  assert out.dtype == dtypes.float16 and g.dtype == dtypes.float16
+  r = torch.tensor(x.astype(np.float16).astype(np.float32), requires_grad=True)
+  ref_out = F.scaled_dot_product_attention(r, r, r, is_causal=True)
+  ref_out.sum().backward()
+  np.testing.assert_allclose(out.numpy().astype(np.float32), ref_out.detach().numpy(), rtol=2e-3, atol=2e-3)
+  np.testing.assert_allclose(g.numpy().astype(np.float32), r.grad.numpy(), rtol=1e-2, atol=1e-2)
+  t32 = Tensor(x, requires_grad=True)
+  (g32,) = t32.scaled_dot_product_attention(t32, t32).sum().gradient(t32)
+  r = torch.tensor(x, requires_grad=True)
+  F.scaled_dot_product_attention(r, r, r).sum().backward()
+  np.testing.assert_allclose(g32.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5)
+
 def test_backward_fills_grad():
   q, k, v = _inputs(1, 1, 9, 9, 16, 16, seed=4)
   tq = Tensor(q, requires_grad=True)
@@ -121,3 +164,19 @@ def test_long_sequence_memory():
   assert GlobalCounters.mem_peak - GlobalCounters.mem_used < 4 * S * D * 4
   ref = F.scaled_dot_product_attention(*(torch.tensor(t.numpy()) for t in (q, k, v)), is_causal=True).numpy()
   np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
+
+def test_long_sequence_backward_memory():
+  """S = 2048, one head (the key range split into chunks for the cores): every buffer of the backward grows with S x D,
+  none with the S x S scores; the gradients match torch."""
+  S, D = 2048, 64
+  q, k, v = _inputs(1, 1, S, S, D, D, seed=11)
+  tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+  grads = tq.scaled_dot_product_attention(tk, tv, is_causal=True).sum().gradient(tq, tk, tv)
+  items = grads[0].schedule(*grads[1:])
+  # the biggest is the kernel's flat output: dk, dv and up to 8 per-chunk dq partials, (2 + 8) x S x D (a third of S x S)
+  assert max(b.size for si in items for b in si.bufs) <= (2 + 8) * S * D
+  rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+  F.scaled_dot_product_attention(rq, rk, rv, is_causal=True).sum().backward()
+  for g, r in zip(grads, (rq, rk, rv)):
+    ref = r.grad.numpy()
+    np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))

@@ -129,6 +129,10 @@ class CRenderer(CStyleRenderer):
       # lanes gathered into a vector (fused attention's lane numbers): a compound literal, no statement
       r[u] = f"(({self.ctype(u.dtype)}){{{', '.join(r[s] for s in u.src)}}})"
       return []
+    # lanes of one vector permuted (fused attention's butterfly row max): one shuffle (gcc >= 12, clang)
+    if u.op is Ops.GEP and len(u.arg) > 1 and u.src[0].op is not Ops.WMMA:
+      r[u] = f"__builtin_shufflevector({r[u.src[0]]}, {r[u.src[0]]}, {', '.join(str(i) for i in u.arg)})"
+      return []
     return None
   @staticmethod
   def _lane_of_8x16(u: UOp) -> tuple[tuple[UOp, ...], int] | None:
