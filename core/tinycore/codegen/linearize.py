@@ -19,12 +19,28 @@ def linearize(sink: UOp) -> list[UOp]:
       for r in u.src[1:]: owner[r] = u
   gl = sorted((u for u in topo if u.op is Ops.RANGE and u not in owner), key=lambda r: r.arg)
 
-  rdeps: dict[UOp, frozenset] = {}
+  # REDUCEs sharing a range share its loop, so each sits in the loops any of them needs: a reduce whose body is free of the
+  # outer loops (a masked-out part of a max, all constants) must not open that range outside them while another reduce
+  # over it reads the outer loops' values (its loads would land between the two loops, reading a dead loop variable)
+  sharers: dict[UOp, list[UOp]] = {}
   for u in topo:
-    d = frozenset().union(*[rdeps[s] for s in u.src]) if u.src else frozenset()
-    if u.op is Ops.RANGE: d = d | {u}
-    if u.op is Ops.REDUCE: d = d - set(u.src[1:])
-    rdeps[u] = d
+    if u.op is Ops.REDUCE:
+      for r in u.src[1:]: sharers.setdefault(r, []).append(u)
+  extra: dict[UOp, frozenset] = {}
+  while True:
+    rdeps: dict[UOp, frozenset] = {}
+    for u in topo:
+      d = frozenset().union(*[rdeps[s] for s in u.src]) if u.src else frozenset()
+      if u.op is Ops.RANGE: d = d | {u}
+      if u.op is Ops.REDUCE: d = (d - set(u.src[1:])) | extra.get(u, frozenset())
+      rdeps[u] = d
+    grown = False
+    for reds in sharers.values():
+      if len(reds) < 2: continue
+      outer = frozenset().union(*[rdeps[x] for x in reds])
+      for x in reds:
+        if not (need := outer - set(x.src[1:])) <= rdeps[x]: extra[x], grown = extra.get(x, frozenset()) | need, True
+    if not grown: break
 
   chain: dict[UOp, tuple] = {}
   def scope_of(deps: frozenset) -> tuple:
