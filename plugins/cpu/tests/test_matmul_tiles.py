@@ -117,3 +117,27 @@ def test_conv_tiles(n, ci, h, wd, co):
   x, w = rng.standard_normal((n, ci, h, wd)).astype(np.float32), rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
   out = Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), padding=1).numpy()
   np.testing.assert_allclose(out, _np_conv(x, w, 1), rtol=1e-4, atol=1e-4)
+
+_ACC16 = """typedef float f16v __attribute__((vector_size(64), aligned(4)));
+void k(float* restrict o, const float* restrict a, const float* restrict b, long n) {
+  f16v acc[16] = {0};
+  for (long i = 0; i < n; i++)
+    for (int r = 0; r < 16; r++) acc[r] += a[i * 16 + r] * *(const f16v*)(b + i * 16);
+  for (int r = 0; r < 16; r++) *(f16v*)(o + r * 16) = acc[r];
+}"""
+
+@pytest.mark.parametrize("cc", ["clang", "clang-19", "gcc"])
+def test_512_bit_vectors_stay_whole(cc, tmp_path):
+  """The renderer's 16-float vector types compile to zmm registers with the plugin's flags: clang tunes some AVX-512
+  parts for 256 bits and split them into ymm pairs (16 accumulators became 32 and spilled; matmul at half speed)."""
+  import shutil, subprocess
+  from tinycore_cpu.compiler_c import CCompiler
+  from tinycore_cpu.probe import probe
+  if "avx512f" not in set(probe()["flags"]): pytest.skip("the host has no AVX-512")
+  if (path := shutil.which(cc)) is None: pytest.skip(f"{cc} is not installed")
+  flags = [f for f in CCompiler(path).flags if f != "-shared"]
+  (tmp_path / "k.c").write_text(_ACC16)
+  p = subprocess.run([path, *flags, "-S", "-o", str(tmp_path / "k.s"), str(tmp_path / "k.c")], capture_output=True, text=True)
+  assert p.returncode == 0, p.stderr
+  asm = (tmp_path / "k.s").read_text()
+  assert "zmm" in asm and "ymm" not in asm, "512-bit vectors were split"
