@@ -141,3 +141,26 @@ def test_512_bit_vectors_stay_whole(cc, tmp_path):
   assert p.returncode == 0, p.stderr
   asm = (tmp_path / "k.s").read_text()
   assert "zmm" in asm and "ymm" not in asm, "512-bit vectors were split"
+
+def test_panel_policy(monkeypatch):
+  """Which right operands the C renderer packs, for a 2 MiB L2 and the 8x32 tile: transposed ones from 64 rows of x,
+  row-major ones once they outgrow half of L2; never into fewer than 4 panels, nor for a few rows."""
+  r = Device["CPU"].renderer
+  if not hasattr(r, "tiling"): pytest.skip("not the C renderer")
+  monkeypatch.setattr(r, "tiling", Tiling(8, 32, CacheSizes(48 << 10, 2 << 20, 64 << 20)))
+  p = r.matmul_panels
+  assert p(256, 512, 512, True) == 32 and p(64, 1024, 1024, True) == 32 and p(128, 64, 128, True) == 32
+  assert p(256, 784, 512, False) == 32 and p(1024, 1024, 1024, False) == 32 and p(64, 2048, 512, False) == 32
+  assert p(256, 512, 512, False) == 0 and p(2048, 64, 2048, False) == 0     # 1 MiB and under: the plain walk is as fast
+  assert p(32, 1024, 1024, True) == 0 and p(1, 4096, 4096, True) == 0       # too few rows to pay for the copy
+  assert p(512, 64, 64, True) == 0 and p(512, 32, 512, True) == 0          # 2 panels; a reduce too short
+  assert p(256, 16384, 512, True) == 0                                      # a panel bigger than half of L2
+
+def test_dot_form_takes_a_4x4_block():
+  """g @ W.T with both operands contiguous along the reduce (a backward pass's input gradient, unpacked): 16-lane
+  vectors along the reduce and a 4x4 block of outputs, so each vector load feeds 4 FMAs."""
+  r = Device["CPU"].renderer
+  if not r.vector_types: pytest.skip("the renderer has no vector types")
+  g, w = Tensor.empty(256, 512, device="CPU"), Tensor.empty(512, 512, device="CPU")
+  opts = heuristic_opts(_kernel((g.reshape(256, 1, 512) * w.reshape(1, 512, 512)).sum(-1)), r)
+  assert opts[0][0] == "VEC_R" and opts[0][2] == 16 and sorted(o[2] for o in opts[1:] if o[0] == "UPCAST") == [4, 4], opts
