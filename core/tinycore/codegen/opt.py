@@ -332,7 +332,9 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     if blk is not None:
       # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
       # they don't divide), so each broadcast element of the row operand feeds cols/amt FMAs
-      rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and b2 // r >= 2), 4)
+      # (at least 2 row blocks, unless another axis is outermost to split between threads: a left operand packed in
+      # row panels [M/8][K][8] takes its whole 8-row inner axis)
+      rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and (b2 // r >= 2 or sec[0].arg != _globals(k2)[0].arg)), 4)
       if blk[1] > amt and blk[1] % amt == 0 and (b // amt) % (blk[1] // amt) == 0:
         widen = ("UPCAST", g.arg, blk[1] // amt)
         k2, lead, tile_w = apply_opt(k2, widen), (first, widen), blk[1]
