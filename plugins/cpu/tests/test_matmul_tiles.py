@@ -153,7 +153,8 @@ def test_panel_policy(monkeypatch):
   assert p(256, 784, 512, False) == 32 and p(1024, 1024, 1024, False) == 32 and p(64, 2048, 512, False) == 32
   assert p(256, 512, 512, False) == 0 and p(2048, 64, 2048, False) == 0     # 1 MiB and under: the plain walk is as fast
   assert p(32, 1024, 1024, True) == 0 and p(1, 4096, 4096, True) == 0       # too few rows to pay for the copy
-  assert p(512, 64, 64, True) == 0 and p(512, 32, 512, True) == 0          # 2 panels; a reduce too short
+  assert p(512, 64, 64, True) == 0 and p(512, 4, 512, True) == 0           # 2 panels; a reduce too short
+  assert p(256, 10, 512, True) == 32 and p(64, 10, 128, True) == 0         # a short reduce: once the output is big
   assert p(256, 16384, 512, True) == 0                                      # a panel bigger than half of L2
 
 def test_dot_form_takes_a_4x4_block():

@@ -76,10 +76,13 @@ class CRenderer(CStyleRenderer):
     # copy pays from 64 rows of x (256x512x512: 118 -> 162 GFLOP/s, 64x1024x1024: 55 -> 106); a row-major one once it
     # outgrows half of L2: its rows, a power-of-two stride apart, then evict each other (256x784x512: 109 -> 144,
     # 256x1024x1024: 59 -> 153; at 1 MB and under the plain walk is as fast). Never under 64 rows (decode matvecs would
-    # copy weights every token), nor into fewer than 4 panels (codegen/split.py leaves those unsplit: no vector axis)
+    # copy weights every token), nor into fewer than 4 panels (codegen/split.py leaves those unsplit: no vector axis).
+    # A short reduce too (a 10-class head's g @ W.T: 256x10x512 35 -> 125, 256x16x512 8.5 -> 127), once the output is
+    # big enough that the tile's loop runs a while (64x10x128 is faster plain)
     w = self.tiling.panel_width(K)
-    if K < 64 or M < 64 or not w or N < 4 * w: return 0
-    return w if transposed or K * N * 4 > self.tiling.caches.l2 // 2 else 0
+    if K < 8 or M < 64 or not w or N < 4 * w: return 0
+    if transposed: return w if K >= 64 or M * N >= (1 << 16) else 0
+    return w if K * N * 4 > self.tiling.caches.l2 // 2 else 0
   def matmul_row_panels(self, M: int, K: int, N: int) -> int:
     # the register block's rows: the microkernel broadcasts them from one 32-byte piece of a panel row. Measured on one
     # core (the matmul kernel, the copy is ~3% more): 784x256 @ 256x512 130 -> 169, 1024^3 72 -> 166, 64x512 @ 512x512
