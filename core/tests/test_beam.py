@@ -136,3 +136,23 @@ def test_short_axes_of_a_classifier_head():
       opts = O.heuristic_opts(graph_rewrite(lower_kernel(si.ast), symbolic), dev.renderer)
       assert (opts[0][0], opts[0][2]) == want and opts[1][0] == "UPCAST"
     np.testing.assert_allclose(out.numpy(), ref, atol=1e-4, rtol=1e-4)
+
+def test_dot_form_actions_are_correct():
+  """a @ b.T with both operands contiguous along the reduce: BEAM may vectorize the reduce and then take a block of
+  outputs sharing the loads (4x4 in the heuristic's default); each such sequence gives the numpy answer."""
+  rng = np.random.default_rng(6)
+  a, b = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((48, 64)).astype(np.float32)
+  si = (Tensor(a) @ Tensor(b).T).schedule()[-1]
+  dev = Device[si.bufs[0].device]
+  if not dev.renderer.vector_types: pytest.skip("the renderer has no vector types")
+  k0 = graph_rewrite(lower_kernel(si.ast), symbolic)
+  seqs = [(a1,) for a1 in next_actions(k0, dev.renderer, ()) if a1[0] == "VEC_R"]
+  assert seqs, "no vectorized reduce offered"
+  for _ in range(2): seqs += [s + (a2,) for s in seqs for a2 in next_actions(O.apply_opts(k0, s), dev.renderer, s) if s + (a2,) not in seqs]
+  assert any(len(s) == 3 for s in seqs), seqs
+  for buf in si.bufs: buf.ensure_allocated()
+  for opts in seqs:
+    p = get_program(si.ast, dev.renderer, opts=opts)
+    prg = dev.runtime(p.name, dev.compiler.compile_cached(p.src))
+    prg(*[buf._buf for buf in si.bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True)
+    np.testing.assert_allclose(si.bufs[0].numpy().reshape(32, 48), a @ b.T, atol=1e-4, rtol=1e-4, err_msg=str(opts))

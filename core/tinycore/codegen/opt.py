@@ -364,13 +364,17 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         return (first, wide), apply_opt(k2, wide)
       return (first,), k2
     b2 = _bound(sec[0])
-    rows, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 else 4), amt
+    # (a short axis unrolled whole keeps amt scalar accumulators per row: 4 rows of a 10-class head, not 8, whose 80
+    # accumulators spilled: one core 118 -> 58 us for 256x512 @ 512x10)
+    rows, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 and (amt in (4, 8, 16) or amt * 8 <= 32) else 4), amt
     lead: tuple[Opt, ...] = (first,)
     blk = renderer.register_block if first[0] in ("VEC", "VEC_S") else None
     if blk is not None:
       # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
       # they don't divide), so each broadcast element of the row operand feeds cols/amt FMAs
-      rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and b2 // r >= 2), 4)
+      # (at least 2 row blocks, unless another axis is outermost to split between threads: a left operand packed in
+      # row panels [M/8][K][8] takes its whole 8-row inner axis)
+      rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and (b2 // r >= 2 or sec[0].arg != _globals(k2)[0].arg)), 4)
       # a conv's 7-, 14- or 28-wide feature map: 7 pixel rows
       if b2 % rows: rows = max(d for d in range(2, blk[0] + 1) if b2 % d == 0)
       if blk[1] > amt and blk[1] % amt == 0 and (b // amt) % (blk[1] // amt) == 0:
@@ -410,7 +414,13 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
           opts, k2 = (("VEC_R", r.arg, n),), vectorize_reduce(k, r, n)
           # and an output axis the vector loads don't all depend on (e.g. output channels of a weight gradient), so
           # each vector load feeds several accumulators
-          if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+          if glob := _sharing_axes(k2):
+            opts, k2 = opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
+            # both operands contiguous along the reduce (g @ W.T in a backward pass): a 4x4 block of outputs, each of
+            # the 8 vector loads feeding 4 FMAs (one core, 256x512x512: 72 -> 112 GFLOP/s against 4 rows alone)
+            if len(glob) > 1 and _reused_big(k2, (g2 := _range(k2, glob[1].arg))):
+              opts, k2 = opts + (("UPCAST", glob[1].arg, 4),), upcast_global(k2, g2, 4)
+            return opts, k2
           # a matrix-vector product (the only load not varying with an output is the vector, in L1 anyway): rows one
           # after another, so a thread's loads are one sequential stream the prefetcher follows (interleaving 4 short
           # rows halved the bandwidth), with independent accumulators to hide the add latency instead

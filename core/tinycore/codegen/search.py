@@ -30,18 +30,25 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
     for r in [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]:
       if O._bound(r) and O._bound(r) >= 64 and O._unit_stride(k, r):
         out += [("UPCAST_R", r.arg, a) for a in (4, 8, 16) if O._bound(r) % a == 0]
+        if vec and O._bound(r) % 16 == 0: out.append(("VEC_R", r.arg, 16))
     return out
   first = applied[0][1]
   # a widened tile: the first action's axis unrolled again (2 or 4 vectors side by side, the CPU register block)
   widened = len(applied) == 2 and applied[1][0] == "UPCAST" and applied[1][1] == first
   if kinds[0] in ("VEC", "VEC_S", "UPCAST") and (len(applied) == 1 or widened):
+    # (a whole axis too where it isn't the outermost loop the threads split: the 8 rows of a row-panel operand)
+    outer = O._globals(k)[0].arg if O._globals(k) else None
     second = [("UPCAST", g.arg, a) for g in O._second_axes(k, first)[:2] for a in (2, 4, 8)
-              if O._bound(g) % a == 0 and O._bound(g) // a >= 2]
+              if O._bound(g) % a == 0 and (O._bound(g) // a >= 2 or g.arg != outer)]
     if kinds[0] == "VEC_S":   # a conv's pixel rows: 7 where no multiple of 4 divides them
       second += [("UPCAST", g.arg, 7) for g in O._pixel_axes(k, first, renderer.register_block)[:2] if O._bound(g) % 7 == 0]
     if widened or kinds[0] not in ("VEC", "VEC_S"): return second
     rest = next((O._bound(r) for r in O._globals(k) if r.arg == first), None)   # None: the vector took the whole axis
     return [("UPCAST", first, a) for a in (2, 4) if rest and rest % a == 0] + second
+  if kinds[0] == "VEC_R" and len(applied) <= 2:
+    # vectors along the reduce: a block of outputs sharing the loads (4 rows of g times 4 of W.T in a dot-form matmul)
+    done = {a[1] for a in applied[1:]}
+    return [("UPCAST", g.arg, a) for g in O._sharing_axes(k) if g.arg not in done for a in (2, 4) if O._bound(g) % a == 0]
   if "SWAP" not in kinds and kinds[0] in ("VEC", "VEC_S", "UPCAST"):
     # the outermost loop (split across threads) swapped with another output axis: the vector axis, or the axis of the
     # packed panels the vector walks inside, so one panel stays in cache per thread

@@ -94,6 +94,11 @@ class Renderer:
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).
     `transposed`: the operand is a transposed view (x @ W.T)."""
     return 0
+  def matmul_row_panels(self, M: int, K: int, N: int) -> int:
+    """For a float32 matmul (M, K) @ (K, N) whose left operand is a transposed view (x.T @ g, a weight gradient): copy
+    it into row panels [M/p][K][p] first, so each reduce step reads its p rows' elements from one cache line instead
+    of one per step from a row far away? Return p, or 0 for no copy (default)."""
+    return 0
   def make_compiler(self) -> Any:
     """This renderer's compiler, made on first use, so rendering (codegen tests, the emulator) needs no toolchain."""
     return None

@@ -117,3 +117,98 @@ def test_conv_tiles(n, ci, h, wd, co):
   x, w = rng.standard_normal((n, ci, h, wd)).astype(np.float32), rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
   out = Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), padding=1).numpy()
   np.testing.assert_allclose(out, _np_conv(x, w, 1), rtol=1e-4, atol=1e-4)
+
+_ACC16 = """typedef float f16v __attribute__((vector_size(64), aligned(4)));
+void k(float* restrict o, const float* restrict a, const float* restrict b, long n) {
+  f16v acc[16] = {0};
+  for (long i = 0; i < n; i++)
+    for (int r = 0; r < 16; r++) acc[r] += a[i * 16 + r] * *(const f16v*)(b + i * 16);
+  for (int r = 0; r < 16; r++) *(f16v*)(o + r * 16) = acc[r];
+}"""
+
+@pytest.mark.parametrize("cc", ["clang", "clang-19", "gcc"])
+def test_512_bit_vectors_stay_whole(cc, tmp_path):
+  """The renderer's 16-float vector types compile to zmm registers with the plugin's flags: clang tunes some AVX-512
+  parts for 256 bits and split them into ymm pairs (16 accumulators became 32 and spilled; matmul at half speed)."""
+  import shutil, subprocess
+  from tinycore_cpu.compiler_c import CCompiler
+  from tinycore_cpu.probe import probe
+  if "avx512f" not in set(probe()["flags"]): pytest.skip("the host has no AVX-512")
+  if (path := shutil.which(cc)) is None: pytest.skip(f"{cc} is not installed")
+  flags = [f for f in CCompiler(path).flags if f != "-shared"]
+  (tmp_path / "k.c").write_text(_ACC16)
+  p = subprocess.run([path, *flags, "-S", "-o", str(tmp_path / "k.s"), str(tmp_path / "k.c")], capture_output=True, text=True)
+  assert p.returncode == 0, p.stderr
+  asm = (tmp_path / "k.s").read_text()
+  assert "zmm" in asm and "ymm" not in asm, "512-bit vectors were split"
+
+def test_panel_policy(monkeypatch):
+  """Which right operands the C renderer packs, for a 2 MiB L2 and the 8x32 tile: transposed ones from 64 rows of x,
+  row-major ones once they outgrow half of L2; never into fewer than 4 panels, nor for a few rows."""
+  r = Device["CPU"].renderer
+  if not hasattr(r, "tiling"): pytest.skip("not the C renderer")
+  monkeypatch.setattr(r, "tiling", Tiling(8, 32, CacheSizes(48 << 10, 2 << 20, 64 << 20)))
+  p = r.matmul_panels
+  assert p(256, 512, 512, True) == 32 and p(64, 1024, 1024, True) == 32 and p(128, 64, 128, True) == 32
+  assert p(256, 784, 512, False) == 32 and p(1024, 1024, 1024, False) == 32 and p(64, 2048, 512, False) == 32
+  assert p(256, 512, 512, False) == 0 and p(2048, 64, 2048, False) == 0     # 1 MiB and under: the plain walk is as fast
+  assert p(32, 1024, 1024, True) == 0 and p(1, 4096, 4096, True) == 0       # too few rows to pay for the copy
+  assert p(512, 64, 64, True) == 0 and p(512, 4, 512, True) == 0           # 2 panels; a reduce too short
+  assert p(256, 10, 512, True) == 32 and p(64, 10, 128, True) == 0         # a short reduce: once the output is big
+  assert p(256, 16384, 512, True) == 0                                      # a panel bigger than half of L2
+
+def test_dot_form_takes_a_4x4_block():
+  """g @ W.T with both operands contiguous along the reduce (a backward pass's input gradient, unpacked): 16-lane
+  vectors along the reduce and a 4x4 block of outputs, so each vector load feeds 4 FMAs."""
+  r = Device["CPU"].renderer
+  if not r.vector_types: pytest.skip("the renderer has no vector types")
+  g, w = Tensor.empty(256, 512, device="CPU"), Tensor.empty(512, 512, device="CPU")
+  opts = heuristic_opts(_kernel((g.reshape(256, 1, 512) * w.reshape(1, 512, 512)).sum(-1)), r)
+  assert opts[0][0] == "VEC_R" and opts[0][2] == 16 and sorted(o[2] for o in opts[1:] if o[0] == "UPCAST") == [4, 4], opts
+
+def _kernels(*ts): return [si for si in Tensor.schedule(*ts) if not si.is_copy]
+
+@pytest.mark.parametrize("M,K,N", [(32, 64, 64), (33, 64, 64), (64, 255, 96), (256, 257, 64), (72, 1025, 33), (256, 784, 512)])
+def test_transposed_left_operand_row_panels(M, K, N):
+  """x.T @ g (a weight gradient): a left operand that is a transposed view is copied into 8-row panels where the
+  renderer asks (M a multiple of 8, at least 4 panels), and the product matches numpy in float64 either way."""
+  r = Device["CPU"].renderer
+  rng = np.random.default_rng(M + K + N)
+  x, g = rng.standard_normal((K, M)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+  out = Tensor(x, device="CPU").T @ Tensor(g, device="CPU")
+  packs = r.matmul_row_panels(M, K, N) != 0
+  assert packs == (M % 8 == 0 and M >= 32 and N >= 64) or not hasattr(r, "tiling")
+  n_b = 1 if r.matmul_panels(M, K, N, False) else 0
+  assert len(_kernels(out)) == 1 + packs + n_b
+  tol = 1e-5 * np.sqrt(K) + 1e-5
+  np.testing.assert_allclose(out.numpy(), _ref(x.T, g), rtol=tol, atol=tol)
+
+@pytest.mark.parametrize("M,K,N", [(1, 7, 9), (8, 32, 33), (64, 64, 128), (255, 257, 129), (256, 512, 512), (256, 784, 512),
+                                   (33, 1025, 31), (1023, 64, 64)])
+def test_matmul_gradients(M, K, N):
+  """d/dx and d/dw of x @ w against numpy in float64, at sizes around the tile edges: where the CPU packs an operand
+  of a backward product, the backward is two matmuls (g @ w.T, x.T @ g) that take the packed forms."""
+  rng = np.random.default_rng(M * 7 + K * 3 + N)
+  a, b, g = [rng.standard_normal(s).astype(np.float32) for s in ((M, K), (K, N), (M, N))]
+  ta, tb = Tensor(a, device="CPU"), Tensor(b, device="CPU")
+  ga, gb = ((ta @ tb) * Tensor(g, device="CPU")).sum().gradient(ta, tb)
+  ka, kb = np.sqrt(N) * 1e-5 + 1e-5, np.sqrt(M) * 1e-5 + 1e-5
+  np.testing.assert_allclose(ga.numpy(), _ref(g, b.T), rtol=ka, atol=ka)
+  np.testing.assert_allclose(gb.numpy(), _ref(a.T, g), rtol=kb, atol=kb)
+
+def test_mlp_backward_takes_the_microkernel():
+  """The bench's MLP layers: the weight gradient x.T @ g reads x in row panels and g @ W.T reads W.T in column panels,
+  both through the 8x32 register block (16 lanes x 2, 8 rows), not the strided broadcast-and-reduce autograd makes."""
+  r = Device["CPU"].renderer
+  if getattr(r, "register_block", None) != (8, 32): pytest.skip("the 8x32 AVX-512 tile only")
+  for K in (784, 512):
+    x, w, g = Tensor.empty(256, K, device="CPU"), Tensor.empty(K, 512, device="CPU"), Tensor.empty(256, 512, device="CPU")
+    gx, gw = ((x @ w) * g).sum().gradient(x, w)
+    # (784 columns of gx don't make whole 32-column panels of W.T: that product stays the 4x4 dot-form block)
+    for t, packed in ((gw, True), (gx, K % 32 == 0)):
+      ks = _kernels(t)
+      opts = heuristic_opts(_kernel_of(ks[-1].ast), r)
+      assert opts[0][0] == ("VEC" if packed else "VEC_R") and opts[0][2] == 16, opts
+      if packed: assert len(ks) >= 2 and opts[1][0] == "UPCAST" and opts[1][2] == 2 and opts[2][2] == 8, opts
+
+def _kernel_of(ast): return split_ranges(graph_rewrite(lower_kernel(ast), symbolic))

@@ -93,13 +93,24 @@ class CRenderer(CStyleRenderer):
   vector_types = True   # GCC/clang vector extensions: codegen may emit float.vec(n) loads, math and stores
   def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
     # panels as wide as the register block (tiling.py): each k step of the microkernel reads one 128-byte row of its
-    # panel, and the panel stays in L2 while the rows of x stream past it. Measured on a 2-core x86: a transposed
-    # operand (x @ W.T) gathers strided floats per step, so the copy pays from ~512 rows of x or a 4 MB operand; a
-    # row-major one only in a big matmul (1024^3 and up: walking it down its rows misses the TLB and the prefetcher);
-    # never under 256 rows (decode matvecs would copy weights every token)
-    big = K * N * 4 >= (4 << 20)
-    if K < 64 or M < 256 or not ((transposed and (M >= 512 or big)) or (big and M * K * N >= (1 << 30))): return 0
-    return self.tiling.panel_width(K)
+    # panel, and the panel stays in L2 while the rows of x stream past it. Measured on one core of a 2-core AVX-512 x86
+    # (pack + matmul against the plain matmul): a transposed operand (x @ W.T) gathers strided floats every step, so the
+    # copy pays from 64 rows of x (256x512x512: 118 -> 162 GFLOP/s, 64x1024x1024: 55 -> 106); a row-major one once it
+    # outgrows half of L2: its rows, a power-of-two stride apart, then evict each other (256x784x512: 109 -> 144,
+    # 256x1024x1024: 59 -> 153; at 1 MB and under the plain walk is as fast). Never under 64 rows (decode matvecs would
+    # copy weights every token), nor into fewer than 4 panels (codegen/split.py leaves those unsplit: no vector axis).
+    # A short reduce too (a 10-class head's g @ W.T: 256x10x512 35 -> 125, 256x16x512 8.5 -> 127), once the output is
+    # big enough that the tile's loop runs a while (64x10x128 is faster plain)
+    w = self.tiling.panel_width(K)
+    if K < 8 or M < 64 or not w or N < 4 * w: return 0
+    if transposed: return w if K >= 64 or M * N >= (1 << 16) else 0
+    return w if K * N * 4 > self.tiling.caches.l2 // 2 else 0
+  def matmul_row_panels(self, M: int, K: int, N: int) -> int:
+    # the register block's rows: the microkernel broadcasts them from one 32-byte piece of a panel row. Measured on one
+    # core (the matmul kernel, the copy is ~3% more): 784x256 @ 256x512 130 -> 169, 1024^3 72 -> 166, 64x512 @ 512x512
+    # 148 -> 176 GFLOP/s. At least 4 panels: the panel axis is the loop the threads split (codegen/split.py)
+    rows = self.tiling.rows
+    return rows if K >= 64 and N >= 64 and M % rows == 0 and M // rows >= 4 else 0
   # half too is held as float: clang on x86 has no _Float16 arithmetic without AVX512-FP16; F16C converts in hardware
   emulated = {**CStyleRenderer.emulated, dtypes.float16: dtypes.uint16}
   var_prologue: list[str] = []
