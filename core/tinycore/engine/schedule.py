@@ -12,6 +12,7 @@ from tinycore.device import Buffer
 from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 from tinycore.engine.blocked_sum import blocked_float_sum
+from tinycore.engine.ragged_matvec import split_ragged_matvec
 PREPAD = ContextVar("PREPAD", 1)
 
 @dataclass
@@ -143,6 +144,8 @@ def _split_reduce(r: UOp) -> UOp | None:
   first stage has a parallel axis. Results are deterministic: the split doesn't depend on the thread count."""
   src, (op, axes) = r.src[0], r.arg
   if not all_int(src.shape): return None
+  # a matrix-vector product with a size no vector width divides: an aligned main part and a thin tail (ragged_matvec.py)
+  if (ragged := split_ragged_matvec(r, _has_local(r.device))) is not None: return ragged
   rsize, osize = prod(src.shape[a] for a in axes), prod(r.shape)
   # vector @ row-major matrix on a CPU: split the rows into chunks, each (a thread's share) streaming whole rows into
   # a row of partial sums; reading column panels instead strides 4*N bytes per row and runs at half the bandwidth.
