@@ -32,8 +32,9 @@ def _unit_stride_axis(r: UOp, big: UOp) -> int | None:
   rngs = tuple(UOp(Ops.RANGE, dtypes.index, (index_const(s),), ("a", i)) for i, s in enumerate(src.shape))
   try: val = graph_rewrite(Lowerer().emit(src.substitute(gl), rngs, None), symbolic)
   except NotImplementedError: return None
+  mine = set(rngs)
   for ld in (u for u in val.toposort() if u.op is Ops.LOAD and u.src[0].src[0] is gl[big]):
-    unit = [t.arg[1] for t in _terms(ld.src[0].src[1]) if t.op is Ops.RANGE and src.shape[t.arg[1]] > 1]
+    unit = [t.arg[1] for t in _terms(ld.src[0].src[1]) if t in mine and src.shape[t.arg[1]] > 1]
     if unit: return unit[0]
   return None
 
@@ -46,7 +47,10 @@ def split_ragged_matvec(r: UOp, has_local: bool) -> UOp | None:
   src, (op, axes) = r.src[0], r.arg
   if has_local or op is not Ops.ADD or not dtypes.is_float(r.dtype) or len(axes) != 1 or not all_int(src.shape): return None
   k_axis, K = axes[0], src.shape[axes[0]]
-  bufs = [u for u in src.toposort() if u.op is Ops.BUFFER]
+  topo = src.toposort()
+  bufs = list(dict.fromkeys(u for u in topo if u.op is Ops.BUFFER))
+  # products of a weight and activations only: not a plain sum, nor a reduce over another reduce (a variance)
+  if len(bufs) < 2 or not any(u.op is Ops.MUL for u in topo) or any(u.op is Ops.REDUCE_AXIS for u in topo): return None
   # the weight: a buffer holding at least 1/MAX_ROWS of the product's multiply-adds, so it is read once, not reused
   big = max(bufs, key=lambda b: b.arg.size, default=None)
   if big is None or big.arg.size * MAX_ROWS < prod(src.shape) or big.arg.size < MIN_SIZE * MIN_SIZE: return None

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tinycore import Tensor
 from tinycore.codegen import lower_kernel
-from tinycore.codegen.opt import heuristic_opts
+from tinycore.codegen.opt import _heuristic
 from tinycore.codegen.split import split_ranges
 from tinycore.rewrite import graph_rewrite
 from tinycore.symbolic import symbolic
@@ -55,11 +55,13 @@ def _kernels(out: Tensor):
   return res
 
 @pytest.mark.parametrize("lay", LAYOUTS)
-@pytest.mark.parametrize("M,K,N", [(1, 4096, 4096), (1, 4095, 4097), (1, 4097, 4095), (2, 4095, 4097), (1, 4096, 11008)])
+@pytest.mark.parametrize("M,K,N", [(1, 4096, 4096), (1, 4095, 4097), (1, 4097, 4095), (2, 4095, 4097), (1, 4096, 11008),
+                                   (2, 4096, 4096), (4, 4096, 4096), (8, 4096, 4096), (3, 1024, 1000)])
 def test_gemv_path(M, K, N, lay):
   """The kernel doing most of the multiply-adds gets vector loads (VEC on the output axis the weight is contiguous
-  along, or VEC_R on a contiguous reduce), and at one row x @ W is cut into row chunks: its output holds several
-  partial rows."""
+  along, or VEC_R on a contiguous reduce); x @ W is cut into row chunks (its output holds several partial rows); and
+  with several activation rows, every row is unrolled: no output loop is left that the weight doesn't depend on (one
+  the threads would split, each streaming the whole weight)."""
   from tinycore import Device
   r = Device["CPU"].renderer
   if not r.vector_types: pytest.skip("the renderer has no vector types")
@@ -67,8 +69,12 @@ def test_gemv_path(M, K, N, lay):
   ks = _kernels(_product(x, w, lay))
   k, out_size, iters = max(ks, key=lambda t: t[2])
   assert iters >= 0.9 * M * K * N, f"no kernel covers most of the product: {[t[2] for t in ks]}"
-  opts = heuristic_opts(k, r)
+  opts, opt_k = _heuristic(k, r)
   assert any(o[0] in ("VEC", "VEC_R") and o[2] >= 8 for o in opts), opts
-  if lay == "xw" and M == 1: assert out_size >= 4 * (N - N % 16), f"x @ W not cut into row chunks (output of {out_size})"
+  if lay == "xw" and K >= 1024: assert out_size >= 4 * M * (N - N % 16), f"x @ W not cut into row chunks (output of {out_size})"
+  loads = [u.src[0] for u in opt_k.toposort() if u.op is Ops.LOAD]
+  weight = max(loads, key=lambda ind: ind.src[0].dtype.size)
+  left = [u.arg for u in opt_k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g" and u not in weight.toposort()]
+  assert not left, f"output loops the weight doesn't depend on: {left} (opts {opts})"
   # the tails (what no vector width divides) stay a small part of the work
   assert sum(t[2] for t in ks) - iters <= 0.1 * M * K * N
