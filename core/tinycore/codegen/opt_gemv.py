@@ -42,8 +42,8 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
   terms = _terms(weight.src[1])
   n = next((g for g in cols if g in terms), cols[-1])
   N, M, size = _bound(n), 1, K
-  for g in rows: M *= _bound(g)   # type: ignore[operator]
-  for g in cols: size *= _bound(g)   # type: ignore[operator]
+  for g in rows: M *= _bound(g)
+  for g in cols: size *= _bound(g)
   # the weight (or the aligned part of it that ragged_matvec.py cut off) is read once per kernel, each element shared by
   # M <= MAX_ROWS rows
   if not 2 <= M <= MAX_ROWS or size > weight.src[0].dtype.size or N is None: return None   # type: ignore[attr-defined]
