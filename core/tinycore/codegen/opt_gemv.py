@@ -57,9 +57,10 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
       for g in rows:
         opts.append(("UPCAST", g.arg, _bound(g)))
         k = apply_opt(k, opts[-1])
-      # two rows of the weight at once: two sequential streams per thread kept the memory busier than one (one thread,
-      # 1x4096 @ 4096x4096 and 4096x11008 from DRAM: 12.4 -> 13.9 GB/s, interleaved pairs of runs; the same from cache)
-      if M <= 4 and len(cols) == 1 and N % 2 == 0 and N // 2 >= 2:
+      # two long rows of the weight at once: two sequential streams per thread kept the memory busier than one (one
+      # thread, 1x4096 @ 4096x4096 and 4096x11008 from DRAM: 12.4 -> 13.9 GB/s, interleaved pairs of runs; the same from
+      # cache). Short rows (under a 4 KiB page) stay one after another, a single stream (opt.py's matrix-vector note)
+      if M <= 4 and len(cols) == 1 and K >= 1024 and N % 2 == 0 and N // 2 >= 2:
         opts.append(("UPCAST", n.arg, 2))
         k = apply_opt(k, opts[-1])
       left = _bound(_range(k, r.arg))
