@@ -1,15 +1,16 @@
-"""The register tile of a small-batch matrix-vector product (LLM decode at 2..8 tokens): every element of the weight is
-used by at most MAX_ROWS outputs, so the kernel is bound by streaming the weight once, and the tile must never read it
-twice.
+"""The register tile of a matrix-vector product (LLM decode at 1..8 tokens): every element of the weight is used by at
+most MAX_ROWS outputs, so the kernel is bound by streaming the weight once, and the tile must never read it twice.
 
-The general heuristic (opt.py) treats the few activation rows as one more output axis: it left that axis outermost,
+The general heuristic (opt.py) treats a few activation rows as one more output axis: it left that axis outermost,
 where the runtime splits it between the threads, so each thread streamed the whole weight for its own row (2 rows:
 twice the traffic), or tiled 4 of 8 rows (two passes). Here:
-- every activation row (2..8 of them) is unrolled (UPCAST by its full size): each weight load feeds one FMA per row, and the only
-  output axis left is the weight's own, which the threads split;
+- every activation row (2..8 of them) is unrolled (UPCAST by its full size): each weight load feeds one FMA per row,
+  and the only output axes left are the weight's own, which the threads split;
 - the weight is read with vector loads along its contiguous axis: along the reduce (x @ W.T, W [N, K]: VEC_R, each
-  thread streams whole rows of W) or along the outputs (x @ W, W [K, N]: VEC plus a few vectors side by side);
-- enough independent accumulators to cover the FMA latency, few enough to stay in registers (rows x vectors <= ACCS).
+  thread streams whole rows of W, two long rows at once) or along the outputs (x @ W, W [K, N]: VEC plus vectors side
+  by side; in a row chunk of schedule.py, most of each row at once);
+- enough independent accumulators to cover the FMA latency, few enough to stay in registers (rows x vectors <= ACCS)
+  or, in a row chunk, in L1 (CHUNK_ACCS).
 A single row of x @ W (W row-major) is left to the general heuristic and to the row-chunk split of schedule.py."""
 from __future__ import annotations
 from tinycore.uop import UOp, Ops
