@@ -119,8 +119,8 @@ def test_fused_bias_relu_half_epilogue_one_kernel():
   got, ref, p = _mm(128, 64, 128, epilogue=True, seed=2)
   np.testing.assert_array_equal(got, ref)   # integer sums below 2048: exact in fp32 and in half
   got, ref, _ = _mm(128, 64, 128, epilogue=True, ints=False, seed=2)
-  # random inputs: the fp32 sum (reassociated) may round to the neighbouring half: within one half ulp
-  np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=2 ** -10, atol=2 ** -24)
+  # random inputs: the fp32 sum (reassociated, error ~1e-6 for 64 products of N(0,1)) may round to the neighbouring half
+  np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=2 ** -10, atol=1e-5)
   vec_st = [u for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
   assert vec_st and all(u.src[0].arg == ("vec", 4, 8) for u in vec_st)
 
