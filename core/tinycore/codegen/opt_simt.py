@@ -28,7 +28,7 @@ SIMT_TILE = ContextVar("SIMT_TILE", "")   # "BM,BN,BK,TM,TN,STAGES,SWIZZLE" inst
 
 @dataclass(frozen=True)
 class SimtTile:
-  bm: int = 128
+  bm: int = 64
   bn: int = 128
   bk: int = 8
   tm: int = 8
@@ -55,9 +55,10 @@ def valid_simt_tile(t: SimtTile, g, renderer) -> str | None:
     return f"{nb} bytes of shared memory, the device has {renderer.shared_max}"
   return None
 
-# 256 threads of 8x8 (64 accumulators: with 2 blocks per SM ptxas may give each thread 128 registers), then smaller
-PREFERRED = ((128, 128, 8, 8, 8), (128, 128, 16, 8, 8), (128, 64, 8, 8, 4), (64, 128, 8, 4, 8), (64, 64, 8, 4, 4), (32, 64, 8, 4, 4),
-             (64, 32, 8, 4, 4), (32, 32, 8, 4, 4))
+# 128 threads of 8x8 (64 accumulators). 256 threads of 8x8 would have to fit 128 registers each for 2 blocks per SM:
+# ptxas (CUDA 13, sm_90) spills there; 4 warps of 8x8 take ~180-200 registers, no spills, and 2 blocks fit an SM
+PREFERRED = ((64, 128, 8, 8, 8), (128, 64, 8, 8, 8), (64, 64, 8, 8, 8), (64, 64, 16, 4, 4), (32, 64, 8, 4, 8), (64, 32, 8, 8, 4),
+             (32, 32, 8, 4, 4))
 
 def default_simt_tile(g, renderer) -> SimtTile | None:
   """The first preferred tile that divides the GEMM; where none does, the one with the least padded work."""
@@ -111,7 +112,9 @@ def simt_gemm(k: UOp, renderer, tile: SimtTile | None = None) -> UOp | None:
   n_fast = B.kmajor
   ty, tx = (tid // TX, tid % TX) if n_fast else (tid % TY, tid // TY)
   kt = UOp(Ops.RANGE, dtypes.index, (index_const(nk),), red.src[1].arg)
-  stg = Staging(g, t, din, tid, bm0, bn0, getattr(renderer, "async_copy", 0))
+  # only the fast operand read along k (8 lanes, 8 rows) needs the swizzle: the others' reads are broadcasts or 8
+  # consecutive chunks of a row, conflict free as stored, and their addresses stay one register plus constants
+  stg = Staging(g, t, din, tid, bm0, bn0, getattr(renderer, "async_copy", 0), (t.swizzle and not n_fast and not A.kmajor, False))
   bar, slot, extra = stg.pipeline(kt, nk)
 
   def rows_of(th: UOp, n_th: int, tile: int, block: int, interleaved: bool) -> list[UOp]:

@@ -171,9 +171,11 @@ def _both(x: UOp | None, y: UOp | None) -> UOp | None: return x if y is None els
 class Staging:
   """The shared panels of a GEMM's operands and this thread's copies into them, pipelined: the part the tensor-core
   (here) and the FMA (opt_simt.py) kernels share. `t` has bm, bn, bk, stages, swizzle and threads; `tid` is the
-  thread's index in its block, `bm0`/`bn0` the block's first row and column."""
-  def __init__(self, g, t, din, tid: UOp, bm0: UOp, bn0: UOp, asyn: int):
+  thread's index in its block, `bm0`/`bn0` the block's first row and column; `swizzle` (A's, B's) where a panel's
+  reads need it differently from `t.swizzle` (an unswizzled panel's addresses are one register plus constants)."""
+  def __init__(self, g, t, din, tid: UOp, bm0: UOp, bn0: UOp, asyn: int, swizzle: tuple[bool, bool] | None = None):
     self.g, self.t, self.din, self.tid, self.bm0, self.bn0, self.asyn = g, t, din, tid, bm0, bn0, asyn
+    self.swizzle = swizzle or (t.swizzle, t.swizzle)
     S = t.stages
     (ra, ca), (rb, cb) = self.shape(g.A, t.bm), self.shape(g.B, t.bn)
     self.sa = UOp(Ops.DEFINE_LOCAL, din.ptr(S * ra * ca, "local"), (), 0)
@@ -185,7 +187,7 @@ class Staging:
 
   def addr(self, op: Operand, slot, row, col) -> UOp:
     rows, cols = self.shape(op, self.t.bm if op is self.g.A else self.t.bn)
-    return slot * (rows * cols) + _swizzled(row, col, cols, self.g.vec, self.t.swizzle)
+    return slot * (rows * cols) + _swizzled(row, col, cols, self.g.vec, self.swizzle[op is self.g.B])
 
   def copies(self, step, slot, gate, after) -> list[UOp]:
     """This thread's share of the copies (16 bytes where the operand's rows allow) of both panels for k step `step`

@@ -136,3 +136,80 @@ def test_emulator_checks_vector_alignment():
       if n.op is Ops.INDEX and n.arg == ("vec", 4, 16) and n.src[0].op is Ops.DEFINE_LOCAL: n.arg = ("vec", 4, 32)
   with pytest.raises(EmulatorError, match=r"misaligned 16-byte load of local \d+: element \d+ is byte \d+, not a multiple of 32"):
     _run(p, bufs, widen)
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("padding", [0, 1])
+def test_fp32_conv_as_implicit_gemm(padding):
+  """A float32 conv takes the same staged FMA path (im2col inside the copies: element gathers, zero-filled halo)."""
+  rng = np.random.default_rng(7)
+  x, w = rng.integers(-3, 4, (2, 8, 10, 10)).astype(np.float32), rng.integers(-3, 4, (16, 8, 3, 3)).astype(np.float32)
+  out = Tensor(x).conv2d(Tensor(w), padding=padding)
+  ps = [get_program(si.ast, EmulatedRenderer(_renderer(), nv_model("NV", "sm_90"))) for si in out.schedule()]
+  assert any(_is_staged(p) for p in ps)
+  torch = pytest.importorskip("torch")
+  ref = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=padding).numpy()
+  np.testing.assert_array_equal(out.numpy(), ref.astype(np.float32))
+
+# ---- structure
+
+def _quarter_ways(addrs: list[int]) -> int:
+  """Bank-group conflicts of one quarter warp's 16-byte reads (word addresses): distinct addresses sharing a group."""
+  groups: dict[int, set] = {}
+  for a in addrs: groups.setdefault((a * 4 // 16) % 8, set()).add(a)
+  return max(len(v) for v in groups.values())
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)], ids=["AB", "ABt", "AtB", "AtBt"])
+def test_shared_reads_are_bank_conflict_free(ta, tb):
+  """Every 16-byte shared read of the default kernel, evaluated for each quarter warp of the first warp: one bank
+  group per distinct address (broadcasts are free)."""
+  from tinycore.uop import UOp
+  p = get_program(_ast(128, 64, 256, ta, tb), _renderer())
+  reads = [u for u in p.uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_LOCAL and u.src[0].arg == ("vec", 4, 16)]
+  assert len(reads) == 2 * (8 + 8)   # 2 k blocks of 4 per 8-deep step, 8 reads of A and 8 of B each
+  specials = [u for u in p.uops if u.op is Ops.SPECIAL]
+  rngs = [u for u in p.uops if u.op is Ops.RANGE]
+  for rd in reads:
+    for q in range(4):
+      addrs = []
+      for lane in range(8 * q, 8 * q + 8):
+        sub = {s: UOp.const(s.dtype, lane if s.arg[0] == "gidx0" else 0) for s in specials} | {r: UOp.const(r.dtype, 1) for r in rngs}
+        addrs.append(rd.src[0].src[1].substitute(sub).simplify().arg)
+      assert _quarter_ways(addrs) == 1, (ta, tb, addrs)
+
+needs_nvrtc = pytest.mark.skipif(find_nvrtc() is None or find_ptxas() is None, reason="NVRTC or ptxas not found (no CUDA toolkit)")
+needs_sass = pytest.mark.skipif(find_sass_tool() is None, reason="cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+
+def _cubin(ta=False, tb=False, epilogue=False, n=4096):
+  p = get_program(_ast(n, n, n, ta, tb, epilogue=epilogue), _renderer())
+  assert _is_staged(p)
+  cubin, log = ptxas_with_log(NVRTCCompiler("sm_90").to_ptx(p.src), "sm_90")
+  return p, cubin, ptxas_usage(log)
+
+def _full_counts(cubin) -> dict:
+  from tinycore_nv.occupancy import sass
+  ops = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_.]*)", sass(cubin), re.M)
+  return {o: ops.count(o) for o in set(ops)}
+
+@needs_nvrtc
+@pytest.mark.parametrize("ta,tb,epilogue", [(False, False, False), (False, True, False), (True, False, False), (False, False, True)],
+                         ids=["AB", "ABt", "AtB", "AB+bias+relu+half"])
+def test_ptxas_no_spills_and_two_blocks_per_sm(ta, tb, epilogue):
+  p, _, use = _cubin(ta, tb, epilogue)
+  assert use["spill_stores"] == 0 and use["spill_loads"] == 0 and use["stack"] == 0, use
+  assert use["smem"] == 3 * (64 + 128) * 8 * 4   # 3 stages of 64x8 + 8x128 floats
+  threads = p.local_size[0] * p.local_size[1] * p.local_size[2]
+  assert blocks_per_sm(use["registers"], use["smem"], threads, H200) >= 2, (use, threads)
+
+@needs_nvrtc
+@needs_sass
+@pytest.mark.parametrize("epilogue", [False, True], ids=["AB", "AB+bias+relu+half"])
+def test_sass_has_vector_copies_shared_reads_stores_and_only_ffma(epilogue):
+  _, cubin, _ = _cubin(epilogue=epilogue)
+  c = _full_counts(cubin)
+  # per 8-deep k step a thread issues 8x8x8 FFMAs, 2 x (8 + 8) 16-byte shared reads (ptxas may split one into two
+  # LDS.64), and 3 16-byte cp.async copies (1 of A's 64x8 panel, 2 of B's 8x128); the prologue adds 2 stages of copies
+  assert c.get("FFMA", 0) == 512, c
+  assert c.get("LDS.128", 0) + c.get("LDS.64", 0) // 2 == 32, c
+  assert c.get("LDGSTS.E.BYPASS.128", 0) == 9, c
+  assert c.get("STG.E.64" if epilogue else "STG.E.128", 0) == 16, c   # 8 rows x 2 runs of 4 outputs
+  assert c.get("FADD", 0) == (64 if epilogue else 0) and c.get("FMUL", 0) == 0, c   # the bias: one add per output

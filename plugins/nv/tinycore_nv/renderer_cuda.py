@@ -155,9 +155,10 @@ class CUDARenderer(CStyleRenderer):
     if u.op is Ops.LOAD:   # 4-byte lanes: float4, int2, ...
       dt = u.dtype.scalar()
       if dt.itemsize != 4 or n not in (2, 4) or align != 4 * n: raise NotImplementedError(f"CUDA: aligned load of {u.dtype}")
-      vt, lanes = {dtypes.float32: "float", dtypes.int32: "int", dtypes.uint32: "uint"}[dt] + str(n), ", ".join(f"t.{c}" for c in "xyzw"[:n])
-      r[u] = f"vl{id(u):x}"
-      return [f"{self.ctype(u.dtype)} {r[u]};", f"{{ {vt} t = *(const {vt}*){ptr}; {r[u]} = ({self.ctype(u.dtype)}){{{lanes}}}; }}"]
+      vt = {dtypes.float32: "float", dtypes.int32: "int", dtypes.uint32: "uint"}[dt] + str(n)
+      # lanes in an array (NVRTC has no generic vector types), indexed by constants: registers, like the mma fragments
+      r[u], ct = f"vl{id(u):x}", self.ctype(dt)
+      return [f"{ct} {r[u]}[{n}];", f"{{ {vt} t = *(const {vt}*){ptr}; {', '.join(f'{r[u]}[{i}] = t.{c}' for i, c in enumerate('xyzw'[:n]))}; }}"]
     # a store's value is a VECTORIZE, rendered (render_wmma) as a float array or as 16-bit elements packed in pairs
     dt, x = u.src[1].dtype.scalar(), r[u.src[1]]
     if dt == dtypes.float32 and n in (2, 4) and align == 4 * n: line = f"*(float{n}*){ptr} = make_float{n}({', '.join(f'{x}[{i}]' for i in range(n))});"
