@@ -8,10 +8,10 @@
 import re
 import numpy as np
 import pytest
-from tinycore import Tensor, dtypes
+from tinycore import Tensor
 from tinycore.helpers import Context
 from tinycore.codegen import get_program
-from tinycore.codegen.opt_simt import SimtTile, valid_simt_tile, simt_plan
+from tinycore.codegen.opt_simt import SimtTile
 from tinycore.emulator import EmulatedRenderer, EmulatorError
 from tinycore.emulator.interp import Interpreter
 from tinycore.emulator import serialize
@@ -177,7 +177,8 @@ def test_shared_reads_are_bank_conflict_free(ta, tb):
       assert _quarter_ways(addrs) == 1, (ta, tb, addrs)
 
 needs_nvrtc = pytest.mark.skipif(find_nvrtc() is None or find_ptxas() is None, reason="NVRTC or ptxas not found (no CUDA toolkit)")
-needs_sass = pytest.mark.skipif(find_sass_tool() is None, reason="cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+needs_sass = pytest.mark.skipif(find_sass_tool() is None,
+                                reason="cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
 
 def _cubin(ta=False, tb=False, epilogue=False, n=4096):
   p = get_program(_ast(n, n, n, ta, tb, epilogue=epilogue), _renderer())
