@@ -227,7 +227,7 @@ class Staging:
     store reaches). With asynchronous copies stages 0..S-2 are in flight before the loop; step kt waits for its group,
     then issues step kt+S-1. Without, each step copies between two barriers (the caller adds the second, after its
     reads)."""
-    S, extra = self.t.stages, []
+    S, extra = self.t.stages, list[UOp]()
     if not self.asyn:
       return UOp(Ops.BARRIER, dtypes.void, tuple(self.copies(kt, index_const(0), None, ()))), index_const(0), extra
     commit = None
