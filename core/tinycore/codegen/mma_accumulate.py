@@ -58,10 +58,12 @@ def fuse_mma_accumulate(uops: list[UOp]) -> list[UOp]:
   used = {s for u in out for s in u.src}
   return [u for u in out if u.op is not Ops.VECTORIZE or u in used]   # the zero C operands left behind
 
+FMA_CHAIN = "fma_chain"   # MULACC arg: opt_simt.py's per-step chains, the only ones rewritten (other kernels keep their sums)
+
 def _fma_chain(x: UOp, users: dict) -> list[UOp] | None:
   """The nodes of MULACC(a_n, b_n, ... MULACC(a_1, b_1, MUL(a_0, b_0))), innermost first, each used once, else None."""
   chain = []
-  while x.op is Ops.MULACC:
+  while x.op is Ops.MULACC and x.arg == FMA_CHAIN:
     chain.append(x)
     x = x.src[2]
     if users.get(x, 0) != 1: return None
@@ -77,14 +79,18 @@ def fuse_fma_accumulate(uops: list[UOp]) -> list[UOp]:
     if u.op is Ops.REDUCE: continue   # after its loop it only names its accumulator
     for s in u.src: users[s] = users.get(s, 0) + 1
   repl: dict[UOp, UOp] = {}
+  at = {u: i for i, u in enumerate(uops)}
   for u in uops:
     if u.op is not Ops.ASSIGN or u.src[1].op is not Ops.ADD or users.get(u.src[1], 0) != 1: continue
     acc, add = u.src
     if acc.op is not Ops.DEFINE_REG or add.src[0] is not acc or users.get(add.src[1], 0) != 1: continue
     if (chain := _fma_chain(add.src[1], users)) is None: continue
+    # the chain must run in the accumulator's loop body, after it exists, with no loop boundary before the update
+    lo, hi = at.get(chain[0], -1), at[u]
+    if at.get(acc, len(uops)) > lo or any(x.op in (Ops.RANGE, Ops.END) for x in uops[lo:hi]): continue
     prev = acc
     for x in chain:
-      prev = repl[x] = UOp(Ops.MULACC, x.dtype, (x.src[0], x.src[1], prev))
+      prev = repl[x] = UOp(Ops.MULACC, x.dtype, (x.src[0], x.src[1], prev), FMA_CHAIN)
     repl[add] = prev
   if not repl: return uops
   out, done = [], {}

@@ -23,6 +23,7 @@ from tinycore.dtype import dtypes
 from tinycore.helpers import ContextVar
 from tinycore.codegen.gemm_view import split, affine
 from tinycore.codegen.opt_smem import Staging, _below, _both, SMEM_GEMM
+from tinycore.codegen.mma_accumulate import FMA_CHAIN
 
 SIMT_TILE = ContextVar("SIMT_TILE", "")   # "BM,BN,BK,TM,TN,STAGES,SWIZZLE" instead of default_simt_tile's choice
 
@@ -146,7 +147,7 @@ def simt_gemm(k: UOp, renderer, tile: SimtTile | None = None) -> UOp | None:
       for i in range(t.tm):
         for j in range(t.tn):
           a, b, p = av[i][q], bv[j][q], part[i][j]
-          part[i][j] = UOp(Ops.MUL, din, (a, b)) if p is None else UOp(Ops.MULACC, din, (a, b, p))
+          part[i][j] = UOp(Ops.MUL, din, (a, b)) if p is None else UOp(Ops.MULACC, din, (a, b, p), FMA_CHAIN)
   if not stg.asyn:   # the next step's copies overwrite the panels: every thread must have read them first
     extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(x for row in part for x in row if x is not None)))
 
