@@ -29,6 +29,7 @@ from tinycore.helpers import ContextVar
 from tinycore.codegen.gemm_view import Operand, split
 
 SMEM_GEMM = ContextVar("SMEM_GEMM", 1)   # 0: tensor-core kernels read their fragments straight from global memory (opt_tc.py)
+C_TILE = ContextVar("C_TILE", 1)   # 0: the epilogue stores straight from the accumulator registers (no 16-byte stores)
 GEMM_TILE = ContextVar("GEMM_TILE", "")  # "BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE" instead of default_tile's choice
 ASYNC_COMMIT, ASYNC_WAIT, ASYNC = "async_commit", "async_wait", "async"   # BARRIER / STORE args
 LDMATRIX = "ldmatrix"                                                    # INDEX arg ("ldmatrix", matrices, trans)
@@ -178,8 +179,9 @@ class Staging:
     self.swizzle = swizzle or (t.swizzle, t.swizzle)
     S = t.stages
     (ra, ca), (rb, cb) = self.shape(g.A, t.bm), self.shape(g.B, t.bn)
-    self.sa = UOp(Ops.DEFINE_LOCAL, din.ptr(S * ra * ca, "local"), (), 0)
-    self.sb = UOp(Ops.DEFINE_LOCAL, din.ptr(S * rb * cb, "local"), (), 1)
+    # one buffer, A's stages then B's: after the k loop the epilogue may stage the C tile across both (c_tile.py)
+    self.b_at, self.capacity = S * ra * ca, S * (ra * ca + rb * cb)
+    self.sa = self.sb = UOp(Ops.DEFINE_LOCAL, din.ptr(self.capacity, "local"), (), 0)
 
   def shape(self, op: Operand, outer: int) -> tuple[int, int]:
     """A panel is BK x outer (k rows) where the operand is k-major, else outer x BK."""
@@ -187,7 +189,8 @@ class Staging:
 
   def addr(self, op: Operand, slot, row, col) -> UOp:
     rows, cols = self.shape(op, self.t.bm if op is self.g.A else self.t.bn)
-    return slot * (rows * cols) + _swizzled(row, col, cols, self.g.vec, self.swizzle[op is self.g.B])
+    at = _swizzled(row, col, cols, self.g.vec, self.swizzle[op is self.g.B]) + slot * (rows * cols)
+    return at + self.b_at if op is self.g.B else at
 
   def copies(self, step, slot, gate, after) -> list[UOp]:
     """This thread's share of the copies (16 bytes where the operand's rows allow) of both panels for k step `step`
@@ -309,7 +312,7 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
     extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(frag_loads)))
   def clamp(x: UOp, n: int, tile: int) -> UOp:   # a tail's padded rows read the epilogue's other inputs in bounds
     return x if n % tile == 0 else UOp(Ops.WHERE, dtypes.index, (UOp(Ops.CMPLT, dtypes.bool, (x, index_const(n))), x, index_const(n - 1)))
-  stores = []
+  stores, outs = [], []
   for i in range(wm):
     for j in range(wn):
       for e in range(ec):
@@ -318,10 +321,14 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
         rc, cc = fc(lane, e)
         mm, nn = bm0 + wrow + M0 * i + rc, bn0 + wcol + N0 * j + cc
         st = k.src[0].substitute({red: val, **split(clamp(mm, M, t.bm), A.outer), **split(clamp(nn, N, t.bn), B.outer)})
+        outs.append((wrow + M0 * i + rc, wcol + N0 * j + cc, st.src[1]))
         if (sg := _both(_below(mm, M, t.bm), _below(nn, N, t.bn))) is not None:   # the tails' padded rows aren't stored
           ind = st.src[0]
           st = st.replace(src=(ind.replace(src=ind.src[:2] + (_both(ind.src[2], sg) if len(ind.src) == 3 else sg,)),) + st.src[1:])
         stores.append(st)
+  # 16-byte stores through the (now free) panels where the output allows, else 2 outputs per lane from registers
+  from tinycore.codegen.c_tile import staged_stores
+  if C_TILE and (vs := staged_stores(k, g, t, sa, stg.capacity, outs, tid, bm0, bn0)) is not None: stores = vs
   # the copies and barriers reached from no store go first: the linearizer then emits what they read from outside the
   # k loop before it (and, inside it, issues the next step's copies as soon as the barrier allows)
   k = _simplify(k.replace(src=tuple(extra) + tuple(stores)))

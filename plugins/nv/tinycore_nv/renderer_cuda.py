@@ -93,6 +93,9 @@ class CUDARenderer(CStyleRenderer):
     # a shared-memory GEMM is written for 2 resident blocks per SM (one's barrier wait hides behind the other's math):
     # the launch bound's minimum caps registers at what two blocks leave each thread
     # (a warp tile whose fp32 accumulators alone take more than half of that budget runs one block rather than spill)
+    def aligned(x: UOp) -> bool: return isinstance(x.src[0].arg, tuple) and len(x.src[0].arg) == 3 and x.src[0].arg[0] == "vec"
+    self._vcopies = {u.src[1] for u in uops if u.op is Ops.STORE and u.src[1].op is Ops.LOAD and aligned(u) and aligned(u.src[1])
+                     and u.src[0].arg[2] == u.src[1].src[0].arg[2] == nbytes(u.src[1])}
     accs = sum(1 for u in uops if u.op is Ops.DEFINE_REG)
     self._min_blocks = 2 if any(u.op is Ops.DEFINE_LOCAL for u in uops) and accs <= 64 else 1
     # panels past the static 48 KB live in dynamic shared memory, each at a 16-byte aligned offset (shared_memory.py)
@@ -152,6 +155,13 @@ class CUDARenderer(CStyleRenderer):
     ind = u.src[0]
     n, align = ind.arg[1], ind.arg[2]
     ptr = f"({r[ind.src[0]]}+{r[ind.src[1]]})"
+    if u in self._vcopies:   # only copied on (c_tile.py: shared -> global): no register value, the store moves the bits
+      r[u] = ptr
+      return []
+    if u.op is Ops.STORE and u.src[1] in self._vcopies:
+      ct = {16: "uint4", 8: "uint2", 4: "unsigned"}[align]
+      line = f"*({ct}*){ptr} = *(const {ct}*){r[u.src[1]]};"
+      return [f"if ({r[ind.src[2]]}) {line}" if len(ind.src) > 2 else line]
     if u.op is Ops.LOAD:   # 4-byte lanes: float4, int2, ...
       dt = u.dtype.scalar()
       if dt.itemsize != 4 or n not in (2, 4) or align != 4 * n: raise NotImplementedError(f"CUDA: aligned load of {u.dtype}")
