@@ -46,6 +46,7 @@ class CUDARenderer(CStyleRenderer):
   # codegen/opt_smem.py: cp.async moves 16 bytes global->shared without registers (sm_80+), ldmatrix loads mma fragments
   shared_staging, async_copy, matrix_load = True, 0, False
   simt_staging = True   # fp32 GEMMs: staged FMA tiles (codegen/opt_simt.py), their 16-byte accesses rendered aligned below
+  prepad_windows = False   # a conv's padding halo is read by the staged GEMM's zero-filling cp.async: no pad kernel
   kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
   def __init__(self, arch: str | None = None, native_half: bool | None = None, compiler=None):
     from tinycore_nv.nvrtc import find_cuda_include
