@@ -139,7 +139,8 @@ def test_padding_fuses_into_the_staged_conv(dt, nhwc):
   assert len(sched) == 1, [si.ast for si in sched]
   p = get_program(sched[0].ast, _emu())
   assert any(u.op is Ops.DEFINE_LOCAL for u in p.uops), "not staged through shared memory"
-  gated = [u for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL and u.src[1].op is Ops.LOAD and len(u.src[1].src[0].src) == 3]
+  gated = [u for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL and u.src[1].op is Ops.LOAD
+           and len(u.src[1].src[0].src) == 3]
   assert gated, "no gated (zero-filling) copy reads the halo"
   if dt == dtypes.float32: assert any(u.arg == ASYNC for u in gated)   # 4- or 16-byte copies: cp.async's zero-fill form
   ref = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=1).numpy()
