@@ -71,6 +71,18 @@ def default_simt_tile(g, renderer) -> SimtTile | None:
   def work(t: SimtTile) -> int: return -(-g.M // t.bm) * t.bm * -(-g.N // t.bn) * t.bn * -(-g.K // t.bk) * t.bk
   return min(fits, key=work) if fits else None
 
+def simt_candidates(k: UOp, renderer) -> list[SimtTile]:
+  """The FMA tiles BEAM may try for kernel `k` (empty where it isn't a staged fp32 GEMM): the default first, then the
+  others by how far they are from it."""
+  if (g := simt_plan(k, renderer)) is None: return []
+  stages = (2, 3, 4) if getattr(renderer, "async_copy", 0) else (1,)
+  first = default_simt_tile(g, renderer)
+  out = [SimtTile(bm, bn, bk, tm, tn, s, sw) for bm in (32, 64, 128) for bn in (32, 64, 128) for bk in (8, 16)
+         for tm, tn in ((8, 8), (8, 4), (4, 8), (4, 4)) for s in stages for sw in (True, False)]
+  out = [t for t in out if t != first and valid_simt_tile(t, g, renderer) is None]
+  near = lambda t: (not t.swizzle, abs(t.bm * t.bn - 64 * 128), t.tm * t.tn != 64, t.bk != 8, abs(t.stages - 3))
+  return ([first] if first else []) + sorted(out, key=near)
+
 def _tile_from_env() -> SimtTile | None:
   if not SIMT_TILE.value: return None
   parts = str(SIMT_TILE.value).split(",")

@@ -46,37 +46,52 @@ class GemmTile:
   @property
   def threads(self) -> int: return 32 * self.warps_m * self.warps_n
 
-def gemm_actions(t: GemmTile) -> tuple:
-  """The tile as optimization actions (what BEAM searches and caches)."""
+def gemm_actions(t) -> tuple:
+  """The tile as optimization actions (what BEAM searches and caches); an FMA tile (opt_simt.SimtTile) says "simt"."""
+  if not isinstance(t, GemmTile):
+    return (("SMEM_TILE", "simt", (t.bm, t.bn, t.bk)), ("THREAD_TILE", "simt", (t.tm, t.tn)), ("STAGES", "simt", t.stages),
+            ("SWIZZLE", "simt", int(t.swizzle)))
   return (("SMEM_TILE", "gemm", (t.bm, t.bn, t.bk)), ("WARPS", "gemm", (t.warps_m, t.warps_n)), ("STAGES", "gemm", t.stages),
           ("SWIZZLE", "gemm", int(t.swizzle)))
 
-GEMM_ACTIONS = ("SMEM_TILE", "WARPS", "STAGES", "SWIZZLE")
+GEMM_ACTIONS = ("SMEM_TILE", "WARPS", "THREAD_TILE", "STAGES", "SWIZZLE")
 
 def is_gemm(opts) -> bool: return bool(opts) and isinstance(opts[0], tuple) and bool(opts[0]) and opts[0][0] in GEMM_ACTIONS
 
-def tile_from_actions(opts: tuple) -> GemmTile:
-  """The GemmTile that actions describe; InvalidOpt for anything malformed (a cached entry is untrusted input)."""
+def tile_from_actions(opts: tuple):
+  """The GemmTile (or, for "simt" actions, opt_simt.SimtTile) that actions describe; InvalidOpt for anything malformed
+  (a cached entry is untrusted input)."""
   from tinycore.codegen.opt import InvalidOpt
   kw: dict = {}
   def ints(x, n: int) -> tuple:
     if not (isinstance(x, tuple) and len(x) == n and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 for v in x)):
       raise InvalidOpt(f"GEMM action argument {x!r}: expected {n} positive integers")
     return x
+  simt = bool(opts) and isinstance(opts[0], tuple) and len(opts[0]) == 3 and opts[0][1] == "simt"
   for o in opts:
     if not (isinstance(o, tuple) and len(o) == 3 and o[0] in GEMM_ACTIONS): raise InvalidOpt(f"not a GEMM tiling action: {o!r}")
-    kind, _, arg = o
+    kind, what, arg = o
+    if what != ("simt" if simt else "gemm") or kind == ("WARPS" if simt else "THREAD_TILE"): raise InvalidOpt(f"mixed GEMM tiling actions: {opts!r}")
     if kind == "SMEM_TILE": kw.update(zip(("bm", "bn", "bk"), ints(arg, 3)))
     elif kind == "WARPS": kw.update(zip(("warps_m", "warps_n"), ints(arg, 2)))
+    elif kind == "THREAD_TILE": kw.update(zip(("tm", "tn"), ints(arg, 2)))
     elif kind == "STAGES": kw["stages"] = ints((arg,), 1)[0]
     elif not isinstance(arg, int) or arg not in (0, 1): raise InvalidOpt(f"SWIZZLE takes 0 or 1, got {arg!r}")
     else: kw["swizzle"] = bool(arg)
+  if simt:
+    from tinycore.codegen.opt_simt import SimtTile
+    return SimtTile(**kw)
   return GemmTile(**kw)
 
 def check_gemm_actions(k: UOp, renderer, opts: tuple) -> GemmTile:
   """The tile, after checking that the actions fit kernel `k` on `renderer` (InvalidOpt otherwise)."""
   from tinycore.codegen.opt import InvalidOpt
   t = tile_from_actions(opts)
+  if not isinstance(t, GemmTile):
+    from tinycore.codegen.opt_simt import simt_plan, valid_simt_tile
+    if (gs := simt_plan(k, renderer)) is None: raise InvalidOpt("FMA GEMM actions on a kernel that isn't a shared-memory fp32 matmul")
+    if (why := valid_simt_tile(t, gs, renderer)) is not None: raise InvalidOpt(f"SIMT tile {t}: {why}")
+    return t
   if (g := _plan(k, renderer)) is None: raise InvalidOpt("GEMM actions on a kernel that isn't a shared-memory tensor-core matmul")
   if (why := _valid(t, g, renderer)) is not None: raise InvalidOpt(f"GEMM tile {t}: {why}")
   return t
@@ -149,9 +164,11 @@ def _valid(t: GemmTile, g, renderer) -> str | None:
 def _default(g, renderer) -> GemmTile | None:
   return default_tile(g.M, g.N, g.K, renderer, g.vec, g.tc.dtype_in.itemsize, g.tc.dims, (g.A.copy, g.B.copy))
 
-def gemm_candidates(k: UOp, renderer) -> list[GemmTile]:
-  """The tiles BEAM may try for kernel `k` (empty when it isn't a shared-memory GEMM)."""
-  if (g := _plan(k, renderer)) is None: return []
+def gemm_candidates(k: UOp, renderer) -> list:
+  """The tiles BEAM may try for kernel `k` (empty when it isn't a shared-memory GEMM; FMA tiles for an fp32 one)."""
+  if (g := _plan(k, renderer)) is None:
+    from tinycore.codegen.opt_simt import simt_candidates
+    return simt_candidates(k, renderer)
   stages = (2, 3, 4) if getattr(renderer, "async_copy", 0) else (1,)
   # 4 or 8 warps; the default first, then the others by how far their block tile is from it
   first = _default(g, renderer)
@@ -244,8 +261,12 @@ class Staging:
     extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(cps) + (kt,), (ASYNC_COMMIT,)))   # once per step, even when empty
     return bar, kt % S, extra
 
-def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
-  """The kernel as a shared-memory-staged tensor-core GEMM, or None where it doesn't apply (then opt_tc.py's)."""
+def smem_gemm(k: UOp, renderer, tile=None) -> UOp | None:
+  """The kernel as a shared-memory-staged tensor-core GEMM, or None where it doesn't apply (then opt_tc.py's). An FMA
+  tile (BEAM's choice for an fp32 matmul) builds opt_simt.py's kernel."""
+  if tile is not None and not isinstance(tile, GemmTile):
+    from tinycore.codegen.opt_simt import simt_gemm
+    return simt_gemm(k, renderer, tile)
   if not SMEM_GEMM or not getattr(renderer, "shared_staging", False) or (g := _plan(k, renderer)) is None: return None
   from tinycore.codegen.gpudims import to_gpu_dims
   from tinycore.codegen.opt import _simplify

@@ -214,3 +214,39 @@ def test_sass_has_vector_copies_shared_reads_stores_and_only_ffma(epilogue):
   assert c.get("LDGSTS.E.BYPASS.128", 0) == 9, c
   assert c.get("STG.E.64" if epilogue else "STG.E.128", 0) == 16, c   # 8 rows x 2 runs of 4 outputs
   assert c.get("FADD", 0) == (64 if epilogue else 0) and c.get("FMUL", 0) == 0, c   # the bias: one add per output
+
+# ---- BEAM searches FMA tiles as actions (timed in the emulator here: that it is correct and cached is what counts)
+
+def test_simt_tiles_are_actions_and_checked():
+  from tinycore.codegen.opt import InvalidOpt
+  from tinycore.codegen.opt_smem import gemm_actions, tile_from_actions, check_gemm_actions, gemm_candidates
+  t = SimtTile(64, 64, 16, 4, 4, 2, False)
+  assert tile_from_actions(gemm_actions(t)) == t
+  ast = _ast(128, 64, 128)
+  from tinycore.codegen import prepare_kernel
+  k = prepare_kernel(ast, "NV")
+  cands = gemm_candidates(k, _renderer())
+  assert cands and cands[0] == SimtTile() and all(isinstance(c, SimtTile) for c in cands)
+  assert check_gemm_actions(k, _renderer(), gemm_actions(t)) == t
+  for bad in [gemm_actions(t)[:1] + (("WARPS", "simt", (2, 2)),), (("SMEM_TILE", "simt", (64, 64, 16)), ("STAGES", "gemm", 2)),
+              gemm_actions(SimtTile(64, 64, 16, 4, 4, 1))]:   # mixed actions; 1 stage with cp.async
+    with pytest.raises(InvalidOpt): check_gemm_actions(k, _renderer(), bad)
+
+@pytest.mark.needs_device
+def test_beam_searches_simt_tiles_and_caches_them(tmp_path, capsys):
+  import glob, json
+  from tinycore.engine import run
+  import tinycore.codegen.search  # noqa: F401  (defines BEAM_DEBUG/BEAM_TIME_LIMIT, which Context sets only once they exist)
+  rng = np.random.default_rng(4)
+  a, b = rng.integers(-3, 4, (128, 64)).astype(np.float32), rng.integers(-3, 4, (64, 128)).astype(np.float32)
+  run._runners.clear()
+  with Context(BEAM=1, IGNORE_BEAM_CACHE=1, CACHEDB=str(tmp_path), BEAM_DEBUG=1, BEAM_TIME_LIMIT=4):
+    np.testing.assert_array_equal((Tensor(a, device=DEV) @ Tensor(b, device=DEV)).numpy(), a @ b)
+  out = capsys.readouterr().out
+  assert "THREAD_TILE" in out and "variants in" in out   # FMA tiles were timed
+  (entry,) = glob.glob(str(tmp_path / "beam" / "*" / "*.json"))
+  with open(entry) as f: assert isinstance(json.load(f), list)
+  run._runners.clear()
+  with Context(BEAM=1, IGNORE_BEAM_CACHE=0, CACHEDB=str(tmp_path), BEAM_DEBUG=1):
+    np.testing.assert_array_equal((Tensor(a, device=DEV) @ Tensor(b, device=DEV)).numpy(), a @ b)
+  assert "variants in" not in capsys.readouterr().out   # the cached winner, no search
