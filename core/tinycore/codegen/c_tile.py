@@ -26,12 +26,14 @@ def vector_width(k: UOp, g, nbytes: int = 16) -> int:
 
 def _gate(x: UOp | None, y: UOp | None) -> UOp | None: return x if y is None else y if x is None else UOp(Ops.AND, dtypes.bool, (x, y))
 
-def staged_stores(k: UOp, g, t, smem: UOp, capacity: int, outs: list[tuple[UOp, UOp, UOp]], tid: UOp, bm0: UOp, bn0: UOp) -> list[UOp] | None:
+def staged_stores(k: UOp, g, t, smem: UOp, capacity: int, outs: list[tuple[UOp, UOp, UOp]], tid: UOp, bm0: UOp, bn0: UOp,
+                  nbytes: int = 16) -> list[UOp] | None:
   """The stores of the C tile through shared memory, or None where they don't apply (then store from registers).
   `outs`: (row, column in the block tile, value in the output's dtype) of each of this thread's outputs; `smem`: the
-  panels' buffer of `capacity` elements, free once every REDUCE is done; `t` the tile (bm, bn, threads)."""
+  panels' buffer of `capacity` elements, free once every REDUCE is done; `t` the tile (bm, bn, threads); `nbytes` the
+  widest vector access the renderer has (Renderer.copy_bytes)."""
   odt = k.src[0].src[0].src[0].dtype.base
-  w = vector_width(k, g)
+  w = vector_width(k, g, nbytes)
   if odt != smem.dtype.base or w == 1 or t.bn % w: return None
   # a tile bigger than the panels (fp32 C of a tf32 GEMM) goes in passes of `rp` rows
   passes = 1
@@ -55,20 +57,21 @@ def staged_stores(k: UOp, g, t, smem: UOp, capacity: int, outs: list[tuple[UOp, 
     writes = []
     for r, c, v in outs:
       gate = mine(r)
-      dst = UOp(Ops.INDEX, smem.dtype, (smem, at(r - p * rp, c)) + ((gate,) if gate is not None else ()))
+      # the row within the pass: r % rp (= r - p*rp where the gate holds) keeps the index range non-negative and small
+      dst = UOp(Ops.INDEX, smem.dtype, (smem, at(r % rp if passes > 1 else r, c)) + ((gate,) if gate is not None else ()))
       writes.append(UOp(Ops.STORE, dtypes.void, (dst, v, done)))
     ready = UOp(Ops.BARRIER, dtypes.void, tuple(writes))
     reads = []
     for i in range(rp * t.bn // (w * t.threads)):
-      st, ld = _copy_out(g, t, smem, odt, w, ind, at, tid + t.threads * i, p * rp, ready, bm0, bn0)
+      st, ld = _copy_out(g, t, smem, odt, w, ind, at, tid + t.threads * i, p * rp, ready, bm0, bn0, nbytes)
       out.append(st); reads.append(ld)
     done = UOp(Ops.BARRIER, dtypes.void, tuple(reads))
   return out
 
-def _copy_out(g, t, smem: UOp, odt, w: int, ind: UOp, at, c: UOp, r0: int, ready: UOp, bm0: UOp, bn0: UOp) -> tuple[UOp, UOp]:
-  """Chunk `c` of a pass starting at block row `r0`: its 16-byte load from shared memory and its store to the output."""
+def _copy_out(g, t, smem: UOp, odt, w: int, ind: UOp, at, c: UOp, r0: int, ready: UOp, bm0: UOp, bn0: UOp, nbytes: int) -> tuple[UOp, UOp]:
+  """Chunk `c` of a pass starting at block row `r0`: its `nbytes` load from shared memory and its store to the output."""
   row, col = c // (t.bn // w), c % (t.bn // w) * w
-  val = UOp(Ops.LOAD, odt.vec(w), (UOp(Ops.INDEX, smem.dtype, (smem, at(row, col)), ("vec", w, 16)), ready))
+  val = UOp(Ops.LOAD, odt.vec(w), (UOp(Ops.INDEX, smem.dtype, (smem, at(row, col)), ("vec", w, nbytes)), ready))
   mm, nn = bm0 + r0 + row, bn0 + col
   # the tails: N is a multiple of w, so one gate holds for all w outputs of a chunk
   gate = _gate(UOp(Ops.CMPLT, dtypes.bool, (mm, index_const(g.M))) if g.M % t.bm else None,
@@ -77,5 +80,5 @@ def _copy_out(g, t, smem: UOp, odt, w: int, ind: UOp, at, c: UOp, r0: int, ready
   def cl(x: UOp, n: int, tile: int, last: int) -> UOp:
     return x if n % tile == 0 else UOp(Ops.WHERE, dtypes.index, (UOp(Ops.CMPLT, dtypes.bool, (x, index_const(n))), x, index_const(last)))
   idx = ind.src[1].substitute({**split(cl(mm, g.M, t.bm, g.M - 1), g.A.outer), **split(cl(nn, g.N, t.bn, g.N - w), g.B.outer)})
-  dst = UOp(Ops.INDEX, ind.dtype, (ind.src[0], idx) + ((gate,) if gate is not None else ()), ("vec", w, 16))
+  dst = UOp(Ops.INDEX, ind.dtype, (ind.src[0], idx) + ((gate,) if gate is not None else ()), ("vec", w, nbytes))
   return UOp(Ops.STORE, dtypes.void, (dst, val)), val
