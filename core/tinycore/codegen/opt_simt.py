@@ -22,7 +22,7 @@ from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import ContextVar
 from tinycore.codegen.gemm_view import split, affine
-from tinycore.codegen.opt_smem import Staging, _below, _both, SMEM_GEMM
+from tinycore.codegen.opt_smem import Staging, _below, _both, SMEM_GEMM, C_TILE
 from tinycore.codegen.mma_accumulate import FMA_CHAIN
 
 SIMT_TILE = ContextVar("SIMT_TILE", "")   # "BM,BN,BK,TM,TN,STAGES,SWIZZLE" instead of default_simt_tile's choice
@@ -167,7 +167,7 @@ def simt_gemm(k: UOp, renderer, tile: SimtTile | None = None) -> UOp | None:
     return x if n % tile == 0 else UOp(Ops.WHERE, dtypes.index, (UOp(Ops.CMPLT, dtypes.bool, (x, index_const(n))), x, index_const(n - 1)))
   width = _vector_store_width(k, g)
   out_ptr = k.src[0].src[0].src[0].dtype
-  stores = []
+  stores, outs = [], []
   for i in range(t.tm):
     for j0 in range(0, t.tn, width):
       group = []
@@ -176,6 +176,7 @@ def simt_gemm(k: UOp, renderer, tile: SimtTile | None = None) -> UOp | None:
         val = total if red.dtype == din else UOp(Ops.CAST, red.dtype, (total,))
         mm, nn = bm0 + ms[i], bn0 + ns[j]
         st = k.src[0].substitute({red: val, **split(clamp(mm, M, t.bm), A.outer), **split(clamp(nn, N, t.bn), B.outer)})
+        outs.append((ms[i], ns[j], st.src[1]))
         if (sg := _both(_below(mm, M, t.bm), _below(nn, N, t.bn))) is not None:   # the tails' padded rows aren't stored
           ind = st.src[0]
           st = st.replace(src=(ind.replace(src=ind.src[:2] + (_both(ind.src[2], sg) if len(ind.src) == 3 else sg,)),) + st.src[1:])
@@ -186,5 +187,8 @@ def simt_gemm(k: UOp, renderer, tile: SimtTile | None = None) -> UOp | None:
       vals = tuple(s.src[1] for s in group)
       vind = UOp(Ops.INDEX, ind.dtype, ind.src, ("vec", width, width * out_ptr.base.itemsize))
       stores.append(UOp(Ops.STORE, dtypes.void, (vind, UOp(Ops.VECTORIZE, vals[0].dtype.vec(width), vals))))
+  if width == 1 and C_TILE:   # an output that runs along m (an NCHW conv's): 16-byte stores through the freed panels
+    from tinycore.codegen.c_tile import staged_stores
+    if (vs := staged_stores(k, g, t, stg.sa, stg.capacity, outs, tid, bm0, bn0)) is not None: stores = vs
   k = _simplify(k.replace(src=tuple(extra) + tuple(stores)))
   return to_gpu_dims(k, T, (T, 1))

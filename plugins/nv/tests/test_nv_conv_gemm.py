@@ -147,3 +147,18 @@ def test_padding_fuses_into_the_staged_conv(dt, nhwc):
   np.testing.assert_array_equal(out.numpy().astype(np.float64), ref)
   with Context(PREPAD=1):   # the renderer's choice, not the PREPAD switch, keeps the pad fused
     assert len([si for si in out.schedule() if si.ast.op is Ops.SINK]) == 1
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("dt", [dtypes.half, dtypes.float32], ids=["half", "fp32"])
+def test_nchw_output_stores_16_bytes_along_ow(dt):
+  """An NCHW output runs along ow (part of m): the C tile goes out transposed through the panels (codegen/c_tile.py),
+  8 halves / 4 floats per store where ow is a multiple of that; bit-exact."""
+  rng = np.random.default_rng(12)
+  npdt = np.float16 if dt == dtypes.half else np.float32
+  x, w = rng.integers(-3, 4, (2, 16, 8, 16)).astype(npdt), rng.integers(-3, 4, (24, 16, 3, 3)).astype(npdt)
+  out = Tensor(x).conv2d(Tensor(w), padding=1)
+  p = get_program(out.schedule()[-1].ast, _emu())
+  vec = [u.src[0].arg for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+  assert set(vec) == {("vec", 16 // np.dtype(npdt).itemsize, 16)}, set(vec)
+  ref = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=1).numpy()
+  np.testing.assert_array_equal(out.numpy().astype(np.float64), ref)
