@@ -67,7 +67,7 @@ def _fma_chain(x: UOp, users: dict) -> list[UOp] | None:
     chain.append(x)
     x = x.src[2]
     if users.get(x, 0) != 1: return None
-  if x.op is not Ops.MUL: return None
+  if x.op is not Ops.MUL or not chain: return None   # a lone acc + a*b is any kernel's, not opt_simt's chain
   return [x] + chain[::-1]
 
 def fuse_fma_accumulate(uops: list[UOp]) -> list[UOp]:
