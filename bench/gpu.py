@@ -4,7 +4,8 @@
   .venv/bin/python bench/gpu.py --only mm_fp16_8192,attention --beam 0 --json out.json
 
 Rows: matmul 4096^3 and 8192^3 in fp32 (TF32 off on both sides), tf32 (torch allow_tf32, tinycore ALLOW_TF32=1),
-fp16 and bf16; a conv (implicit GEMM shape of a ResNet stage);
+fp16 and bf16; fp32 matmul + bias + relu + cast to half (one fused kernel here, addmm + relu + cast in torch); a conv
+(implicit GEMM shape of a ResNet stage) in fp16 and in fp32;
 causal attention B=8 H=16 S=2048 D=128 (torch: scaled_dot_product_attention); one decode step of a 7B-shaped LLM
 layer (fp16, 4096 wide, SwiGLU 11008, a 2048-token KV cache). Each cell is the median of timed runs after warm-up,
 tinycore under TinyJit; `tc/torch` = torch time / tinycore time (above 1: tinycore is faster).
@@ -39,19 +40,33 @@ def _mm(n: int, dt: str, tf32: bool = False) -> Workload:
     return lambda: a @ b
   return Workload(f"mm_{'tf32' if tf32 else dt}_{n}", 2 * n ** 3, tc, th, tf32)
 
-def _conv() -> Workload:
+def _mm_epilogue(n: int) -> Workload:
+  """fp32 matmul + bias + relu + cast to half: one kernel here (the epilogue on the accumulators), TF32 off on both sides."""
+  def tc(dev):
+    from tinycore import Tensor, TinyJit
+    a, b, c = Tensor.randn(n, n, device=dev).realize(), Tensor.randn(n, n, device=dev).realize(), Tensor.randn(n, device=dev).realize()
+    f = TinyJit(lambda x, y, z: (x @ y + z).relu().half().realize())
+    return lambda: f(a, b, c)
+  def th(torch, dev):
+    a, b, c = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev), torch.randn(n, device=dev)
+    return lambda: torch.relu(torch.addmm(c, a, b)).half()
+  return Workload(f"mm_fp32_bias_relu_half_{n}", 2 * n ** 3, tc, th)
+
+def _conv(dt: str = "fp16") -> Workload:
   N, C, H, W, K = 32, 256, 56, 56, 256
   def tc(dev):
     from tinycore import Tensor, dtypes, TinyJit
-    x = Tensor.randn(N, C, H, W, device=dev).cast(dtypes.float16).realize()
-    w = (Tensor.randn(K, C, 3, 3, device=dev) * 0.05).cast(dtypes.float16).realize()
+    d = dtypes.float16 if dt == "fp16" else dtypes.float32
+    x = Tensor.randn(N, C, H, W, device=dev).cast(d).realize()
+    w = (Tensor.randn(K, C, 3, 3, device=dev) * 0.05).cast(d).realize()
     f = TinyJit(lambda a, b: a.conv2d(b, padding=1).realize())
     return lambda: f(x, w)
   def th(torch, dev):
-    x = torch.randn(N, C, H, W, device=dev, dtype=torch.float16)
-    w = torch.randn(K, C, 3, 3, device=dev, dtype=torch.float16) * 0.05
+    d = torch.float16 if dt == "fp16" else torch.float32
+    x = torch.randn(N, C, H, W, device=dev, dtype=d)
+    w = torch.randn(K, C, 3, 3, device=dev, dtype=d) * 0.05
     return lambda: torch.nn.functional.conv2d(x, w, padding=1)
-  return Workload("conv_32x256x56x56_k3", 2 * N * K * H * W * C * 9, tc, th)
+  return Workload("conv_32x256x56x56_k3" + ("" if dt == "fp16" else "_fp32"), 2 * N * K * H * W * C * 9, tc, th)
 
 def _attention() -> Workload:
   B, Hh, S, D = 8, 16, 2048, 128
@@ -99,7 +114,7 @@ def _decode() -> Workload:
   return Workload("llm_decode_step_7b_layer", 2 * (4 * Dm * Dm + 3 * Dm * F + 2 * T * Dm), tc, th)
 
 WORKLOADS = [_mm(n, "fp32" if dt == "tf32" else dt, tf32=dt == "tf32") for n in (4096, 8192) for dt in ("fp32", "tf32", "fp16", "bf16")] \
-  + [_conv(), _attention(), _decode()]
+  + [_mm_epilogue(4096), _conv(), _conv("fp32"), _attention(), _decode()]
 
 def why_no_gpu(device: str) -> str | None:
   """None when tinycore opens `device` and torch sees CUDA; else the reason, in words."""

@@ -12,7 +12,8 @@ def test_lists_every_workload_of_the_issue():
   p = _run("--list")
   assert p.returncode == 0, p.stderr
   names = p.stdout.split()
-  for n in ("mm_fp32_4096", "mm_tf32_4096", "mm_fp16_8192", "mm_bf16_8192", "attention_b8h16s2048d128_causal", "llm_decode_step_7b_layer"):
+  for n in ("mm_fp32_4096", "mm_tf32_4096", "mm_fp16_8192", "mm_bf16_8192", "attention_b8h16s2048d128_causal", "llm_decode_step_7b_layer",
+            "mm_fp32_bias_relu_half_4096", "conv_32x256x56x56_k3_fp32"):
     assert n in names
   assert any(n.startswith("conv_") for n in names)
 

@@ -63,8 +63,8 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device:
     if renderer.has_local:
       from tinycore.codegen.gpudims import to_gpu_dims
       k = graph_rewrite(to_gpu_dims(k, (renderer.local_max or (256,))[0]), symbolic)
-    from tinycore.codegen.mma_accumulate import fuse_mma_accumulate
-    uops = apply_program_stage(fuse_mma_accumulate(linearize(k)), device)
+    from tinycore.codegen.mma_accumulate import fuse_mma_accumulate, fuse_fma_accumulate
+    uops = apply_program_stage(fuse_fma_accumulate(fuse_mma_accumulate(linearize(k))), device)
   # a buffer the simplified kernel no longer reads is still a parameter: the runtime passes every buffer
   have = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}
   uops = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL and u.arg not in have] + uops

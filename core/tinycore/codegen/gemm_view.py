@@ -104,11 +104,10 @@ def _operand(x: UOp, outer: tuple[UOp, ...], kaxes: tuple[UOp, ...], vec: int, w
   while cv > 1 and (gated or extent % cv or base % cv or any(s % cv for r, s in strides.items() if r not in run)): cv //= 2
   return Operand(x, outer, kmajor, cv)
 
-def match(k: UOp, renderer) -> GemmView | None:
-  """The kernel as a GEMM on one of the renderer's warp-wide tensor cores, or None."""
+def _reduction(k: UOp):
+  """(REDUCE, its k ranges, the product under it, the output axes) of a one-store sum-of-products kernel, else None."""
   from tinycore.codegen.opt import _globals
-  tcs = [t for t in getattr(renderer, "tensor_cores", None) or [] if t.frags is not None and (ALLOW_TF32 or t.dtype_in != dtypes.float32)]
-  if not tcs or len(k.src) != 1 or k.src[0].op is not Ops.STORE: return None
+  if len(k.src) != 1 or k.src[0].op is not Ops.STORE: return None
   reds = [u for u in k.toposort() if u.op is Ops.REDUCE]
   if len(reds) != 1 or reds[0].arg is not Ops.ADD or len(reds[0].src) < 2: return None
   red = reds[0]
@@ -119,22 +118,37 @@ def match(k: UOp, renderer) -> GemmView | None:
   if prod.op is not Ops.MUL: return None
   glob = _globals(k)
   if not all(_bound(g) for g in glob): return None
+  return red, kr, prod, glob
+
+def _view(r, renderer, din, tc) -> GemmView | None:
+  """The reduction `r` (_reduction's) as a GEMM of `din` operands, or None."""
+  red, kr, prod, glob = r
+  a, b = (_strip(x, din) for x in prod.src)
+  if a is None or b is None: return None
+  ta, tb = set(a.toposort()), set(b.toposort())
+  if any(x not in ta or x not in tb for x in kr): return None
+  ms, ns = [g for g in glob if g in ta and g not in tb], [g for g in glob if g in tb and g not in ta]
+  if not ms or not ns: return None
+  vec = (getattr(renderer, "async_copy", 0) or 16) // din.itemsize
+  # the k order: unit stride innermost in A if A is affine, else in B (both read every k axis)
+  affa, affb = (affine(x.src[0].src[1]) if x.op is Ops.LOAD and x.src[0].op is Ops.INDEX else None for x in (a, b))
+  kaxes = _order(list(kr), (affa or affb or (0, None))[1])
+  widest = min(vec, (getattr(renderer, "async_copy", 0) or getattr(renderer, "copy_bytes", 16)) // din.itemsize)
+  A = _operand(a, _order(ms, affa[1] if affa else None), kaxes, vec, widest)
+  B = _operand(b, _order(ns, affb[1] if affb else None), kaxes, vec, widest)
+  if A is None or B is None: return None
+  M, N, K = (math.prod(_bound(x) for x in rs) for rs in (A.outer, B.outer, kaxes))
+  return GemmView(tc, red, A, B, kaxes, M, N, K, vec)
+
+def match(k: UOp, renderer) -> GemmView | None:
+  """The kernel as a GEMM on one of the renderer's warp-wide tensor cores, or None."""
+  tcs = [t for t in getattr(renderer, "tensor_cores", None) or [] if t.frags is not None and (ALLOW_TF32 or t.dtype_in != dtypes.float32)]
+  if not tcs or (r := _reduction(k)) is None: return None
   for tc in tcs:
     if tc.threads != 32 or tc.elements_per_thread[2] * 32 != tc.dims[0] * tc.dims[1]: continue   # warp-wide, C spread over lanes
-    a, b = (_strip(x, tc.dtype_in) for x in prod.src)
-    if a is None or b is None: continue
-    ta, tb = set(a.toposort()), set(b.toposort())
-    if any(r not in ta or r not in tb for r in kr): continue
-    ms, ns = [g for g in glob if g in ta and g not in tb], [g for g in glob if g in tb and g not in ta]
-    if not ms or not ns: continue
-    vec = (getattr(renderer, "async_copy", 0) or 16) // tc.dtype_in.itemsize
-    # the k order: unit stride innermost in A if A is affine, else in B (both read every k axis)
-    affa, affb = (affine(x.src[0].src[1]) if x.op is Ops.LOAD and x.src[0].op is Ops.INDEX else None for x in (a, b))
-    kaxes = _order(list(kr), (affa or affb or (0, None))[1])
-    widest = min(vec, (getattr(renderer, "async_copy", 0) or getattr(renderer, "copy_bytes", 16)) // tc.dtype_in.itemsize)
-    A = _operand(a, _order(ms, affa[1] if affa else None), kaxes, vec, widest)
-    B = _operand(b, _order(ns, affb[1] if affb else None), kaxes, vec, widest)
-    if A is None or B is None: continue
-    M, N, K = (math.prod(_bound(r) for r in rs) for rs in (A.outer, B.outer, kaxes))
-    return GemmView(tc, red, A, B, kaxes, M, N, K, vec)
+    if (g := _view(r, renderer, tc.dtype_in, tc)) is not None: return g
   return None
+
+def match_dtype(k: UOp, renderer, din) -> GemmView | None:
+  """The kernel as a GEMM of `din` operands multiplied by plain FMAs (no tensor core: `tc` is None), or None."""
+  return None if (r := _reduction(k)) is None else _view(r, renderer, din, None)

@@ -57,3 +57,47 @@ def fuse_mma_accumulate(uops: list[UOp]) -> list[UOp]:
     if nu not in seen: out.append(nu); seen.add(nu)
   used = {s for u in out for s in u.src}
   return [u for u in out if u.op is not Ops.VECTORIZE or u in used]   # the zero C operands left behind
+
+FMA_CHAIN = "fma_chain"   # MULACC arg: opt_simt.py's per-step chains, the only ones rewritten (other kernels keep their sums)
+
+def _fma_chain(x: UOp, users: dict) -> list[UOp] | None:
+  """The nodes of MULACC(a_n, b_n, ... MULACC(a_1, b_1, MUL(a_0, b_0))), innermost first, each used once, else None."""
+  chain = []
+  while x.op is Ops.MULACC and x.arg == FMA_CHAIN:
+    chain.append(x)
+    x = x.src[2]
+    if users.get(x, 0) != 1: return None
+  if x.op is not Ops.MUL or not chain: return None   # a lone acc + a*b is any kernel's, not opt_simt's chain
+  return [x] + chain[::-1]
+
+def fuse_fma_accumulate(uops: list[UOp]) -> list[UOp]:
+  """`acc = acc + (a_0*b_0 + a_1*b_1 + ...)` (codegen/opt_simt.py's per-step FMA chain under a REDUCE) becomes
+  `acc = a_n*b_n + (... + (a_0*b_0 + acc))`: one FMA per product and no add per step. fp32 either way; the sum is
+  reassociated (the running sum enters first instead of last)."""
+  users: dict[UOp, int] = {}
+  for u in uops:
+    if u.op is Ops.REDUCE: continue   # after its loop it only names its accumulator
+    for s in u.src: users[s] = users.get(s, 0) + 1
+  repl: dict[UOp, UOp] = {}
+  at = {u: i for i, u in enumerate(uops)}
+  for u in uops:
+    if u.op is not Ops.ASSIGN or u.src[1].op is not Ops.ADD or users.get(u.src[1], 0) != 1: continue
+    acc, add = u.src
+    if acc.op is not Ops.DEFINE_REG or add.src[0] is not acc or users.get(add.src[1], 0) != 1: continue
+    if (chain := _fma_chain(add.src[1], users)) is None: continue
+    # the chain must run in the accumulator's loop body, after it exists, with no loop boundary before the update
+    lo, hi = at.get(chain[0], -1), at[u]
+    if at.get(acc, len(uops)) > lo or any(x.op in (Ops.RANGE, Ops.END) for x in uops[lo:hi]): continue
+    prev = acc
+    for x in chain:
+      prev = repl[x] = UOp(Ops.MULACC, x.dtype, (x.src[0], x.src[1], prev), FMA_CHAIN)
+    repl[add] = prev
+  if not repl: return uops
+  out, done = [], {}
+  for u in uops:
+    if u.op is Ops.ADD and u in repl: done[u] = repl[u]; continue   # the add is gone: its ASSIGN takes the chain's end
+    nu = repl.get(u, u)
+    if u.op is not Ops.REDUCE: nu = nu.replace(src=tuple(done.get(s, s) for s in nu.src))   # see fuse_mma_accumulate
+    done[u] = nu
+    out.append(nu)
+  return out

@@ -76,8 +76,11 @@ def optimize_gpu(k: UOp, renderer: Renderer) -> UOp:
   from tinycore.codegen.opt_tc import tensor_core
   if NOGPUOPT: return k
   from tinycore.codegen.opt_smem import smem_gemm
-  # tensor-core matmuls: staged through shared memory where the operands allow it (opt_smem.py), else fragments from global
+  from tinycore.codegen.opt_simt import simt_gemm
+  # tensor-core matmuls: staged through shared memory where the operands allow it (opt_smem.py), else fragments from global;
+  # fp32 matmuls without tensor cores: staged FMA tiles (opt_simt.py) where the renderer opts in
   if (tc := smem_gemm(k, renderer)) is not None or (tc := tensor_core(k, renderer)) is not None: return tc
+  if (tc := simt_gemm(k, renderer)) is not None: return tc
   # TM rows (y axis) x TN columns (x axis)
   tm, tn = (int(v) for v in str(GPU_TILE.value).split(",")) if GPU_TILE.value else renderer.register_tile
   k, _ = register_tile(k, tm, tn)

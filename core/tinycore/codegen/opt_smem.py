@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import ContextVar
-from tinycore.codegen.gemm_view import Operand
+from tinycore.codegen.gemm_view import Operand, split
 
 SMEM_GEMM = ContextVar("SMEM_GEMM", 1)   # 0: tensor-core kernels read their fragments straight from global memory (opt_tc.py)
+C_TILE = ContextVar("C_TILE", 1)   # 0: the epilogue stores straight from the accumulator registers (no 16-byte stores)
 GEMM_TILE = ContextVar("GEMM_TILE", "")  # "BM,BN,BK,WARPS_M,WARPS_N,STAGES,SWIZZLE" instead of default_tile's choice
 ASYNC_COMMIT, ASYNC_WAIT, ASYNC = "async_commit", "async_wait", "async"   # BARRIER / STORE args
 LDMATRIX = "ldmatrix"                                                    # INDEX arg ("ldmatrix", matrices, trans)
@@ -45,37 +46,52 @@ class GemmTile:
   @property
   def threads(self) -> int: return 32 * self.warps_m * self.warps_n
 
-def gemm_actions(t: GemmTile) -> tuple:
-  """The tile as optimization actions (what BEAM searches and caches)."""
+def gemm_actions(t) -> tuple:
+  """The tile as optimization actions (what BEAM searches and caches); an FMA tile (opt_simt.SimtTile) says "simt"."""
+  if not isinstance(t, GemmTile):
+    return (("SMEM_TILE", "simt", (t.bm, t.bn, t.bk)), ("THREAD_TILE", "simt", (t.tm, t.tn)), ("STAGES", "simt", t.stages),
+            ("SWIZZLE", "simt", int(t.swizzle)))
   return (("SMEM_TILE", "gemm", (t.bm, t.bn, t.bk)), ("WARPS", "gemm", (t.warps_m, t.warps_n)), ("STAGES", "gemm", t.stages),
           ("SWIZZLE", "gemm", int(t.swizzle)))
 
-GEMM_ACTIONS = ("SMEM_TILE", "WARPS", "STAGES", "SWIZZLE")
+GEMM_ACTIONS = ("SMEM_TILE", "WARPS", "THREAD_TILE", "STAGES", "SWIZZLE")
 
 def is_gemm(opts) -> bool: return bool(opts) and isinstance(opts[0], tuple) and bool(opts[0]) and opts[0][0] in GEMM_ACTIONS
 
-def tile_from_actions(opts: tuple) -> GemmTile:
-  """The GemmTile that actions describe; InvalidOpt for anything malformed (a cached entry is untrusted input)."""
+def tile_from_actions(opts: tuple):
+  """The GemmTile (or, for "simt" actions, opt_simt.SimtTile) that actions describe; InvalidOpt for anything malformed
+  (a cached entry is untrusted input)."""
   from tinycore.codegen.opt import InvalidOpt
   kw: dict = {}
   def ints(x, n: int) -> tuple:
     if not (isinstance(x, tuple) and len(x) == n and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 for v in x)):
       raise InvalidOpt(f"GEMM action argument {x!r}: expected {n} positive integers")
     return x
+  simt = bool(opts) and isinstance(opts[0], tuple) and len(opts[0]) == 3 and opts[0][1] == "simt"
   for o in opts:
     if not (isinstance(o, tuple) and len(o) == 3 and o[0] in GEMM_ACTIONS): raise InvalidOpt(f"not a GEMM tiling action: {o!r}")
-    kind, _, arg = o
+    kind, what, arg = o
+    if what != ("simt" if simt else "gemm") or kind == ("WARPS" if simt else "THREAD_TILE"): raise InvalidOpt(f"mixed GEMM tiling actions: {opts!r}")
     if kind == "SMEM_TILE": kw.update(zip(("bm", "bn", "bk"), ints(arg, 3)))
     elif kind == "WARPS": kw.update(zip(("warps_m", "warps_n"), ints(arg, 2)))
+    elif kind == "THREAD_TILE": kw.update(zip(("tm", "tn"), ints(arg, 2)))
     elif kind == "STAGES": kw["stages"] = ints((arg,), 1)[0]
     elif not isinstance(arg, int) or arg not in (0, 1): raise InvalidOpt(f"SWIZZLE takes 0 or 1, got {arg!r}")
     else: kw["swizzle"] = bool(arg)
+  if simt:
+    from tinycore.codegen.opt_simt import SimtTile
+    return SimtTile(**kw)
   return GemmTile(**kw)
 
 def check_gemm_actions(k: UOp, renderer, opts: tuple) -> GemmTile:
   """The tile, after checking that the actions fit kernel `k` on `renderer` (InvalidOpt otherwise)."""
   from tinycore.codegen.opt import InvalidOpt
   t = tile_from_actions(opts)
+  if not isinstance(t, GemmTile):
+    from tinycore.codegen.opt_simt import simt_plan, valid_simt_tile
+    if (gs := simt_plan(k, renderer)) is None: raise InvalidOpt("FMA GEMM actions on a kernel that isn't a shared-memory fp32 matmul")
+    if (why := valid_simt_tile(t, gs, renderer)) is not None: raise InvalidOpt(f"SIMT tile {t}: {why}")
+    return t
   if (g := _plan(k, renderer)) is None: raise InvalidOpt("GEMM actions on a kernel that isn't a shared-memory tensor-core matmul")
   if (why := _valid(t, g, renderer)) is not None: raise InvalidOpt(f"GEMM tile {t}: {why}")
   return t
@@ -148,9 +164,11 @@ def _valid(t: GemmTile, g, renderer) -> str | None:
 def _default(g, renderer) -> GemmTile | None:
   return default_tile(g.M, g.N, g.K, renderer, g.vec, g.tc.dtype_in.itemsize, g.tc.dims, (g.A.copy, g.B.copy))
 
-def gemm_candidates(k: UOp, renderer) -> list[GemmTile]:
-  """The tiles BEAM may try for kernel `k` (empty when it isn't a shared-memory GEMM)."""
-  if (g := _plan(k, renderer)) is None: return []
+def gemm_candidates(k: UOp, renderer) -> list:
+  """The tiles BEAM may try for kernel `k` (empty when it isn't a shared-memory GEMM; FMA tiles for an fp32 one)."""
+  if (g := _plan(k, renderer)) is None:
+    from tinycore.codegen.opt_simt import simt_candidates
+    return simt_candidates(k, renderer)
   stages = (2, 3, 4) if getattr(renderer, "async_copy", 0) else (1,)
   # 4 or 8 warps; the default first, then the others by how far their block tile is from it
   first = _default(g, renderer)
@@ -165,13 +183,94 @@ def _plan(k: UOp, renderer):
   from tinycore.codegen.gemm_view import match
   return match(k, renderer) if TC else None
 
-def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
-  """The kernel as a shared-memory-staged tensor-core GEMM, or None where it doesn't apply (then opt_tc.py's)."""
+def _below(x: UOp, n: int, tile: int) -> UOp | None: return None if n % tile == 0 else UOp(Ops.CMPLT, dtypes.bool, (x, index_const(n)))
+def _both(x: UOp | None, y: UOp | None) -> UOp | None: return x if y is None else y if x is None else UOp(Ops.AND, dtypes.bool, (x, y))
+
+class Staging:
+  """The shared panels of a GEMM's operands and this thread's copies into them, pipelined: the part the tensor-core
+  (here) and the FMA (opt_simt.py) kernels share. `t` has bm, bn, bk, stages, swizzle and threads; `tid` is the
+  thread's index in its block, `bm0`/`bn0` the block's first row and column; `swizzle` (A's, B's) where a panel's
+  reads need it differently from `t.swizzle` (an unswizzled panel's addresses are one register plus constants)."""
+  def __init__(self, g, t, din, tid: UOp, bm0: UOp, bn0: UOp, asyn: int, swizzle: tuple[bool, bool] | None = None):
+    self.g, self.t, self.din, self.tid, self.bm0, self.bn0, self.asyn = g, t, din, tid, bm0, bn0, asyn
+    self.swizzle = swizzle or (t.swizzle, t.swizzle)
+    S = t.stages
+    (ra, ca), (rb, cb) = self.shape(g.A, t.bm), self.shape(g.B, t.bn)
+    # one buffer, A's stages then B's: after the k loop the epilogue may stage the C tile across both (c_tile.py)
+    self.b_at, self.capacity = S * ra * ca, S * (ra * ca + rb * cb)
+    self.sa = self.sb = UOp(Ops.DEFINE_LOCAL, din.ptr(self.capacity, "local"), (), 0)
+
+  def shape(self, op: Operand, outer: int) -> tuple[int, int]:
+    """A panel is BK x outer (k rows) where the operand is k-major, else outer x BK."""
+    return (self.t.bk, outer) if op.kmajor else (outer, self.t.bk)
+
+  def addr(self, op: Operand, slot, row, col) -> UOp:
+    rows, cols = self.shape(op, self.t.bm if op is self.g.A else self.t.bn)
+    at = _swizzled(row, col, cols, self.g.vec, self.swizzle[op is self.g.B]) + slot * (rows * cols)
+    return at + self.b_at if op is self.g.B else at
+
+  def copies(self, step, slot, gate, after) -> list[UOp]:
+    """This thread's share of the copies (16 bytes where the operand's rows allow) of both panels for k step `step`
+    into stage `slot`; `gate` (a bool UOp) skips them past the last step. The source is the operand's index with its
+    m (n) and k axes split out of the flat panel coordinates: implicit im2col. Elements past M (N), K or outside a
+    padding gate read as zero (cp.async's zero-fill form: source size 0)."""
+    g, t, din, tid, T = self.g, self.t, self.din, self.tid, self.t.threads
+    if gate is not None and (c := _const(gate)) is not None:
+      if not c: return []
+      gate = None
+    out = []
+    for op, smem, o0, outer, n_out in ((g.A, self.sa, self.bm0, t.bm, g.M), (g.B, self.sb, self.bn0, t.bn, g.N)):
+      rows, cols = self.shape(op, outer)
+      cv = op.copy
+      ncp = cols // cv
+      ind = op.load.src[0]
+      for i in range(rows * cols // (cv * T)):
+        c = tid + T * i
+        # element gathers (an im2col operand) walk down the rows: a thread keeps one m (n) row, so the split of its
+        # flat index into axes is computed once, and only k's varies with the step
+        row, col = (c % rows, c // rows) if cv == 1 else (c // ncp, c % ncp * cv)
+        o, kk = (col, row) if op.kmajor else (row, col)
+        at = {**split(o0 + o, op.outer), **split(step * t.bk + kk, g.kaxes)}
+        lgate = _both(_both(ind.src[2].substitute(at) if len(ind.src) == 3 else None, _below(o0 + o, n_out, outer)),
+                      _below(step * t.bk + kk, g.K, t.bk))
+        lgate = _both(lgate, gate)   # past the last step nothing is read either
+        varg = ("vec", cv) if cv > 1 else None
+        src = UOp(Ops.INDEX, ind.dtype, (ind.src[0], ind.src[1].substitute(at)) + ((lgate,) if lgate is not None else ()), varg)
+        val = UOp(Ops.LOAD, din.vec(cv) if cv > 1 else din, (src,))
+        dst = UOp(Ops.INDEX, smem.dtype, (smem, self.addr(op, slot, row, col)) + ((gate,) if gate is not None else ()), varg)
+        # cp.async moves 4, 8 or 16 bytes: a 2-byte element goes through a register
+        out.append(UOp(Ops.STORE, dtypes.void, (dst, val) + after, ASYNC if self.asyn and cv * din.itemsize >= 4 else None))
+    return out
+
+  def pipeline(self, kt: UOp, nk: int) -> tuple[UOp, UOp, list[UOp]]:
+    """(the barrier after which k step `kt`'s panels may be read, the stage they are in, the copies and barriers no
+    store reaches). With asynchronous copies stages 0..S-2 are in flight before the loop; step kt waits for its group,
+    then issues step kt+S-1. Without, each step copies between two barriers (the caller adds the second, after its
+    reads)."""
+    S, extra = self.t.stages, list[UOp]()
+    if not self.asyn:
+      return UOp(Ops.BARRIER, dtypes.void, tuple(self.copies(kt, index_const(0), None, ()))), index_const(0), extra
+    commit = None
+    for s in range(S - 1):
+      cps = self.copies(index_const(s), index_const(s), None, ()) if s < nk else []
+      commit = UOp(Ops.BARRIER, dtypes.void, tuple(cps) + ((commit,) if commit is not None else ()), (ASYNC_COMMIT,))
+    ready = UOp(Ops.BARRIER, dtypes.void, (commit, kt), (ASYNC_WAIT, S - 2))
+    bar = UOp(Ops.BARRIER, dtypes.void, (ready,))
+    nxt = kt + (S - 1)
+    cps = self.copies(nxt, nxt % S, UOp(Ops.CMPLT, dtypes.bool, (nxt, index_const(nk))), (bar,))
+    extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(cps) + (kt,), (ASYNC_COMMIT,)))   # once per step, even when empty
+    return bar, kt % S, extra
+
+def smem_gemm(k: UOp, renderer, tile=None) -> UOp | None:
+  """The kernel as a shared-memory-staged tensor-core GEMM, or None where it doesn't apply (then opt_tc.py's). An FMA
+  tile (BEAM's choice for an fp32 matmul) builds opt_simt.py's kernel."""
+  if tile is not None and not isinstance(tile, GemmTile):
+    from tinycore.codegen.opt_simt import simt_gemm
+    return simt_gemm(k, renderer, tile)
   if not SMEM_GEMM or not getattr(renderer, "shared_staging", False) or (g := _plan(k, renderer)) is None: return None
   from tinycore.codegen.gpudims import to_gpu_dims
   from tinycore.codegen.opt import _simplify
-  from tinycore.codegen.gemm_view import split
-  tc, red, A, B, vec = g.tc, g.red, g.A, g.B, g.vec
+  tc, red, A, B = g.tc, g.red, g.A, g.B
   din, dout = tc.dtype_in, tc.dtype_out
   M, N, K = g.M, g.N, g.K
   if tile is None and GEMM_TILE.value:
@@ -186,7 +285,7 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
   M0, N0, K0 = tc.dims
   # ldmatrix moves 8x8 matrices of 16-bit elements: m16n8k16's fragments (other shapes gather element by element)
   asyn, mload = getattr(renderer, "async_copy", 0), getattr(renderer, "matrix_load", False) and tc.dims == (16, 8, 16) and din.itemsize == 2
-  T, S, nk = t.threads, t.stages, -(-K // t.bk)
+  T, nk = t.threads, -(-K // t.bk)
   fa, fb, fc = tc.frags
   # block and thread ids: dim 0 = thread + T * column block, dim 1 = row block
   t0 = UOp(Ops.RANGE, dtypes.index, (index_const(T * -(-N // t.bn)),), ("g", 1001))
@@ -196,65 +295,9 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
   wtm, wtn = t.bm // t.warps_m, t.bn // t.warps_n
   wrow, wcol = warp // t.warps_n * wtm, warp % t.warps_n * wtn
   kt = UOp(Ops.RANGE, dtypes.index, (index_const(nk),), red.src[1].arg)
-  def below(x: UOp, n: int, tile: int) -> UOp | None: return None if n % tile == 0 else UOp(Ops.CMPLT, dtypes.bool, (x, index_const(n)))
-  def both(x: UOp | None, y: UOp | None) -> UOp | None: return x if y is None else y if x is None else UOp(Ops.AND, dtypes.bool, (x, y))
-
-  # panels: A is BM x BK (m rows) or BK x BM (k rows), B likewise with n; one copy per stage
-  def shape(op: Operand, outer: int) -> tuple[int, int]: return (t.bk, outer) if op.kmajor else (outer, t.bk)
-  (ra, ca), (rb, cb) = shape(A, t.bm), shape(B, t.bn)
-  sa = UOp(Ops.DEFINE_LOCAL, din.ptr(S * ra * ca, "local"), (), 0)
-  sb = UOp(Ops.DEFINE_LOCAL, din.ptr(S * rb * cb, "local"), (), 1)
-  def addr(op: Operand, slot, row, col) -> UOp:
-    rows, cols = shape(op, t.bm if op is A else t.bn)
-    return slot * (rows * cols) + _swizzled(row, col, cols, vec, t.swizzle)
-
-  def copies(step, slot, gate, after) -> list[UOp]:
-    """This thread's share of the copies (16 bytes where the operand's rows allow) of both panels for k step `step`
-    into stage `slot`; `gate` (a bool UOp) skips them past the last step. The source is the operand's index with its
-    m (n) and k axes split out of the flat panel coordinates: implicit im2col. Elements past M (N), K or outside a
-    padding gate read as zero (cp.async's zero-fill form: source size 0)."""
-    if gate is not None and (c := _const(gate)) is not None:
-      if not c: return []
-      gate = None
-    out = []
-    for op, smem, o0, outer, n_out in ((A, sa, bm0, t.bm, M), (B, sb, bn0, t.bn, N)):
-      rows, cols = shape(op, outer)
-      cv = op.copy
-      ncp = cols // cv
-      ind = op.load.src[0]
-      for i in range(rows * cols // (cv * T)):
-        c = tid + T * i
-        # element gathers (an im2col operand) walk down the rows: a thread keeps one m (n) row, so the split of its
-        # flat index into axes is computed once, and only k's varies with the step
-        row, col = (c % rows, c // rows) if cv == 1 else (c // ncp, c % ncp * cv)
-        o, kk = (col, row) if op.kmajor else (row, col)
-        at = {**split(o0 + o, op.outer), **split(step * t.bk + kk, g.kaxes)}
-        lgate = both(both(ind.src[2].substitute(at) if len(ind.src) == 3 else None, below(o0 + o, n_out, outer)), below(step * t.bk + kk, K, t.bk))
-        lgate = both(lgate, gate)   # past the last step nothing is read either
-        varg = ("vec", cv) if cv > 1 else None
-        src = UOp(Ops.INDEX, ind.dtype, (ind.src[0], ind.src[1].substitute(at)) + ((lgate,) if lgate is not None else ()), varg)
-        val = UOp(Ops.LOAD, din.vec(cv) if cv > 1 else din, (src,))
-        dst = UOp(Ops.INDEX, smem.dtype, (smem, addr(op, slot, row, col)) + ((gate,) if gate is not None else ()), varg)
-        # cp.async moves 4, 8 or 16 bytes: a 2-byte element goes through a register
-        out.append(UOp(Ops.STORE, dtypes.void, (dst, val) + after, ASYNC if asyn and cv * din.itemsize >= 4 else None))
-    return out
-
-  # the pipeline: stages 0..S-2 in flight before the loop; step kt waits for its group, then issues step kt+S-1
-  extra: list[UOp] = []
-  if asyn:
-    commit = None
-    for s in range(S - 1):
-      cps = copies(index_const(s), index_const(s), None, ()) if s < nk else []
-      commit = UOp(Ops.BARRIER, dtypes.void, tuple(cps) + ((commit,) if commit is not None else ()), (ASYNC_COMMIT,))
-    ready = UOp(Ops.BARRIER, dtypes.void, (commit, kt), (ASYNC_WAIT, S - 2))
-    bar = UOp(Ops.BARRIER, dtypes.void, (ready,))
-    nxt = kt + (S - 1)
-    cps = copies(nxt, nxt % S, UOp(Ops.CMPLT, dtypes.bool, (nxt, index_const(nk))), (bar,))
-    extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(cps) + (kt,), (ASYNC_COMMIT,)))   # once per step, even when empty
-    slot = kt % S
-  else:
-    bar = UOp(Ops.BARRIER, dtypes.void, tuple(copies(kt, index_const(0), None, ())))
-    slot = index_const(0)
+  stg = Staging(g, t, din, tid, bm0, bn0, asyn)
+  sa, sb, addr = stg.sa, stg.sb, stg.addr
+  bar, slot, extra = stg.pipeline(kt, nk)
 
   def frag(op: Operand, smem: UOp, tiles0: UOp, s: int, j: int, is_a: bool) -> UOp:
     """This lane's A (M0 x K0) or B (K0 x N0) fragment for k step s (of K0) of instruction tile j."""
@@ -290,7 +333,7 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
     extra.append(UOp(Ops.BARRIER, dtypes.void, tuple(frag_loads)))
   def clamp(x: UOp, n: int, tile: int) -> UOp:   # a tail's padded rows read the epilogue's other inputs in bounds
     return x if n % tile == 0 else UOp(Ops.WHERE, dtypes.index, (UOp(Ops.CMPLT, dtypes.bool, (x, index_const(n))), x, index_const(n - 1)))
-  stores = []
+  stores, outs = [], []
   for i in range(wm):
     for j in range(wn):
       for e in range(ec):
@@ -299,10 +342,15 @@ def smem_gemm(k: UOp, renderer, tile: GemmTile | None = None) -> UOp | None:
         rc, cc = fc(lane, e)
         mm, nn = bm0 + wrow + M0 * i + rc, bn0 + wcol + N0 * j + cc
         st = k.src[0].substitute({red: val, **split(clamp(mm, M, t.bm), A.outer), **split(clamp(nn, N, t.bn), B.outer)})
-        if (sg := both(below(mm, M, t.bm), below(nn, N, t.bn))) is not None:   # the tails' padded rows aren't stored
+        outs.append((wrow + M0 * i + rc, wcol + N0 * j + cc, st.src[1]))
+        if (sg := _both(_below(mm, M, t.bm), _below(nn, N, t.bn))) is not None:   # the tails' padded rows aren't stored
           ind = st.src[0]
-          st = st.replace(src=(ind.replace(src=ind.src[:2] + (both(ind.src[2], sg) if len(ind.src) == 3 else sg,)),) + st.src[1:])
+          st = st.replace(src=(ind.replace(src=ind.src[:2] + (_both(ind.src[2], sg) if len(ind.src) == 3 else sg,)),) + st.src[1:])
         stores.append(st)
+  # 16-byte stores through the (now free) panels where the output allows, else 2 outputs per lane from registers
+  from tinycore.codegen.c_tile import staged_stores
+  nbytes = min(16, getattr(renderer, "copy_bytes", 16))
+  if C_TILE and (vs := staged_stores(k, g, t, sa, stg.capacity, outs, tid, bm0, bn0, nbytes)) is not None: stores = vs
   # the copies and barriers reached from no store go first: the linearizer then emits what they read from outside the
   # k loop before it (and, inside it, issues the next step's copies as soon as the barrier allows)
   k = _simplify(k.replace(src=tuple(extra) + tuple(stores)))

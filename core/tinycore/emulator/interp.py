@@ -222,6 +222,8 @@ class Interpreter:
       what = f"{n}-wide " if n > 1 else ""
       self._fail(OutOfBounds, lanes, lambda l: f"out-of-bounds {what}{u.op.name.lower()} of {label} at index {bad(l)} (size {size}): "
                  f"{dt.name} at byte {bad(l) * dt.itemsize}, the {label.split()[0]} has {nbytes} bytes")
+    if isinstance(ind.arg, tuple) and len(ind.arg) == 3 and ind.arg[0] == "vec":   # a vector access the device does in one piece
+      shared_ops.check_aligned(self, idx, mm, dt.itemsize, ind.arg[2], f"{n * dt.itemsize}-byte {u.op.name.lower()} of {label}")
     if region is not None: idx = idx + (self.grp[:, None] if n > 1 else self.grp) * size   # each workgroup its own copy
     return region, idx, mm, dt, label, n
 

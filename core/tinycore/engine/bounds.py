@@ -18,7 +18,7 @@ def symbolic_accesses(uops: list[UOp]) -> list[tuple[int, int, UOp, UOp | None, 
     if u.op is not Ops.INDEX or u.src[0].op is not Ops.DEFINE_GLOBAL: continue
     deps = [x for s in u.src[1:] for x in s.toposort()]
     if not any(x.op is Ops.DEFINE_VAR for x in deps): continue
-    lanes = u.arg[1] if isinstance(u.arg, tuple) and len(u.arg) == 2 and u.arg[0] == "vec" else 1
+    lanes = u.arg[1] if isinstance(u.arg, tuple) and len(u.arg) in (2, 3) and u.arg[0] == "vec" else 1
     out.append((u.src[0].arg, u.src[0].dtype.base.itemsize, u.src[1], u.src[2] if len(u.src) > 2 else None, lanes))
   return out
 

@@ -102,7 +102,8 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
           if expanded or in_reduce or seen_from.setdefault(n, root) is not root: new.add(n); continue
         # a padded input read through a sliding window (conv, pooling) is cheaper padded once, in memory: the window
         # kernel then has no per-element bounds checks and its loads vectorize
-        if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD: new.add(n); continue
+        if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD and _prepads(n.device):
+          new.add(n); continue
         # costly elementwise work broadcast into a reduction (gelu(h) @ w, softmax(s) @ v) would be recomputed for
         # every output it is broadcast over: compute it once into a buffer instead. A register tile shares each value
         # across ~16 outputs, so the recompute factor is the broadcast over 16 (softmax @ v with 64-wide heads: 4x).
@@ -170,6 +171,12 @@ def _split_reduce(r: UOp) -> UOp | None:
   x = src.permute(tuple(keep) + tuple(axes)).reshape(tuple(src.shape[i] for i in keep) + (chunks, rsize // chunks))
   part = UOp(Ops.CONTIGUOUS, r.dtype, (x.r(op, (len(keep) + 1,)),))
   return part.r(op, (len(keep),)).reshape(r.shape)
+
+def _prepads(device) -> bool:
+  """The device's renderer wants sliding-window inputs padded in memory first (Renderer.prepad_windows)."""
+  from tinycore.device import Device
+  try: return not isinstance(device, str) or bool(getattr(Device[device].renderer, "prepad_windows", True))
+  except Exception: return True
 
 def _has_local(device) -> bool:
   from tinycore.device import Device

@@ -82,6 +82,13 @@ class Renderer:
   async_copy: int = 0
   matrix_load: bool = False
   copy_bytes: int = 16   # the widest plain vector load/store a staging copy may use (Metal: 4 lanes, so 8 bytes of half)
+  # fp32 GEMMs without tensor cores staged the same way, FMA register tiles reading 16 bytes of shared memory at a time
+  # (codegen/opt_simt.py); the renderer must render INDEX arg ("vec", n, align) as an `align`-byte aligned access
+  simt_staging: bool = False
+  # the scheduler pads a sliding window's input (conv, pooling) once, in its own kernel, so the window kernel has no
+  # bounds checks (engine/schedule.py, PREPAD). False where kernels read the halo through gated loads as cheaply
+  # (NVIDIA: the staged GEMM's copies zero-fill it), which saves that kernel and its buffer
+  prepad_windows: bool = True
   # no thread indices (a CPU): (rows, columns) of float32 accumulators a matmul's output tile keeps in vector registers
   # (codegen/opt.py widens the vector axis to `columns` and unrolls `rows` rows). None: the generic 8 x 16 choice
   register_block: tuple[int, int] | None = None

@@ -120,3 +120,45 @@ def test_conv_ptxas_no_spills_two_blocks_and_sass(nhwc):
   from tinycore_nv.occupancy import sass_counts
   c = sass_counts(cubin)
   assert c["HMMA"] >= 32 and c["LDSM"] > 0 and c["LDGSTS"] > 0 and c["FADD"] == 0, c
+
+# ---- the padding halo read by the staged conv itself (Renderer.prepad_windows = False on NV)
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("nhwc", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("dt", [dtypes.half, dtypes.float32], ids=["half", "fp32"])
+def test_padding_fuses_into_the_staged_conv(dt, nhwc):
+  """conv2d(padding=1): one kernel (no separate pad kernel and buffer), the halo read as zeros by gated copies
+  (zero-filling cp.async where a copy moves 4 or 16 bytes), bit-exact; PREPAD's CPU policy would add the pad kernel."""
+  from tinycore.helpers import Context
+  import tinycore.engine.schedule  # noqa: F401  (defines PREPAD)
+  rng = np.random.default_rng(11)
+  x, w = rng.integers(-3, 4, (2, 16, 9, 7)).astype(np.float32), rng.integers(-3, 4, (24, 16, 3, 3)).astype(np.float32)
+  npdt = np.float16 if dt == dtypes.half else np.float32
+  out = _input(x.astype(npdt), nhwc).conv2d(Tensor(w.astype(npdt)), padding=1)
+  sched = [si for si in out.schedule() if si.ast.op is Ops.SINK]
+  assert len(sched) == 1, [si.ast for si in sched]
+  p = get_program(sched[0].ast, _emu())
+  assert any(u.op is Ops.DEFINE_LOCAL for u in p.uops), "not staged through shared memory"
+  gated = [u for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL and u.src[1].op is Ops.LOAD
+           and len(u.src[1].src[0].src) == 3]
+  assert gated, "no gated (zero-filling) copy reads the halo"
+  if dt == dtypes.float32: assert any(u.arg == ASYNC for u in gated)   # 4- or 16-byte copies: cp.async's zero-fill form
+  ref = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=1).numpy()
+  np.testing.assert_array_equal(out.numpy().astype(np.float64), ref)
+  with Context(PREPAD=1):   # the renderer's choice, not the PREPAD switch, keeps the pad fused
+    assert len([si for si in out.schedule() if si.ast.op is Ops.SINK]) == 1
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("dt", [dtypes.half, dtypes.float32], ids=["half", "fp32"])
+def test_nchw_output_stores_16_bytes_along_ow(dt):
+  """An NCHW output runs along ow (part of m): the C tile goes out transposed through the panels (codegen/c_tile.py),
+  8 halves / 4 floats per store where ow is a multiple of that; bit-exact."""
+  rng = np.random.default_rng(12)
+  npdt = np.float16 if dt == dtypes.half else np.float32
+  x, w = rng.integers(-3, 4, (2, 16, 8, 16)).astype(npdt), rng.integers(-3, 4, (24, 16, 3, 3)).astype(npdt)
+  out = Tensor(x).conv2d(Tensor(w), padding=1)
+  p = get_program(out.schedule()[-1].ast, _emu())
+  vec = [u.src[0].arg for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+  assert set(vec) == {("vec", 16 // np.dtype(npdt).itemsize, 16)}, set(vec)
+  ref = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=1).numpy()
+  np.testing.assert_array_equal(out.numpy().astype(np.float64), ref)

@@ -133,10 +133,23 @@ def test_emulator_reports_missing_barrier():
   # the synchronous path's second barrier guards the next step's copies against warps still reading (write after read)
   def second_barrier(nodes):
     bars = [n for n in nodes if n.op is Ops.BARRIER]
-    assert len(bars) == 2
+    assert len(bars) == 6   # the k loop's two, then the C tile's (codegen/c_tile.py): 2 passes through the 1-stage panels, 2 each
     bars[1].op = Ops.NOOP
   with pytest.raises(MissingBarrier, match=r"missing barrier: write to local \d+ index \d+ read by"):
     _broken(second_barrier, sync=True)
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("which", [0, 1], ids=["before_c_tile_writes", "before_c_tile_reads"])
+def test_emulator_reports_missing_c_tile_barrier(which):
+  """The C tile reuses the panels after the k loop: its writes must wait for every warp's last fragment reads, its
+  16-byte reads for every warp's writes."""
+  def drop(nodes):
+    loop_end = max(i for i, n in enumerate(nodes) if n.op is Ops.END)
+    bars = [n for n in nodes[loop_end:] if n.op is Ops.BARRIER and n.arg is None]
+    assert len(bars) == 2
+    bars[which].op = Ops.NOOP
+  with pytest.raises(MissingBarrier, match=r"missing barrier: (write to|read of) local \d+ index \d+"):
+    _broken(drop)
 
 @pytest.mark.needs_device
 def test_emulator_reports_missing_async_wait():
@@ -313,3 +326,30 @@ def test_attention_matmuls_are_staged():
   assert len(staged) == 2, "QK^T and PV should both be shared-memory tensor-core GEMMs"
   ref = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(x.astype(np.float32)) for x in (q, k, v)), is_causal=True)
   np.testing.assert_allclose(out.numpy().astype(np.float32), ref.numpy(), rtol=1e-2, atol=5e-3)   # fp16 scores and output
+
+# ---- 16-byte epilogue stores: the C tile through the freed panels (codegen/c_tile.py)
+
+@needs_nvrtc
+@pytest.mark.skipif(find_sass_tool() is None, reason="cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+@pytest.mark.parametrize("dt,stg128", [(dtypes.half, 8), (dtypes.bfloat16, 8), (dtypes.float32, 16)], ids=["half", "bf16", "tf32"])
+def test_epilogue_stores_are_16_bytes(dt, stg128):
+  """A 128x128 C tile of 256 threads: 8 (16-bit) or 16 (fp32, in 2 passes: it is bigger than the panels) STG.E.128 a
+  thread, no narrower global stores."""
+  import re
+  from tinycore_nv.occupancy import sass
+  with Context(ALLOW_TF32=int(dt == dtypes.float32)): _, cubin, log = _cubin_and_log(dt)
+  assert ptxas_usage(log)["spill_stores"] == 0, log
+  ops = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T\d]+\s+)?(STG[A-Z0-9_.]*)", sass(cubin), re.M)
+  assert ops.count("STG.E.128") == stg128 and len(ops) == stg128, ops
+
+@pytest.mark.needs_device
+def test_c_tile_tails_bit_exact():
+  """Sizes that aren't tile multiples: the chunk stores are gated per row and per run of 8 columns; C_TILE=0 (stores
+  from registers) gives the same bits."""
+  tile = GemmTile(64, 64, 32, 2, 2, 2, True)   # the default for this shape is a 16x16 tile of 64 threads: too few chunks
+  got, ref, p = _mm(200, 64, 136, dtypes.half, tile=tile)
+  np.testing.assert_array_equal(got, ref)
+  assert any(u.op is Ops.STORE and u.src[0].arg == ("vec", 8, 16) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL for u in p.uops)
+  with Context(C_TILE=0): got0, _, p0 = _mm(200, 64, 136, dtypes.half, tile=tile)
+  np.testing.assert_array_equal(got0, got)
+  assert not any(u.op is Ops.STORE and u.src[0].arg is not None and u.src[0].src[0].op is Ops.DEFINE_GLOBAL for u in p0.uops)

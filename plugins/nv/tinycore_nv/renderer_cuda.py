@@ -45,6 +45,8 @@ class CUDARenderer(CStyleRenderer):
   shared_max = 48 * 1024                   # per block: the static __shared__ limit; an arch's opt-in maximum (shared_memory.py)
   # codegen/opt_smem.py: cp.async moves 16 bytes global->shared without registers (sm_80+), ldmatrix loads mma fragments
   shared_staging, async_copy, matrix_load = True, 0, False
+  simt_staging = True   # fp32 GEMMs: staged FMA tiles (codegen/opt_simt.py), their 16-byte accesses rendered aligned below
+  prepad_windows = False   # a conv's padding halo is read by the staged GEMM's zero-filling cp.async: no pad kernel
   kernel_prefix, restrict = 'extern "C" __global__ ', "__restrict__"
   def __init__(self, arch: str | None = None, native_half: bool | None = None, compiler=None):
     from tinycore_nv.nvrtc import find_cuda_include
@@ -92,6 +94,9 @@ class CUDARenderer(CStyleRenderer):
     # a shared-memory GEMM is written for 2 resident blocks per SM (one's barrier wait hides behind the other's math):
     # the launch bound's minimum caps registers at what two blocks leave each thread
     # (a warp tile whose fp32 accumulators alone take more than half of that budget runs one block rather than spill)
+    def aligned(x: UOp) -> bool: return isinstance(x.src[0].arg, tuple) and len(x.src[0].arg) == 3 and x.src[0].arg[0] == "vec"
+    self._vcopies = {u.src[1] for u in uops if u.op is Ops.STORE and u.src[1].op is Ops.LOAD and aligned(u) and aligned(u.src[1])
+                     and u.src[0].arg[2] == u.src[1].src[0].arg[2] == nbytes(u.src[1])}
     accs = sum(1 for u in uops if u.op is Ops.DEFINE_REG)
     self._min_blocks = 2 if any(u.op is Ops.DEFINE_LOCAL for u in uops) and accs <= 64 else 1
     # panels past the static 48 KB live in dynamic shared memory, each at a 16-byte aligned offset (shared_memory.py)
@@ -134,6 +139,8 @@ class CUDARenderer(CStyleRenderer):
       else:
         line = f"*(uint4*)({r[dst.src[0]]}+{r[dst.src[1]]}) = {f'!{gate} ? make_uint4(0,0,0,0) : ' if gate else ''}*(const uint4*){r[u.src[1]]};"
       return [f"if ({r[dst.src[2]]}) {line}" if len(dst.src) > 2 else line]
+    if u.op in (Ops.LOAD, Ops.STORE) and isinstance(u.src[0].arg, tuple) and len(u.src[0].arg) == 3 and u.src[0].arg[0] == "vec":
+      return self._aligned_access(u, r)
     if u.op is Ops.LOAD and isinstance(u.src[0].arg, tuple) and u.src[0].arg[0] == LDMATRIX:
       _, mats, trans = u.src[0].arg
       r[u] = f"frag{id(u):x}"
@@ -143,6 +150,33 @@ class CUDARenderer(CStyleRenderer):
               f'asm volatile("ldmatrix.sync.aligned.m8n8.x{mats}{".trans" if trans else ""}.shared.b16 {{{regs}}}, [%{mats}];" : {outs} : '
               f'"r"({smem_ptr(u.src[0])}));']
     return None
+  def _aligned_access(self, u: UOp, r: dict) -> list[str]:
+    """INDEX arg ("vec", n, align): n consecutive elements at an `align`-byte boundary, moved by one instruction
+    (LDS.128, STG.128, ...) through CUDA's aligned vector types (the generic vector types only promise element alignment)."""
+    ind = u.src[0]
+    n, align = ind.arg[1], ind.arg[2]
+    ptr = f"({r[ind.src[0]]}+{r[ind.src[1]]})"
+    if u in self._vcopies:   # only copied on (c_tile.py: shared -> global): no register value, the store moves the bits
+      r[u] = ptr
+      return []
+    if u.op is Ops.STORE and u.src[1] in self._vcopies:
+      ct = {16: "uint4", 8: "uint2", 4: "unsigned"}[align]
+      line = f"*({ct}*){ptr} = *(const {ct}*){r[u.src[1]]};"
+      return [f"if ({r[ind.src[2]]}) {line}" if len(ind.src) > 2 else line]
+    if u.op is Ops.LOAD:   # 4-byte lanes: float4, int2, ...
+      dt = u.dtype.scalar()
+      if dt.itemsize != 4 or n not in (2, 4) or align != 4 * n: raise NotImplementedError(f"CUDA: aligned load of {u.dtype}")
+      vt = {dtypes.float32: "float", dtypes.int32: "int", dtypes.uint32: "uint"}[dt] + str(n)
+      # lanes in an array (NVRTC has no generic vector types), indexed by constants: registers, like the mma fragments
+      r[u], ct = f"vl{id(u):x}", self.ctype(dt)
+      return [f"{ct} {r[u]}[{n}];", f"{{ {vt} t = *(const {vt}*){ptr}; {', '.join(f'{r[u]}[{i}] = t.{c}' for i, c in enumerate('xyzw'[:n]))}; }}"]
+    # a store's value is a VECTORIZE, rendered (render_wmma) as a float array or as 16-bit elements packed in pairs
+    dt, x = u.src[1].dtype.scalar(), r[u.src[1]]
+    if dt == dtypes.float32 and n in (2, 4) and align == 4 * n: line = f"*(float{n}*){ptr} = make_float{n}({', '.join(f'{x}[{i}]' for i in range(n))});"
+    elif dt in (dtypes.float16, dtypes.bfloat16) and n in (4, 8) and align == 2 * n:
+      line = f"*(uint{n // 2}*){ptr} = make_uint{n // 2}({', '.join(f'{x}[{i}]' for i in range(n // 2))});"
+    else: raise NotImplementedError(f"CUDA: aligned store of {u.src[1].dtype}")
+    return [f"if ({r[ind.src[2]]}) {line}" if len(ind.src) > 2 else line]
   def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
     # the block size caps registers per thread, so a 1024-thread block always launches
     mb = getattr(self, "_min_blocks", 1)
