@@ -10,7 +10,11 @@ from tinycore.llm.attention import decode_attention
 
 pytestmark = pytest.mark.needs_device
 
-def _has_kernel() -> bool: return getattr(Device[Device.DEFAULT].renderer, "attention_decode", None) is not None
+@pytest.fixture
+def kernel():
+  """Skip unless the default device has the kernel (asked at run time: collection must not open a device)."""
+  if getattr(Device[Device.DEFAULT].renderer, "attention_decode", None) is None:
+    pytest.skip("the default device has no attention_decode kernel")
 
 def _rotate(x: np.ndarray, cs: np.ndarray, sn: np.ndarray, rd: int, neox: bool) -> np.ndarray:
   x, h = x.astype(np.float64).copy(), rd // 2
@@ -34,7 +38,7 @@ def _reference(qkv, cache, cs, sn, pos, nh, nkv, hd, rd, neox, scale):
     out[h] = p @ c[1, 0, g, :pos + 1]
   return out.reshape(-1), c
 
-@pytest.mark.skipif(not _has_kernel(), reason="the default device has no attention_decode kernel")
+@pytest.mark.usefixtures("kernel")
 @pytest.mark.parametrize("nh,nkv,hd,rd,neox", [(9, 3, 64, 64, False), (4, 4, 32, 32, True), (6, 2, 48, 16, False), (8, 2, 40, 24, True)])
 def test_matches_numpy(nh, nkv, hd, rd, neox):
   rng = np.random.default_rng(nh * hd + rd)
@@ -52,7 +56,7 @@ def test_matches_numpy(nh, nkv, hd, rd, neox):
     np.testing.assert_allclose(out.numpy().reshape(-1), ref, rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(cache.numpy(), cache_np, rtol=2e-6, atol=2e-6)   # the row at pos written, the rest untouched
 
-@pytest.mark.skipif(not _has_kernel(), reason="the default device has no attention_decode kernel")
+@pytest.mark.usefixtures("kernel")
 @pytest.mark.parametrize("graph", [True, False])
 def test_replays_pass_their_position(graph):
   nh, nkv, hd, M = 4, 2, 32, 16
@@ -72,7 +76,7 @@ def test_replays_pass_their_position(graph):
       np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-5)
   np.testing.assert_allclose(cache.numpy(), cache_np, rtol=1e-6, atol=1e-6)
 
-@pytest.mark.skipif(not _has_kernel(), reason="the default device has no attention_decode kernel")
+@pytest.mark.usefixtures("kernel")
 def test_position_range_outside_the_cache_is_refused():
   cache = Tensor.zeros(2, 1, 2, 8, 32).contiguous().realize()
   qkv, cs = Tensor.zeros(1, 1, 4 * 32 + 2 * 2 * 32).contiguous().realize(), Tensor.ones(1, 16).contiguous().realize()
