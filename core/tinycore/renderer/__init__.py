@@ -82,6 +82,7 @@ class Renderer:
   async_copy: int = 0
   matrix_load: bool = False
   copy_bytes: int = 16   # the widest plain vector load/store a staging copy may use (Metal: 4 lanes, so 8 bytes of half)
+  staged_epilogue: bool = True   # a staged GEMM's finished C tile goes out through the freed panels, 16 bytes a store (c_tile.py)
   # fp32 GEMMs without tensor cores staged the same way, FMA register tiles reading 16 bytes of shared memory at a time
   # (codegen/opt_simt.py); the renderer must render INDEX arg ("vec", n, align) as an `align`-byte aligned access
   simt_staging: bool = False
