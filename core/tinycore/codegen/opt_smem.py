@@ -350,7 +350,8 @@ def smem_gemm(k: UOp, renderer, tile=None) -> UOp | None:
   # 16-byte stores through the (now free) panels where the output allows, else 2 outputs per lane from registers
   from tinycore.codegen.c_tile import staged_stores
   nbytes = min(16, getattr(renderer, "copy_bytes", 16))
-  if C_TILE and getattr(renderer, "staged_epilogue", True) and (vs := staged_stores(k, g, t, sa, stg.capacity, outs, tid, bm0, bn0, nbytes)) is not None: stores = vs
+  if C_TILE and getattr(renderer, "staged_epilogue", True):
+    if (vs := staged_stores(k, g, t, sa, stg.capacity, outs, tid, bm0, bn0, nbytes)) is not None: stores = vs
   # the copies and barriers reached from no store go first: the linearizer then emits what they read from outside the
   # k loop before it (and, inside it, issues the next step's copies as soon as the barrier allows)
   k = _simplify(k.replace(src=tuple(extra) + tuple(stores)))
