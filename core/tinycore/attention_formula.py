@@ -98,6 +98,12 @@ def _scores(x: UOp) -> tuple[UOp, UOp, float, bool] | None:
   return mm[0], mm[1], scale, causal
 
 def _fuse(root: UOp) -> UOp | None:
+  # symbolic sizes (a KV cache over a bound Variable) stay on the ordinary kernels: the fused one is sized by numbers,
+  # and the form checks compare sizes as numbers (a TypeError on a symbolic one means: not a form we fuse)
+  try: return _fuse_sized(root)
+  except TypeError: return None
+
+def _fuse_sized(root: UOp) -> UOp | None:
   if (wv := _matmul(root)) is None or (x := _softmax_input(wv[0])) is None or (sc := _scores(x)) is None: return None
   from tinycore.tensor_base import tensor_type
   from tinycore.tensor_attention import fused_attention
