@@ -150,7 +150,9 @@ def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims
   stages = 3 if getattr(renderer, "async_copy", 0) else 1
   # narrow copies (an im2col gather) cost registers for their addresses: 4 warps, so 2 blocks/SM still fit without spills
   prefs = PREFERRED if min(copy or (vec,)) == vec else PREFERRED[1:3] + PREFERRED[:1] + PREFERRED[3:]
-  fits = [GemmTile(bm, bn, bk, wm, wn, s, True) for bm, bn, wm, wn in prefs for bk in (32, 16) for s in ((stages, 2) if stages > 1 else (1,))]
+  # 64-byte panel rows: bk 32 of 16-bit elements, 64 of 8-bit ones (fp8's k32 instruction), then half that
+  bks = (64, 32) if itemsize == 1 else (32, 16)
+  fits = [GemmTile(bm, bn, bk, wm, wn, s, True) for bm, bn, wm, wn in prefs for bk in bks for s in ((stages, 2) if stages > 1 else (1,))]
   # the default panels stay within 48 KB (two blocks fit an SM of any GPU with 100 KB+); BEAM may try up to shared_max
   fits = [t for t in fits if valid_tile(t, M, N, K, renderer, vec, itemsize, dims, copy) is None and smem_bytes(t, itemsize) <= DEFAULT_SMEM]
   for t in fits:
@@ -283,8 +285,12 @@ def smem_gemm(k: UOp, renderer, tile=None) -> UOp | None:
   if t is None: return None
   if (why := _valid(t, g, renderer)) is not None: raise ValueError(f"GEMM tile {t}: {why}")
   M0, N0, K0 = tc.dims
-  # ldmatrix moves 8x8 matrices of 16-bit elements: m16n8k16's fragments (other shapes gather element by element)
-  asyn, mload = getattr(renderer, "async_copy", 0), getattr(renderer, "matrix_load", False) and tc.dims == (16, 8, 16) and din.itemsize == 2
+  # ldmatrix moves 8 rows of 16 bytes, 4 bytes to a lane: m16n8k16's 16-bit fragments and, byte for byte, m16n8k32's
+  # 8-bit ones (fp8) where the panel is k-contiguous; .trans swaps 16-bit elements, so a k-major 8-bit panel (and any
+  # other shape) is gathered element by element
+  asyn = getattr(renderer, "async_copy", 0)
+  mload = getattr(renderer, "matrix_load", False) and (tc.dims, din.itemsize) in (((16, 8, 16), 2), ((16, 8, 32), 1))
+  def ldmatrix(op: Operand) -> bool: return mload and (din.itemsize == 2 or not op.kmajor)
   T, nk = t.threads, -(-K // t.bk)
   fa, fb, fc = tc.frags
   # block and thread ids: dim 0 = thread + T * column block, dim 1 = row block
@@ -302,13 +308,13 @@ def smem_gemm(k: UOp, renderer, tile=None) -> UOp | None:
   def frag(op: Operand, smem: UOp, tiles0: UOp, s: int, j: int, is_a: bool) -> UOp:
     """This lane's A (M0 x K0) or B (K0 x N0) fragment for k step s (of K0) of instruction tile j."""
     n_el = tc.elements_per_thread[0 if is_a else 1]
-    if mload:
-      # A: four 8x8 matrices at (outer, k) offsets (0,0) (8,0) (0,8) (8,8); B: two at (0,0) (0,8); lane l gives row l%8 of
-      # matrix l//8 (x2 reads lanes 0-15's addresses: the others repeat them)
-      mats, ln = ((4, lane) if is_a else (2, lane % 16))
+    if ldmatrix(op):
+      # A: four 8-row matrices at (outer, k) offsets (0,0) (8,0) (0,h) (8,h); B: two at (0,0) (0,h), h = K0/2 (a 16-byte
+      # row); lane l gives row l%8 of matrix l//8 (x2 reads lanes 0-15's addresses: the others repeat them)
+      mats, ln, h = ((4, lane) if is_a else (2, lane % 16)) + (K0 // 2,)
       mat, i8 = ln // 8, ln % 8
-      oo, ko = ((mat % 2) * 8, (mat // 2) * 8) if is_a else (index_const(0), mat * 8)
-      o, kk = tiles0 + (16 if is_a else 8) * j + oo, 16 * s + ko
+      oo, ko = ((mat % 2) * 8, (mat // 2) * h) if is_a else (index_const(0), mat * h)
+      o, kk = tiles0 + (16 if is_a else 8) * j + oo, K0 * s + ko
       row, col = (kk + i8, o) if op.kmajor else (o + i8, kk)
       ind = UOp(Ops.INDEX, smem.dtype, (smem, addr(op, slot, row, col)), (LDMATRIX, mats, op.kmajor))
       return UOp(Ops.LOAD, din.vec(n_el), (ind, bar))

@@ -51,7 +51,8 @@ class Interpreter:
       ind = u.src[0]
       if not ind.src or ind.src[0].op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): continue
       if isinstance(ind.arg, tuple) and ind.arg and ind.arg[0] == "ldmatrix":   # n elements gathered across the warp
-        if u.op is not Ops.LOAD or u.dtype.scalar() != ind.src[0].dtype.base.scalar() or u.dtype.count != 2 * ind.arg[1]:
+        base = ind.src[0].dtype.base.scalar()   # 4 bytes a lane per matrix: 2 16-bit or 4 8-bit elements
+        if u.op is not Ops.LOAD or u.dtype.scalar() != base or base.itemsize not in (1, 2) or u.dtype.count != 4 // base.itemsize * ind.arg[1]:
           raise EmulatorError(f"{self.name}: op {i} ldmatrix of {ind.arg[1]} matrices can't give {u.dtype}")
         continue
       n = ind.arg[1] if isinstance(ind.arg, tuple) and ind.arg and ind.arg[0] == "vec" else 1

@@ -8,7 +8,9 @@
   epoch (MissingBarrier, the write-after-read case).
 - warp matrix loads (NVIDIA ldmatrix, INDEX arg ("ldmatrix", matrices, trans)): lane 8j+i gives the address of row i of
   8x8 matrix j (16 bytes, 16-byte aligned); lane l receives row l//4, elements 2(l%4) and 2(l%4)+1 of each matrix, or
-  with .trans the transposed matrix's (so element (2(l%4)+e, l//4)). The same table as the PTX ISA's "ldmatrix"."""
+  with .trans the transposed matrix's (so element (2(l%4)+e, l//4)). The same table as the PTX ISA's "ldmatrix".
+  Rows of 8-bit elements (fp8 fragments of mma.m16n8k32) are the same bytes: 16 a row, lane l gets 4(l%4)..4(l%4)+3
+  of row l//4; .trans, which swaps 16-bit elements, has no 8-bit form."""
 from __future__ import annotations
 import numpy as np
 from tinycore.emulator.alu import from_mem, reg_np
@@ -66,6 +68,8 @@ def ldmatrix(it, u) -> np.ndarray:
   pos = it.pos[id(ind.src[0])]
   region, label = it.locals[pos], f"local {pos}"
   dt = ind.src[0].dtype.base
+  per_row, per_lane = 16 // dt.itemsize, 4 // dt.itemsize   # elements in a 16-byte row, and in a lane's 4 bytes of it
+  if trans and dt.itemsize != 2: raise EmulatorError(f"{it.name}: ldmatrix .trans moves 16-bit elements, not {dt}")
   row = np.broadcast_to(it.v[it.pos[id(ind.src[1])]], (it.N,)).astype(np.int64)
   m = it._mask()
   W = it.N // 32
@@ -76,20 +80,20 @@ def ldmatrix(it, u) -> np.ndarray:
   prov[:, :8 * mats] = True
   prov = prov.reshape(-1) & m   # the lanes whose addresses are read
   check_aligned(it, row, prov, dt.itemsize, 16, f"ldmatrix row address into {label}")
-  if (oob := prov & ((row < 0) | (row + 8 > region.size))).any():
-    it._fail(OutOfBounds, oob, lambda l: f"out-of-bounds ldmatrix row of {label} at index {int(row[l])}..{int(row[l]) + 7} (size {region.size})")
-  addr = (row + it.grp * region.size)[:, None] + np.arange(8)   # (N, 8): each providing lane's row
-  a, t = addr[prov].reshape(-1), np.repeat(it.lane[prov], 8)
+  if (oob := prov & ((row < 0) | (row + per_row > region.size))).any():
+    it._fail(OutOfBounds, oob, lambda l: f"out-of-bounds ldmatrix row of {label} at index {int(row[l])}..{int(row[l]) + per_row - 1} (size {region.size})")
+  addr = (row + it.grp * region.size)[:, None] + np.arange(per_row)   # (N, per_row): each providing lane's row
+  a, t = addr[prov].reshape(-1), np.repeat(it.lane[prov], per_row)
   check_not_pending(it, region, a, t, label, "ldmatrix read of")
   if (bad := ~region.init[a]).any():
     i = int(np.flatnonzero(bad)[0])
     it._fail(UninitializedRead, it.lane == t[i], lambda l: f"ldmatrix read of uninitialized {label} at index {int(a[i]) % region.size}")
   it._check_race(region, a, t, write=False, label=label)
-  rows = from_mem(region.data[addr.reshape(-1)], dt).reshape(W, 32, 8)   # [warp, providing lane, element]
+  rows = from_mem(region.data[addr.reshape(-1)], dt).reshape(W, 32, per_row)   # [warp, providing lane, element]
   lane = np.arange(32)
-  out = np.zeros((W, 32, 2 * mats), rows.dtype)
+  out = np.zeros((W, 32, per_lane * mats), rows.dtype)
   for j in range(mats):
-    for e in range(2):
-      if trans: out[:, :, 2 * j + e] = rows[:, 8 * j + 2 * (lane % 4) + e, lane // 4]
-      else: out[:, :, 2 * j + e] = rows[:, 8 * j + lane // 4, 2 * (lane % 4) + e]
-  return out.reshape(it.N, 2 * mats).astype(reg_np(u.dtype))
+    for e in range(per_lane):
+      if trans: out[:, :, per_lane * j + e] = rows[:, 8 * j + 2 * (lane % 4) + e, lane // 4]
+      else: out[:, :, per_lane * j + e] = rows[:, 8 * j + lane // 4, per_lane * (lane % 4) + e]
+  return out.reshape(it.N, per_lane * mats).astype(reg_np(u.dtype))

@@ -15,6 +15,7 @@ class SMLimits:
   blocks: int = 32
 
 H200 = SMLimits()   # sm_90 (GH100): the same per-SM limits as the H100
+ADA = SMLimits(smem=100 * 1024, threads=1536, blocks=24)   # sm_89 (AD102/AD104: L4, L40S, RTX 40xx)
 
 def ptxas_usage(log: str) -> dict[str, int]:
   """Registers, shared bytes, stack and spill bytes of the (last) kernel in a `ptxas -v` log."""

@@ -2,14 +2,16 @@
 
 half/bfloat16 are native (`half`, `__nv_bfloat16` from cuda_fp16.h/cuda_bf16.h) when the toolkit's headers are there
 (NVRTC ships none); otherwise they are emulated like fp8: float in registers, their bits in memory, converted by the
-small device helpers below. fp8 is always emulated (software, any arch). Tensor cores (sm_80+): codegen's WMMA UOps
-(codegen/opt_tc.py) become mma.sync.m16n8k16 inline PTX (render_wmma, at the end)."""
+small device helpers below. fp8 is emulated in registers (software, any arch), but its matmuls run on tensor cores from
+sm_89: codegen's WMMA UOps (codegen/opt_tc.py, opt_smem.py) become mma.sync inline PTX (render_wmma, at the end):
+m16n8k16 for half/bf16 (sm_80+), m16n8k8 tf32, m16n8k32 e4m3/e5m2 (sm_89+) fed with the bytes as they are in memory."""
 from __future__ import annotations
 from tinycore.renderer.cstyle import CStyleRenderer
 from tinycore.renderer.fp8 import fp8_helpers
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes
 from tinycore.codegen.opt_smem import ASYNC, ASYNC_COMMIT, ASYNC_WAIT, LDMATRIX
+from tinycore_nv.tensor_cores import PTX_TYPE
 
 DEFAULT_ARCH = "sm_80"
 
@@ -196,6 +198,14 @@ class CUDARenderer(CStyleRenderer):
     if u.op is Ops.VECTORIZE:
       dt, xs = u.dtype.scalar(), [r[s] for s in u.src]
       if dt == dtypes.float32: return [f"float {r[u]}[{len(xs)}] = {{{', '.join(xs)}}};"]
+      if dt.itemsize == 1:   # fp8, four to a register, low byte first: the bytes as loaded (gathered from shared memory)
+        def byte(s: UOp, x: str) -> str:
+          ind = s.src[0] if s.op is Ops.LOAD else None
+          if ind is not None and ind.op is Ops.INDEX and len(ind.src) == 2 and ind.arg is None: return f"(unsigned){r[ind.src[0]]}[{r[ind.src[1]]}]"
+          return f"(unsigned)__tc_to_{dt.name}({x})"   # a computed value: encoded again
+        bs = [byte(s, x) for s, x in zip(u.src, xs)]
+        words = [" | ".join(f"({bs[i + j]} << {8 * j})" for j in range(4)) for i in range(0, len(bs), 4)]
+        return [f"unsigned {r[u]}[{len(words)}] = {{{', '.join(words)}}};"]
       if dt in self.emulated: bits = lambda x: f"__tc_to_{dt.name}({x})"
       else: bits = lambda x: f"__{'half' if dt == dtypes.float16 else 'bfloat16'}_as_ushort({x})"
       pairs = [f"((unsigned)({bits(xs[i])}) | ((unsigned)({bits(xs[i + 1])}) << 16))" for i in range(0, len(xs), 2)]
@@ -207,9 +217,11 @@ class CUDARenderer(CStyleRenderer):
       return [f"float {r[u]}[4];",
               f'asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, '
               f'{{%10,%11,%12,%13}};" : {ops} : {ins});']
-    ty = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}[u.src[0].dtype.scalar()]
+    # 16-bit operands: m16n8k16; 8-bit (fp8 e4m3/e5m2, sm_89+): m16n8k32. Both take 4 + 2 .b32 registers.
+    ta, tb = (PTX_TYPE[s.dtype.scalar()] for s in u.src[:2])
+    shape = "m16n8k32" if u.src[0].dtype.itemsize == 1 else "m16n8k16"
     ops = ", ".join([f'"=f"({r[u]}[{i}])' for i in range(4)])
     ins = ", ".join([f'"r"({a}[{i}])' for i in range(4)] + [f'"r"({b}[{i}])' for i in range(2)] + [f'"f"({c}[{i}])' for i in range(4)])
     return [f"float {r[u]}[4];",
-            f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, '
+            f'asm volatile("mma.sync.aligned.{shape}.row.col.f32.{ta}.{tb}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, '
             f'{{%10,%11,%12,%13}};" : {ops} : {ins});']
