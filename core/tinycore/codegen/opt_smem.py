@@ -149,7 +149,8 @@ def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims
   where none does, the one that computes the fewest padded elements (ties: the bigger)."""
   stages = 3 if getattr(renderer, "async_copy", 0) else 1
   # narrow copies (an im2col gather) cost registers for their addresses: 4 warps, so 2 blocks/SM still fit without spills
-  prefs = PREFERRED if min(copy or (vec,)) == vec else PREFERRED[1:3] + PREFERRED[:1] + PREFERRED[3:]
+  # so do fp8 fragments (sm_90 has no fp8 mma.sync of its own: ptxas widens each fragment to half pairs for two HMMAs)
+  prefs = PREFERRED if min(copy or (vec,)) == vec and itemsize > 1 else PREFERRED[1:3] + PREFERRED[:1] + PREFERRED[3:]
   # 64-byte panel rows: bk 32 of 16-bit elements, 64 of 8-bit ones (fp8's k32 instruction), then half that
   bks = (64, 32) if itemsize == 1 else (32, 16)
   fits = [GemmTile(bm, bn, bk, wm, wn, s, True) for bm, bn, wm, wn in prefs for bk in bks for s in ((stages, 2) if stages > 1 else (1,))]

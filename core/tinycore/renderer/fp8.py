@@ -24,15 +24,19 @@ _TEXT = """/* fp8 in software: float in registers, the byte in memory */
     float d = {fabs}(v - a); if (d < bd || (d == bd && !(c & 1))) {{ bd = d; best = ({u8})c; }} }}
   return ({u8})(best | (signbit(f) ? 0x80 : 0));   /* magnitude codes only, then the sign: +0.0 is code 0, -0.0 is 0x80 */ }}
 {q} float __tc_from_fp8e4m3({u8} x) {{ return __tc_fp8_decode(x, 4, 3, 1); }}
-{q} {u8} __tc_to_fp8e4m3(float f) {{ return __tc_fp8_encode(f, 4, 3, 1); }}
+{q} {u8} __tc_to_fp8e4m3(float f) {{ {enc_e4m3} }}
 {q} float __tc_round_fp8e4m3(float f) {{ return __tc_from_fp8e4m3(__tc_to_fp8e4m3(f)); }}
 {q} float __tc_from_fp8e5m2({u8} x) {{ return __tc_fp8_decode(x, 5, 2, 0); }}
-{q} {u8} __tc_to_fp8e5m2(float f) {{ return __tc_fp8_encode(f, 5, 2, 0); }}
+{q} {u8} __tc_to_fp8e5m2(float f) {{ {enc_e5m2} }}
 {q} float __tc_round_fp8e5m2(float f) {{ return __tc_from_fp8e5m2(__tc_to_fp8e5m2(f)); }}
 """
 
-def fp8_helpers(qualifier: str, byte: str = "unsigned char", ldexp: str = "ldexpf", fabs: str = "fabsf") -> str:
+def fp8_helpers(qualifier: str, byte: str = "unsigned char", ldexp: str = "ldexpf", fabs: str = "fabsf",
+                encoders: dict[str, str] | None = None) -> str:
   """The helpers the C-style renderers call for fp8 loads, stores and casts (__tc_from_/__tc_to_/__tc_round_fp8e4m3 and
   fp8e5m2), in a dialect: `qualifier` goes before each function (`static inline`, a `__device__` macro), `byte` is its
-  unsigned 8-bit type, `ldexp`/`fabs` its float32 spellings. The dialect must define NAN, INFINITY and signbit."""
-  return _TEXT.format(q=qualifier, u8=byte, ldexp=ldexp, fabs=fabs)
+  unsigned 8-bit type, `ldexp`/`fabs` its float32 spellings. The dialect must define NAN, INFINITY and signbit.
+  `encoders` ("fp8e4m3"/"fp8e5m2" -> a function body of float `f`) replaces the software encoder where the hardware
+  has a conversion that rounds the same way (it must give the same byte for every float, NaN and inf included)."""
+  enc = {"fp8e4m3": "return __tc_fp8_encode(f, 4, 3, 1);", "fp8e5m2": "return __tc_fp8_encode(f, 5, 2, 0);", **(encoders or {})}
+  return _TEXT.format(q=qualifier, u8=byte, ldexp=ldexp, fabs=fabs, enc_e4m3=enc["fp8e4m3"], enc_e5m2=enc["fp8e5m2"])

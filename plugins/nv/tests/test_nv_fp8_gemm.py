@@ -5,8 +5,9 @@
   operand layouts (B k-major: fragments gathered from shared memory; B n-major: ldmatrix for both operands), and
   random codes within fp32's accumulation error;
 - ldmatrix's .b16 rows carry 8-bit elements byte for byte (the emulator's table, checked on a hand-built warp);
-- ptxas -v for sm_89 and sm_90: no spills, >= 2 blocks per SM for the default tile; the SASS has the fp8 MMA, LDSM and
-  LDGSTS."""
+- ptxas -v for sm_89 and sm_90: no spills, >= 2 blocks per SM for the default tile; the SASS has LDSM, LDGSTS and on
+  sm_89 QMMA.16832.F32.E4M3.E4M3 (.E5M2); sm_90 has no fp8 mma.sync in hardware (its fp8 tensor cores are wgmma's):
+  ptxas widens the fragments to half pairs (F2FP) for two HMMA.16816.F32 each."""
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
@@ -175,7 +176,9 @@ def test_ptxas_no_spills_and_two_blocks_per_sm(nv, arch, sm, nmajor_b):
   _, log = nv.cubin(p, arch)
   use = ptxas_usage(log)
   assert use["spill_stores"] == 0 and use["spill_loads"] == 0 and use["stack"] == 0, log
-  assert use["smem"] == 3 * (128 + 128) * 64   # 3 stages of 128x64 + 64x128 bytes
+  # the default fp8 tile is 128x64 on 4 warps (opt_smem.default_tile: sm_90 widens fp8 fragments to half pairs, which
+  # would spill 8 warps' tiles): 3 stages of 128x64 + 64x64 bytes
+  assert use["smem"] == 3 * (128 + 64) * 64
   assert blocks_per_sm(use["registers"], use["smem"], p.local_size[0], sm) >= 2, use
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
@@ -186,7 +189,11 @@ def test_sass_has_fp8_mma_ldsm_ldgsts(nv, arch, fmt):
   cubin, _ = nv.cubin(p, arch)
   text = nv.sass_text(cubin)
   mmas = set(re.findall(r"\b([A-Z]*MMA\.[A-Z0-9_.]+)", text))
-  # per k32 step a warp's 64x32 tile is 4x4 mma (one SASS MMA each), 4 A + 4 B ldmatrix; 2 steps per 64-byte panel row
-  assert any(fmt.upper() in m for m in mmas), mmas
   ops = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_]*)", text, re.M)
+  # per k32 step a warp's 64x32 tile is 4x4 mma.m16n8k32, 4 A (x4) + 4 B (x2) ldmatrix; 2 steps per 64-byte panel row
+  if arch == "sm_89":   # Ada has an fp8 tensor-core instruction: one QMMA per mma
+    assert mmas == {f"QMMA.16832.F32.{fmt.upper()}.{fmt.upper()}"}, mmas
+    assert ops.count("QMMA") == 2 * ops.count("LDSM"), (ops.count("QMMA"), ops.count("LDSM"))
+  else:   # Hopper's fp8 tensor cores are wgmma's only: ptxas turns each mma.sync into 2 HMMAs on fragments widened by F2FP
+    assert mmas == {"HMMA.16816.F32"} and ops.count("HMMA") == 4 * ops.count("LDSM") and ops.count("F2FP") > 0, (mmas, ops.count("HMMA"))
   assert ops.count("LDSM") >= 16 and ops.count("LDGSTS") >= 12, (ops.count("LDSM"), ops.count("LDGSTS"))

@@ -30,7 +30,14 @@ TCD float __tc_round_bfloat16(float f) { return __tc_from_bfloat16(__tc_to_bfloa
 TCD float __tc_from_half(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
 TCD unsigned short __tc_to_half(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 TCD float __tc_round_half(float f) { return __tc_from_half(__tc_to_half(f)); }
-""" + fp8_helpers("TCD")
+"""
+
+def _hw_fp8_encode(fmt: str, inf: str) -> str:
+  """sm_89+: cvt.rn.satfinite (nearest even, finite overflow to the largest finite, as the software encoder does) for
+  one byte, the low one of the pair; NaN and (for e5m2, which keeps it) inf first, so every float gives the same byte."""
+  return (f"if (f != f) return 0x7f; {inf}unsigned short h; "
+          f'asm("cvt.rn.satfinite.{fmt}x2.f32 %0, %1, %1;" : "=h"(h) : "f"(f)); return (unsigned char)h;')
+HW_FP8 = {"fp8e4m3": _hw_fp8_encode("e4m3", ""), "fp8e5m2": _hw_fp8_encode("e5m2", "if (fabsf(f) == INFINITY) return f > 0 ? 0x7c : 0xfc; ")}
 
 def parse_arch(arch: str | None) -> str:
   """'sm_90', '90', 'SM90' -> 'sm_90'."""
@@ -63,7 +70,9 @@ class CUDARenderer(CStyleRenderer):
     self.type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
     self.emulated = {dtypes.fp8e4m3: dtypes.uint8, dtypes.fp8e5m2: dtypes.uint8}
     if not self.native_half: self.emulated |= {dtypes.float16: dtypes.uint16, dtypes.bfloat16: dtypes.uint16}
-    self.prelude = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" if self.native_half else "") + _HELPERS
+    from tinycore_nv.tensor_cores import has_fp8_mma
+    self.prelude = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" if self.native_half else "") + _HELPERS + \
+      fp8_helpers("TCD", encoders=HW_FP8 if has_fp8_mma(self.arch) else None)
     self._compiler = compiler
   def make_compiler(self):
     # NVRTC is loaded on first compile: rendering (codegen tests, the emulator) works without it
