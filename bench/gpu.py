@@ -4,7 +4,8 @@
   .venv/bin/python bench/gpu.py --only mm_fp16_8192,attention --beam 0 --json out.json
 
 Rows: matmul 4096^3 and 8192^3 in fp32 (TF32 off on both sides), tf32 (torch allow_tf32, tinycore ALLOW_TF32=1),
-fp16 and bf16; fp32 matmul + bias + relu + cast to half (one fused kernel here, addmm + relu + cast in torch); a conv
+fp16 and bf16; fp8 e4m3 (-> bf16, against torch._scaled_mm); fp32 matmul + bias + relu + cast to half (one fused
+kernel here, addmm + relu + cast in torch); a conv
 (implicit GEMM shape of a ResNet stage) in fp16 and in fp32;
 causal attention B=8 H=16 S=2048 D=128 (torch: scaled_dot_product_attention); one decode step of a 7B-shaped LLM
 layer (fp16, 4096 wide, SwiGLU 11008, a 2048-token KV cache). Each cell is the median of timed runs after warm-up,
@@ -51,6 +52,25 @@ def _mm_epilogue(n: int) -> Workload:
     a, b, c = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev), torch.randn(n, device=dev)
     return lambda: torch.relu(torch.addmm(c, a, b)).half()
   return Workload(f"mm_fp32_bias_relu_half_{n}", 2 * n ** 3, tc, th)
+
+def _mm_fp8(n: int) -> Workload:
+  """e4m3 x e4m3 -> bf16 with f32 accumulation, B stored n-major (the "TN" layout cuBLAS's fp8 GEMM requires; here both
+  operands then load through ldmatrix). torch: torch._scaled_mm with unit scales; a torch without it fills the error
+  column. Tensor-core fp8 is sm_89+ (on sm_90 ptxas runs mma.sync fp8 as F2FP + HMMA: expect fp16 speed, not 2x)."""
+  def tc(dev):
+    from tinycore import Tensor, dtypes, TinyJit
+    a = Tensor.randn(n, n, device=dev).cast(dtypes.fp8e4m3).realize()
+    bt = Tensor.randn(n, n, device=dev).cast(dtypes.fp8e4m3).realize()   # B^T, contiguous
+    f = TinyJit(lambda x, y: x.matmul(y.T, dtype=dtypes.bfloat16).realize())
+    return lambda: f(a, bt)
+  def th(torch, dev):
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+      raise NotImplementedError(f"torch {torch.__version__} has no torch._scaled_mm / float8_e4m3fn")
+    a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()   # column-major, as _scaled_mm wants
+    one = torch.ones((), device=dev)
+    return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+  return Workload(f"mm_fp8e4m3_{n}", 2 * n ** 3, tc, th)
 
 def _conv(dt: str = "fp16") -> Workload:
   N, C, H, W, K = 32, 256, 56, 56, 256
@@ -114,7 +134,7 @@ def _decode() -> Workload:
   return Workload("llm_decode_step_7b_layer", 2 * (4 * Dm * Dm + 3 * Dm * F + 2 * T * Dm), tc, th)
 
 WORKLOADS = [_mm(n, "fp32" if dt == "tf32" else dt, tf32=dt == "tf32") for n in (4096, 8192) for dt in ("fp32", "tf32", "fp16", "bf16")] \
-  + [_mm_epilogue(4096), _conv(), _conv("fp32"), _attention(), _decode()]
+  + [_mm_fp8(n) for n in (4096, 8192)] + [_mm_epilogue(4096), _conv(), _conv("fp32"), _attention(), _decode()]
 
 def why_no_gpu(device: str) -> str | None:
   """None when tinycore opens `device` and torch sees CUDA; else the reason, in words."""

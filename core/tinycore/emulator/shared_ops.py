@@ -81,7 +81,8 @@ def ldmatrix(it, u) -> np.ndarray:
   prov = prov.reshape(-1) & m   # the lanes whose addresses are read
   check_aligned(it, row, prov, dt.itemsize, 16, f"ldmatrix row address into {label}")
   if (oob := prov & ((row < 0) | (row + per_row > region.size))).any():
-    it._fail(OutOfBounds, oob, lambda l: f"out-of-bounds ldmatrix row of {label} at index {int(row[l])}..{int(row[l]) + per_row - 1} (size {region.size})")
+    it._fail(OutOfBounds, oob, lambda l: f"out-of-bounds ldmatrix row of {label} at index {int(row[l])}..{int(row[l]) + per_row - 1} "
+             f"(size {region.size})")
   addr = (row + it.grp * region.size)[:, None] + np.arange(per_row)   # (N, per_row): each providing lane's row
   a, t = addr[prov].reshape(-1), np.repeat(it.lane[prov], per_row)
   check_not_pending(it, region, a, t, label, "ldmatrix read of")

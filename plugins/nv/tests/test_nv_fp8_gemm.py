@@ -164,7 +164,8 @@ def test_ldmatrix_moves_bytes(nv):
   M = codes.reshape(4, 8, 16)
   for l in range(32):
     for j in range(4):
-      np.testing.assert_array_equal(got.reshape(32, 16)[l, 4 * j:4 * j + 4], M[j, l // 4, 4 * (l % 4):4 * (l % 4) + 4], err_msg=f"lane {l} matrix {j}")
+      want = M[j, l // 4, 4 * (l % 4):4 * (l % 4) + 4]
+      np.testing.assert_array_equal(got.reshape(32, 16)[l, 4 * j:4 * j + 4], want, err_msg=f"lane {l} matrix {j}")
 
 # ---- structure: registers, occupancy and SASS of the compiled default kernels
 

@@ -12,21 +12,22 @@ from tinycore.helpers import Context
 from tinycore.codegen import get_program
 from tinycore.codegen.opt_smem import GemmTile, bank_conflict_ways, gemm_actions, tile_from_actions, valid_tile, smem_bytes
 from tinycore.emulator import EmulatedRenderer, MissingBarrier, AsyncCopyPending, OutOfBounds
-from tinycore.emulator.interp import Interpreter
-from tinycore.emulator import serialize
 from tinycore.uop import Ops
 from tinycore_nv.renderer_cuda import CUDARenderer
 from tinycore_nv.emulator import model as nv_model
-from tinycore_nv.nvrtc import find_nvrtc, NVRTCCompiler
-from tinycore_nv.ptxas import find_ptxas, ptxas_with_log
+from tinycore_nv.nvrtc import find_nvrtc
+from tinycore_nv.ptxas import find_ptxas
 from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_tool
 
 DEV = "EMU+NV"
 
+NV = None   # conftest.py's harness (the `nv` fixture), bound for each test below
+
 @pytest.fixture(autouse=True)
-def _emu_default(registry):
+def _emu_default(registry, nv):
+  global NV
   from tinycore.helpers import DEV as DEV_VAR
-  DEV_VAR.value = DEV
+  DEV_VAR.value, NV = DEV, nv
 
 def _renderer(sync: bool = False) -> CUDARenderer:
   r = CUDARenderer("sm_90")
@@ -41,17 +42,9 @@ def _ast(a_shape, b_shape, dt, trans_b=False, batch=None, epilogue=False):
   if epilogue: out = (out.float() + Tensor.empty(b_shape[1], dtype=dtypes.float32)).relu()
   return out.schedule()[-1].ast
 
-def _program(ast, sync=False, tile: GemmTile | None = None):
-  tile_env = ",".join(str(int(x)) for x in (tile.bm, tile.bn, tile.bk, tile.warps_m, tile.warps_n, tile.stages, tile.swizzle)) if tile else ""
-  with Context(GEMM_TILE=tile_env):
-    return get_program(ast, EmulatedRenderer(_renderer(sync), nv_model("NV", "sm_90")))
-
-def _run(p, bufs, edit=None):
-  name, nodes = serialize.decode(serialize.decode_bytes(p.src))
-  if edit: edit(nodes)
-  Interpreter(nodes, nv_model("NV", "sm_90"), name).run(tuple(bufs), p.global_size, p.local_size, ())
-
-def _is_smem(p) -> bool: return any(u.op is Ops.DEFINE_LOCAL for u in p.uops)
+def _program(ast, sync=False, tile: GemmTile | None = None): return NV.program(ast, "sm_90", tile, _renderer(sync))
+def _run(p, bufs, edit=None): NV.run(p, bufs, "sm_90", edit)
+def _is_smem(p) -> bool: return NV.is_staged(p)
 
 def _mm(M, K, N, dt, sync=False, tile=None, trans_b=False, batch=None, epilogue=False, ints=True, seed=0):
   rng = np.random.default_rng(seed)
@@ -191,7 +184,7 @@ def _cubin_and_log(dt, shape=(4096, 4096, 4096)):
   M, K, N = shape
   p = get_program(_ast((M, K), (K, N), dt), CUDARenderer("sm_90"))
   assert _is_smem(p)
-  cubin, log = ptxas_with_log(NVRTCCompiler("sm_90").to_ptx(p.src), "sm_90")
+  cubin, log = NV.cubin(p, "sm_90")
   return p, cubin, log
 
 @needs_nvrtc
@@ -306,8 +299,7 @@ def test_ldmatrix_follows_the_ptx_isa(trans):
     nodes += [s for s in u.toposort() if s not in nodes]   # a flat program: every source before its use, each node once
   mats = np.arange(4 * 64, dtype=np.float16)   # element value = its address
   got = np.zeros(32 * 8, np.float16)
-  name, decoded = serialize.decode(serialize.decode_bytes(serialize.encode("ldm", nodes)))
-  Interpreter(decoded, nv_model("NV", "sm_90"), name).run((got, mats), (1, 1, 1), (32, 1, 1), ())
+  NV.run_nodes("ldm", nodes, (got, mats), (32, 1, 1))
   M = mats.reshape(4, 8, 8).astype(np.float32)
   for l in range(32):
     for j in range(4):

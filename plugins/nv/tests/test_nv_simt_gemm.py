@@ -13,21 +13,22 @@ from tinycore.helpers import Context
 from tinycore.codegen import get_program
 from tinycore.codegen.opt_simt import SimtTile
 from tinycore.emulator import EmulatedRenderer, EmulatorError
-from tinycore.emulator.interp import Interpreter
-from tinycore.emulator import serialize
 from tinycore.uop import Ops
 from tinycore_nv.renderer_cuda import CUDARenderer
 from tinycore_nv.emulator import model as nv_model
-from tinycore_nv.nvrtc import find_nvrtc, NVRTCCompiler
-from tinycore_nv.ptxas import find_ptxas, ptxas_with_log
+from tinycore_nv.nvrtc import find_nvrtc
+from tinycore_nv.ptxas import find_ptxas
 from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_tool
 
 DEV = "EMU+NV"
 
+NV = None   # conftest.py's harness (the `nv` fixture), bound for each test below
+
 @pytest.fixture(autouse=True)
-def _emu_default(registry):
+def _emu_default(registry, nv):
+  global NV
   from tinycore.helpers import DEV as DEV_VAR
-  DEV_VAR.value = DEV
+  DEV_VAR.value, NV = DEV, nv
 
 def _renderer(sync: bool = False) -> CUDARenderer:
   r = CUDARenderer("sm_90")
@@ -42,17 +43,9 @@ def _ast(M, K, N, ta=False, tb=False, batch=None, epilogue=False):
   if epilogue: out = (out + Tensor.empty(N)).relu().half()
   return out.schedule()[-1].ast
 
-def _program(ast, sync=False, tile: SimtTile | None = None):
-  env = ",".join(str(int(x)) for x in (tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.stages, tile.swizzle)) if tile else ""
-  with Context(SIMT_TILE=env):
-    return get_program(ast, EmulatedRenderer(_renderer(sync), nv_model("NV", "sm_90")))
-
-def _run(p, bufs, edit=None):
-  name, nodes = serialize.decode(serialize.decode_bytes(p.src))
-  if edit: edit(nodes)
-  Interpreter(nodes, nv_model("NV", "sm_90"), name).run(tuple(bufs), p.global_size, p.local_size, ())
-
-def _is_staged(p) -> bool: return any(u.op is Ops.DEFINE_LOCAL for u in p.uops)
+def _program(ast, sync=False, tile: SimtTile | None = None): return NV.program(ast, "sm_90", tile, _renderer(sync), env="SIMT_TILE")
+def _run(p, bufs, edit=None): NV.run(p, bufs, "sm_90", edit)
+def _is_staged(p) -> bool: return NV.is_staged(p)
 
 def _mm(M, K, N, ta=False, tb=False, batch=None, epilogue=False, ints=True, sync=False, tile=None, seed=0):
   rng = np.random.default_rng(seed)
@@ -183,7 +176,7 @@ needs_sass = pytest.mark.skipif(find_sass_tool() is None,
 def _cubin(ta=False, tb=False, epilogue=False, n=4096):
   p = get_program(_ast(n, n, n, ta, tb, epilogue=epilogue), _renderer())
   assert _is_staged(p)
-  cubin, log = ptxas_with_log(NVRTCCompiler("sm_90").to_ptx(p.src), "sm_90")
+  cubin, log = NV.cubin(p, "sm_90")
   return p, cubin, ptxas_usage(log)
 
 def _full_counts(cubin) -> dict:
