@@ -198,3 +198,16 @@ def test_sass_has_fp8_mma_ldsm_ldgsts(nv, arch, fmt):
   else:   # Hopper's fp8 tensor cores are wgmma's only: ptxas turns each mma.sync into 2 HMMAs on fragments widened by F2FP
     assert mmas == {"HMMA.16816.F32"} and ops.count("HMMA") == 4 * ops.count("LDSM") and ops.count("F2FP") > 0, (mmas, ops.count("HMMA"))
   assert ops.count("LDSM") >= 16 and ops.count("LDGSTS") >= 12, (ops.count("LDSM"), ops.count("LDGSTS"))
+
+@pytest.mark.needs_device
+def test_fp8_matmul_through_the_tensor_api():
+  """The user's view on an sm_89 target: fp8 tensors (cast, realized) multiplied into fp32, and fp8 @ fp8 -> fp8 (one
+  rounding of the f32 sum, as the tensor-core kernel does)."""
+  rng = np.random.default_rng(5)
+  a, b = rng.integers(-3, 4, (128, 64)).astype(np.float32), rng.integers(-3, 4, (64, 128)).astype(np.float32)
+  dev = "EMU+NV:CUDA:sm_89"
+  ta, tb = (Tensor(x, device=dev).cast(dtypes.fp8e4m3).realize() for x in (a, b))
+  np.testing.assert_array_equal(ta.matmul(tb, dtype=dtypes.float32).numpy(), a @ b)
+  out = ta @ tb
+  assert out.dtype == dtypes.fp8e4m3
+  np.testing.assert_array_equal(out.float().numpy(), decode(encode(a @ b, dtypes.fp8e4m3), dtypes.fp8e4m3))
