@@ -141,10 +141,8 @@ def test_fp8_gemm_tails_and_other_tiles(nv):
   got, _ = _mm(nv, M, K, N, dtypes.fp8e4m3, a=a, b=b, tile=GemmTile(64, 64, 32, 2, 2, 2, True))
   np.testing.assert_array_equal(got, a @ b)
 
-@pytest.mark.needs_device
-def test_ldmatrix_moves_bytes(nv):
-  """A hand-built warp on an fp8 panel: lane 8j+i gives row i of matrix j (16 bytes); lane l receives bytes
-  4(l%4)..4(l%4)+3 of row l//4 of each matrix (the .b16 layout, byte for byte)."""
+def _ldmatrix_warp(trans=False, count=16):
+  """A hand-built warp: fill a 4 x 128-byte fp8 panel from global memory, ldmatrix x4 it, store each lane's `count` elements."""
   from tinycore.uop import UOp
   dt = dtypes.fp8e4m3
   lds = UOp(Ops.DEFINE_LOCAL, dt.ptr(4 * 128, "local"), (), 0)
@@ -154,10 +152,17 @@ def test_ldmatrix_moves_bytes(nv):
   def st(buf, idx, val): return UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, buf.dtype, (buf, idx)), val))
   fill = [st(lds, lane * 16 + e, UOp(Ops.LOAD, dt, (UOp(Ops.INDEX, inp.dtype, (inp, lane * 16 + e)),))) for e in range(16)]
   bar = UOp(Ops.BARRIER, dtypes.void, tuple(fill))
-  frag = UOp(Ops.LOAD, dt.vec(16), (UOp(Ops.INDEX, lds.dtype, (lds, lane * 16), ("ldmatrix", 4, False)), bar))
+  frag = UOp(Ops.LOAD, dt.vec(count), (UOp(Ops.INDEX, lds.dtype, (lds, lane * 16), ("ldmatrix", 4, trans)), bar))
   nodes: list = []
-  for u in [st(out, lane * 16 + e, UOp(Ops.GEP, dt, (frag,), (e,))) for e in range(16)]:
+  for u in [st(out, lane * 16 + e, UOp(Ops.GEP, dt, (frag,), (e,))) for e in range(count)]:
     nodes += [s for s in u.toposort() if s not in nodes]
+  return nodes
+
+@pytest.mark.needs_device
+def test_ldmatrix_moves_bytes(nv):
+  """lane 8j+i gives row i of matrix j (16 bytes); lane l receives bytes 4(l%4)..4(l%4)+3 of row l//4 of each matrix
+  (the .b16 layout, byte for byte)."""
+  dt, nodes = dtypes.fp8e4m3, _ldmatrix_warp()
   codes = encode(decode(np.arange(512) % 120, dt), dt)   # finite codes, each row different
   got = np.zeros(32 * 16, np.uint8)
   nv.run_nodes("ldm8", nodes, (got, codes), (32, 1, 1))
@@ -211,3 +216,13 @@ def test_fp8_matmul_through_the_tensor_api():
   out = ta @ tb
   assert out.dtype == dtypes.fp8e4m3
   np.testing.assert_array_equal(out.float().numpy(), decode(encode(a @ b, dtypes.fp8e4m3), dtypes.fp8e4m3))
+
+@pytest.mark.needs_device
+def test_emulator_rejects_8bit_ldmatrix_it_cannot_do(nv):
+  """.trans swaps 16-bit elements (no 8-bit form before sm_100), and x4 of 8-bit rows gives 16 elements a lane."""
+  from tinycore.emulator import EmulatorError
+  bufs = (np.zeros(32 * 16, np.uint8), np.zeros(512, np.uint8))
+  with pytest.raises(EmulatorError, match=r"ldmatrix .trans moves 16-bit elements, not dtypes.fp8e4m3"):
+    nv.run_nodes("ldm8t", _ldmatrix_warp(trans=True), bufs, (32, 1, 1))
+  with pytest.raises(EmulatorError, match=r"ldmatrix of 4 matrices can't give dtypes.fp8e4m3.vec\(8\)"):
+    nv.run_nodes("ldm8n", _ldmatrix_warp(count=8), bufs, (32, 1, 1))
