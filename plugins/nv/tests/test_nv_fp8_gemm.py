@@ -205,17 +205,23 @@ def test_sass_has_fp8_mma_ldsm_ldgsts(nv, arch, fmt):
   assert ops.count("LDSM") >= 16 and ops.count("LDGSTS") >= 12, (ops.count("LDSM"), ops.count("LDGSTS"))
 
 @pytest.mark.needs_device
-def test_fp8_matmul_through_the_tensor_api():
+@pytest.mark.parametrize("smem", [1, 0], ids=["staged", "unstaged"])
+def test_fp8_matmul_through_the_tensor_api(nv, smem):
   """The user's view on an sm_89 target: fp8 tensors (cast, realized) multiplied into fp32, and fp8 @ fp8 -> fp8 (one
-  rounding of the f32 sum, as the tensor-core kernel does)."""
+  rounding of the f32 sum, as the tensor-core kernel does); staged, and with SMEM_GEMM=0 (codegen/opt_tc.py:
+  fragments straight from global memory)."""
+  from tinycore.helpers import Context
   rng = np.random.default_rng(5)
   a, b = rng.integers(-3, 4, (128, 64)).astype(np.float32), rng.integers(-3, 4, (64, 128)).astype(np.float32)
   dev = "EMU+NV:CUDA:sm_89"
-  ta, tb = (Tensor(x, device=dev).cast(dtypes.fp8e4m3).realize() for x in (a, b))
-  np.testing.assert_array_equal(ta.matmul(tb, dtype=dtypes.float32).numpy(), a @ b)
-  out = ta @ tb
-  assert out.dtype == dtypes.fp8e4m3
-  np.testing.assert_array_equal(out.float().numpy(), decode(encode(a @ b, dtypes.fp8e4m3), dtypes.fp8e4m3))
+  with Context(SMEM_GEMM=smem):
+    p = nv.program(_ast(128, 64, 128, dtypes.fp8e4m3), "sm_89")
+    assert nv.is_staged(p) == bool(smem) and any(u.op is Ops.WMMA and "m16n8k32" in u.arg[0] for u in p.uops)
+    ta, tb = (Tensor(x, device=dev).cast(dtypes.fp8e4m3).realize() for x in (a, b))
+    np.testing.assert_array_equal(ta.matmul(tb, dtype=dtypes.float32).numpy(), a @ b)
+    out = ta @ tb
+    assert out.dtype == dtypes.fp8e4m3
+    np.testing.assert_array_equal(out.float().numpy(), decode(encode(a @ b, dtypes.fp8e4m3), dtypes.fp8e4m3))
 
 @pytest.mark.needs_device
 def test_emulator_rejects_8bit_ldmatrix_it_cannot_do(nv):
