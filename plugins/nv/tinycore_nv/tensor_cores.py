@@ -1,6 +1,6 @@
-"""NVIDIA mma.sync.m16n8k16 (sm_80+), m16n8k8 tf32 and m16n8k32 fp8 (sm_89+): its shape and fragment layout, declared on the CUDA/PTX renderers
-(renderer.tensor_cores, which codegen/opt_tc.py reads) and handed to the shared emulator (EMU+NV), both from the
-functions below. PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" (sec. 9.7.14.5.8): with
+"""NVIDIA mma.sync.m16n8k16 (sm_80+), m16n8k8 tf32 and m16n8k32 fp8 (sm_89+): shapes and fragment layouts, declared on
+the CUDA renderer (renderer.tensor_cores, which codegen/opt_tc.py and opt_smem.py read) and handed to the shared
+emulator (EMU+NV), both from the functions below. PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" (sec. 9.7.14.5.8): with
 groupID g = lane>>2 and threadID_in_group t = lane%4, a_i is row g+8*((i>>1)&1), col 2t+(i&1)+8*(i>>2); b_i is row
 2t+(i&1)+8*(i>>1), col g; c_i is row g+8*(i>>1), col 2t+(i&1). Lane may be a UOp (codegen) or an int (emulator)."""
 from __future__ import annotations
