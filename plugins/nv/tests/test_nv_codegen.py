@@ -105,7 +105,13 @@ def test_mma_fragments_follow_the_ptx_isa():
   assert [frag_c(31, i) for i in range(4)] == [(7, 6), (7, 7), (15, 6), (15, 7)]
   lays = layouts("sm_90")
   assert [t.name for t in lays] == [t.name for t in tensor_cores("sm_90")] == ["mma_m16n8k16_half_float", "mma_m16n8k16_bfloat16_float",
-                                                                              "mma_m16n8k8_tf32_float"]
+                                                                              "mma_m16n8k8_tf32_float", "mma_m16n8k32_fp8e4m3_float",
+                                                                              "mma_m16n8k32_fp8e5m2_float"]
+  assert [t.name for t in layouts("sm_80")] == [t.name for t in lays][:3]   # fp8 mma from sm_89
+  # m16n8k32 8-bit, lane 5: a0..a3 = (1,4)..(1,7), a4 = (9,4), a8 = (1,20); b0..b3 = (4,1)..(7,1), b4 = (20,1)
+  from tinycore_nv.tensor_cores import frag_a_fp8, frag_b_fp8
+  assert [frag_a_fp8(5, i) for i in (0, 1, 2, 3, 4, 8, 15)] == [(1, 4), (1, 5), (1, 6), (1, 7), (9, 4), (1, 20), (9, 23)]
+  assert [frag_b_fp8(5, i) for i in (0, 3, 4, 7)] == [(4, 1), (7, 1), (20, 1), (23, 1)]
   # m16n8k8 .tf32, lane 5 (groupID 1, threadID_in_group 1): a0..a3 = (1,1),(9,1),(1,5),(9,5); b0,b1 = (1,1),(5,1)
   from tinycore_nv.tensor_cores import frag_a_tf32, frag_b_tf32
   assert [frag_a_tf32(5, i) for i in range(4)] == [(1, 1), (9, 1), (1, 5), (9, 5)] and [frag_b_tf32(5, i) for i in range(2)] == [(1, 1), (5, 1)]
