@@ -27,6 +27,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: flo
   """softmax(q k^T * scale [causal]) v (scale 1/sqrt(D) by default) as one fused kernel, or None where that kernel doesn't
   apply (the caller then builds the unfused graph, which also gives the shape and dtype errors)."""
   from tinycore.tensor_shapes import broadcast_shape
+  if (tc := _tensor_core_attention(q, k, v, is_causal, scale)) is not None: return tc
   if q.device != k.device or q.device != v.device or (vec := _attention_vector(q.device)) is None: return None
   if not all(dtypes.is_float(t.dtype) and t.dtype.itemsize <= 4 and t.ndim >= 2 and all(isinstance(s, int) for s in t.shape) for t in (q, k, v)):
     return None   # float64 keeps its precision and symbolic shapes their generality on the unfused path
@@ -56,6 +57,30 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: flo
   out = Tensor(node, requires_grad=True if grad else None)
   if grad: out = out.shrink(tuple((0, s) for s in batch) + ((0, sq), (0, dv)))
   return out.cast(q.dtype) if q.dtype != f32 else out
+
+def _tensor_core_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: float | None) -> Tensor | None:
+  """The tensor-core flash attention forward (codegen/attention_tc.py) where the renderer declares
+  `attention_tensor_cores` and has a tensor core for the inputs' dtype (one 16-bit dtype for q, k and v), head dims are
+  64 or 128, and no input asks for gradients (the backward of this kernel isn't written: the unfused graph gives them)."""
+  from tinycore.tensor_shapes import broadcast_shape
+  from tinycore.codegen.attention_tc import AttentionTCArg, HEAD_DIMS, tensor_core_for, layout_plan
+  if not isinstance(q.device, str) or q.device != k.device or q.device != v.device: return None
+  if q.dtype not in (dtypes.float16, dtypes.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype: return None
+  if any(t.requires_grad for t in (q, k, v)) or any(t.ndim < 2 or not all(isinstance(x, int) for x in t.shape) for t in (q, k, v)): return None
+  from tinycore.device import Device
+  try: ren = Device[q.device].renderer
+  except Exception: return None   # a device that doesn't open here fails later, in the user's terms, on the unfused path
+  if not getattr(ren, "attention_tensor_cores", False) or (tc := tensor_core_for(ren, q.dtype)) is None or layout_plan(tc) is None: return None
+  *qb, sq, d = cast(tuple[int, ...], q.shape)
+  *kb, sk, dk = cast(tuple[int, ...], k.shape)
+  *vb, skv, dv = cast(tuple[int, ...], v.shape)
+  s = 1 / math.sqrt(d) if scale is None else scale
+  if dk != d or skv != sk or d != dv or d not in HEAD_DIMS or min(sq, sk) == 0 or not (math.isfinite(s) and s > 0): return None
+  try: batch = tuple(broadcast_shape(tuple(qb), tuple(kb), tuple(vb)))
+  except Exception: return None
+  qe, ke, ve = q.expand(*batch, sq, d), k.expand(*batch, sk, d), v.expand(*batch, sk, dv)
+  arg = AttentionTCArg(batch + (sq, dv), is_causal, float(s), False)
+  return tensor_type()(UOp(Ops.CUSTOM, q.dtype, (qe.uop, ke.uop, ve.uop), arg))
 
 def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   """Gradients of the fused node for (q, kT, v): P = exp(s - lse) recomputed, dv = P^T do, ds = P * (do v^T - rowsum(do * o)),

@@ -19,7 +19,7 @@ registers); nothing here knows a device."""
 from __future__ import annotations
 import math
 from dataclasses import dataclass
-from tinycore.uop import UOp, Ops, index_const
+from tinycore.uop import UOp, Ops, GroupOp, index_const
 from tinycore.dtype import dtypes, DType
 from tinycore.helpers import prod
 
@@ -51,7 +51,10 @@ def plan_tiles(d: int, dv: int, vector: tuple[int, int]) -> tuple[int, int, int,
 class _Program:
   """A linearized program being written: every UOp is appended after its sources, once per scope (a loop's values go
   out of scope at its END), and a value that reads a register is emitted again after the register changes."""
-  def __init__(self):
+  def __init__(self, hoist: bool = False):
+    # hoist: a pure value of loop-invariant sources (index math of thread ids and constants) goes before the outermost
+    # open loop, emitted once; without it, two sibling loops would each emit it (the emulator needs each node once)
+    self.hoist, self.invariant, self.hoist_at = hoist, set[UOp](), 0
     self.out: list[UOp] = []
     self.scopes: list[set[UOp]] = [set()]
     self.readers: dict[UOp, set[UOp]] = {}   # register -> emitted values computed from its current contents
@@ -68,12 +71,22 @@ class _Program:
         stack.append((n, True))
         stack.extend((x, False) for x in reversed(n.src))
         continue
+      if self.hoist and self._invariant(n):
+        self.invariant.add(n)
+        if len(self.scopes) > 1:
+          self.out.insert(self.hoist_at, n)
+          self.hoist_at += 1
+          self.scopes[0].add(n)
+          continue
       self.out.append(n)
       self.scopes[-1].add(n)
       for x in n.src:
         for reg in ([x] if x.op is Ops.DEFINE_REG else []) + [r for r, rd in self.readers.items() if x in rd]:
           self.readers[reg].add(n)
     return u
+  def _invariant(self, n: UOp) -> bool:
+    if n.op in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.SPECIAL): return all(x in self.invariant for x in n.src)
+    return (n.op in GroupOp.ALU or n.op in (Ops.CAST, Ops.VECTORIZE, Ops.GEP)) and all(x in self.invariant for x in n.src)
   def reg(self, dt: DType, init) -> UOp:
     # a NOOP source makes each register a distinct node; the renderer only names it
     r = UOp(Ops.DEFINE_REG, dt, (UOp(Ops.NOOP, dtypes.void, (), ("reg", self.n_reg)),), (self.n_reg, init))
@@ -85,10 +98,18 @@ class _Program:
     self.out.append(UOp(Ops.ASSIGN, r.dtype, (r, val)))
     for s in self.scopes: s.difference_update(self.readers[r])   # values computed from the old contents are stale now
     self.readers[r] = set()
+  def assign_all(self, pairs: list[tuple[UOp, UOp]]) -> None:
+    """Several registers at once: every new value is computed from the old contents before any is overwritten."""
+    for _, val in pairs: self.emit(val)
+    for r, val in pairs:
+      self.out.append(UOp(Ops.ASSIGN, r.dtype, (r, val)))
+      for s in self.scopes: s.difference_update(self.readers[r])
+    for r, _ in pairs: self.readers[r] = set()
   def loop(self, bound: UOp, kind: str = "r") -> UOp:
     self.emit(bound)
     rng = UOp(Ops.RANGE, dtypes.index, (bound,), ("g", 0) if kind == "g" else ("r", self.n_range, 0))
     self.n_range += 1
+    if len(self.scopes) == 1: self.hoist_at = len(self.out)
     self.out.append(rng)
     self.scopes.append({rng})
     return rng
@@ -131,6 +152,9 @@ def _global(u: UOp) -> UOp:
 def attention_flops(ast: UOp) -> int:
   """Multiply-adds of q k^T and p v times two, over the visible keys only (the kernel skips key tiles a causal mask hides)."""
   node = ast.src[0]
+  if getattr(node.arg, "prefix", None) == "attn_tc_":
+    from tinycore.codegen.attention_tc import attention_tc_flops
+    return attention_tc_flops(ast)
   if not isinstance(node.arg, AttentionArg):
     from tinycore.codegen.attention_backward import attention_backward_flops
     return attention_backward_flops(ast)
@@ -140,8 +164,13 @@ def attention_flops(ast: UOp) -> int:
   visible = sum(min(i + 1, a.sk) for i in range(sq)) if a.causal else sq * a.sk
   return 2 * prod(batch) * visible * (d + dv)
 
-def attention_program(ast: UOp) -> list[UOp]:
+def attention_program(ast: UOp, renderer=None) -> list[UOp]:
+  """The fused kernel's program: this file's (vector registers), the backward's, or the tensor-core forward's
+  (attention_tc.py, which reads the renderer's fragment layouts)."""
   node = ast.src[0]
+  if getattr(node.arg, "prefix", None) == "attn_tc_":
+    from tinycore.codegen.attention_tc import attention_tc_program
+    return attention_tc_program(ast, renderer)
   if not isinstance(node.arg, AttentionArg):
     from tinycore.codegen.attention_backward import attention_backward_program
     return attention_backward_program(ast)

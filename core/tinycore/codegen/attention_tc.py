@@ -1,0 +1,282 @@
+"""Fused flash attention forward on warp tensor cores (renderer capability `attention_tensor_cores`).
+
+The node is CUSTOM(q, k, v) with arg AttentionTCArg (tensor_attention.py builds it): q (..., Sq, D), k (..., Sk, D) and
+v (..., Sk, Dv), all in the tensor core's 16-bit input dtype and contiguous; the output (..., Sq, Dv) is in that dtype,
+or float32 (..., Sq, Dv + 1) with each row's natural log-sum-exp of the scaled scores in the last column when a
+backward pass will want it.
+
+One block of `block_q // 16` warps per (batch entry, query block); each warp owns 16 query rows:
+- its Q fragments are loaded once into registers (the A operand of every S = Q K^T step);
+- K and V tiles of `block_k` keys are staged in shared memory by asynchronous 16-byte copies, two stages deep (tile
+  t+1 is in flight while tile t computes), rows XOR-swizzled by 16-byte chunk so the fragment loads (one matrix load
+  per 8x8 block, V's transposed) are free of bank conflicts;
+- S = Q K^T by tensor-core instructions; the online softmax runs on the accumulator registers: each row's max and sum
+  across the lanes that share the row by warp shuffles, scores kept in base 2 (scale * log2 e folded into one
+  multiply-add before each exp2);
+- P is rounded to the input dtype in registers and is directly the A operand of O += P V (the accumulator layout of
+  two n-tiles is the A layout of one k step: checked from the tensor core's fragment functions, not assumed), the
+  rescale by 2^(m_old - m_new) is folded into that instruction's C operand;
+- at the end O / l is written to shared memory and leaves in 16-byte stores.
+Key tiles entirely visible to every row of the block run without mask arithmetic; the rest (a causal diagonal, the
+tail past Sk) in a second loop with it. Causal blocks are launched heaviest first. Nothing here names a device: the
+fragment layouts, warp size and instructions come from the renderer's TensorCore and its rendering of WMMA, ldmatrix
+(INDEX arg LDMATRIX), cp.async (STORE arg ASYNC) and warp shuffles (CUSTOM arg (WARP_XOR, mask))."""
+from __future__ import annotations
+import math
+from dataclasses import dataclass
+from tinycore.uop import UOp, Ops, index_const
+from tinycore.dtype import dtypes, DType
+from tinycore.helpers import prod
+from tinycore.codegen.attention import _Program, _f, _alu, _max, _tree
+from tinycore.codegen.opt_smem import ASYNC, ASYNC_COMMIT, ASYNC_WAIT, LDMATRIX, _swizzled
+
+WARP_XOR = "warp_xor"   # CUSTOM arg (WARP_XOR, mask): the value of lane (this lane ^ mask) of the same warp
+HEAD_DIMS = (64, 128)
+
+@dataclass(frozen=True)
+class AttentionTCArg:
+  prefix = "attn_tc_"          # kernel name (a class constant, not a field)
+  out_shape: tuple[int, ...]   # (..., Sq, Dv), or (..., Sq, Dv + 1) float32 with the log-sum-exp column
+  causal: bool                 # key j is visible to query i only when j <= i (top-left aligned, as torch)
+  scale: float                 # > 0 (the running max is kept scaled)
+  with_lse: bool
+  block_q: int = 64            # query rows per block: 16 per warp
+  block_k: int = 64            # keys per staged tile
+
+def warp_xor(x: UOp, mask: int) -> UOp: return UOp(Ops.CUSTOM, x.dtype, (x,), (WARP_XOR, mask))
+
+def _i(x: int) -> UOp: return index_const(x)
+def _imin(a: UOp, b: UOp) -> UOp: return a.lt(b).where(a, b)
+
+def tensor_core_for(renderer, din: DType):
+  """The renderer's m16n8k16 tensor core for `din` inputs with float32 accumulation, or None."""
+  return next((t for t in getattr(renderer, "tensor_cores", None) or [] if t.dims == (16, 8, 16) and t.dtype_in == din
+               and t.dtype_out == dtypes.float32 and t.frags is not None), None)
+
+def layout_plan(tc) -> tuple[list[tuple[int, int]], list[int], tuple[int, ...]] | None:
+  """From the fragment functions: for each A element of a k step, (which of the two score n-tiles, its accumulator
+  element), the same for every lane; each accumulator element's row (0 or 1: the lane's two rows); the lane masks whose
+  XOR keeps a lane's rows (the lanes a row is spread over). None where the layout isn't like that."""
+  (M0, N0, K0), T = tc.dims, tc.threads
+  fa, _, fc = tc.frags
+  ea, _, ec = tc.elements_per_thread
+  if K0 != 2 * N0: return None
+  p_src = []
+  for i in range(ea):
+    srcs = set()
+    for ln in range(T):
+      r, c = fa(ln, i)
+      es = [e for e in range(ec) if fc(ln, e) == (r, c % N0)]
+      if len(es) != 1: return None
+      srcs.add((c // N0, es[0]))
+    if len(srcs) != 1: return None
+    p_src.append(srcs.pop())
+  rows0 = [sorted({fc(ln, e)[0] for e in range(ec)}) for ln in range(T)]
+  if any(len(r) != 2 for r in rows0): return None
+  row_of = [rows0[0].index(fc(0, e)[0]) for e in range(ec)]
+  if any(rows0[ln].index(fc(ln, e)[0]) != row_of[e] for ln in range(T) for e in range(ec)): return None
+  masks = tuple(m for m in (1, 2, 4, 8, 16) if m < T and all(rows0[ln] == rows0[ln ^ m] for ln in range(T)))
+  sharing = [sum(rows0[x] == rows0[ln] for x in range(T)) for ln in range(T)]
+  if any(s != 1 << len(masks) for s in sharing): return None   # the XOR masks must reach every lane sharing the rows
+  return p_src, row_of, masks
+
+def attention_tc_flops(ast: UOp) -> int:
+  node = ast.src[0]
+  a: AttentionTCArg = node.arg
+  *batch, sq, d = node.src[0].shape
+  sk, dv = node.src[2].shape[-2:]
+  visible = sum(min(i + 1, sk) for i in range(sq)) if a.causal else sq * sk
+  return 2 * prod(batch) * visible * (d + dv)
+
+def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
+  node = ast.src[0]
+  a: AttentionTCArg = node.arg
+  qb, kb, vb = node.src
+  while qb.op is not Ops.DEFINE_GLOBAL: qb = qb.src[0]
+  while kb.op is not Ops.DEFINE_GLOBAL: kb = kb.src[0]
+  while vb.op is not Ops.DEFINE_GLOBAL: vb = vb.src[0]
+  din = node.src[0].dtype.scalar()
+  *batch, sq, d = node.src[0].shape
+  sk, dv = node.src[2].shape[-2:]
+  tc = tensor_core_for(renderer, din)
+  if tc is None or (plan := layout_plan(tc)) is None: raise ValueError(f"{renderer!r} has no m16n8k16 {din.name} tensor core for attention")
+  p_src, row_of, masks = plan
+  (M0, N0, K0), WS = tc.dims, tc.threads
+  fa, _, fc = tc.frags
+  ea, eb, ec = tc.elements_per_thread
+  BQ, BK = a.block_q, a.block_k
+  T = WS * (BQ // M0)
+  VEC = 16 // din.itemsize                  # elements per 16-byte copy
+  bh, nqb = prod(batch), -(-sq // BQ)
+  f32 = dtypes.float32
+  odt = f32 if a.with_lse else din
+  ocols = dv + (1 if a.with_lse else 0)
+  out = UOp(Ops.DEFINE_GLOBAL, odt.ptr(prod(a.out_shape)), (), 0)
+  P = _Program(hoist=True)
+  for buf in (out, qb, kb, vb): P.emit(buf)   # declared up front (k and v may be one buffer)
+  # K's two stages, then V's: 2 * BK * (d + dv) elements
+  smem = P.emit(UOp(Ops.DEFINE_LOCAL, din.ptr(2 * BK * (d + dv), "local"), (), 0))
+  t0 = P.emit(UOp(Ops.SPECIAL, dtypes.index, (_i(T * bh * nqb),), ("gidx0", T)))
+  tid, blk = t0 % T, t0 // T
+  # the heaviest (last, under a causal mask) query block of every batch entry first: the tail of the launch is short work
+  qblk = (_i(nqb - 1) - blk // bh) if a.causal else blk // bh
+  b, q0 = blk % bh, qblk * BQ
+  lane, warp = tid % WS, tid // WS
+  row0 = q0 + warp * M0
+  c2 = a.scale * 1.4426950408889634         # scores in base 2
+  # Q fragments for every k step of D, in registers for the whole kernel (rows past Sq read the last row: never stored)
+  qf = []
+  for ks in range(d // K0):
+    els = []
+    for i in range(ea):
+      r, c = fa(lane, i)
+      row = _imin(row0 + r, _i(sq - 1))
+      els.append(UOp(Ops.LOAD, din, (UOp(Ops.INDEX, qb.dtype, (qb, b * (sq * d) + row * d + (ks * K0 + c))),)))
+    qf.append(P.emit(UOp(Ops.VECTORIZE, din.vec(ea), tuple(els))))
+  # key tiles: all up to the block's last real row (causal) or all keys; the first `nfull` need no mask
+  last = _imin(q0 + BQ, _i(sq))
+  kv_end = _imin(last, _i(sk)) if a.causal else _i(sk)
+  ntiles = P.emit((kv_end + (BK - 1)) // BK)
+  nfull = P.emit(_imin((q0 + 1) // BK, _i(sk // BK)) if a.causal else _i(sk // BK))
+
+  def copies(tile: UOp, gate: UOp | None) -> list[UOp]:
+    """This thread's 16-byte copies of K and V rows [tile*BK, +BK) into stage tile % 2; keys past Sk are zero-filled."""
+    slot, cps = tile % 2, []
+    for buf, cols, base in ((kb, d, 0), (vb, dv, 2 * BK * d)):
+      nch = cols // VEC
+      for i in range(BK * nch // T):
+        c = tid + T * i
+        row, col = c // nch, c % nch * VEC
+        key = tile * BK + row
+        kgate = key.lt(_i(sk)) if sk % BK else None
+        if gate is not None: kgate = gate if kgate is None else _alu(Ops.AND, dtypes.bool, kgate, gate)   # past the last tile nothing is read
+        src = UOp(Ops.INDEX, buf.dtype, (buf, b * (sk * cols) + key * cols + col) + ((kgate,) if kgate is not None else ()), ("vec", VEC))
+        dst_at = _swizzled(row, col, cols, VEC, True) + slot * (BK * cols) + base
+        dst = UOp(Ops.INDEX, smem.dtype, (smem, dst_at) + ((gate,) if gate is not None else ()), ("vec", VEC))
+        cps.append(UOp(Ops.STORE, dtypes.void, (dst, UOp(Ops.LOAD, din.vec(VEC), (src,))), ASYNC))
+    return cps
+
+  def frag_k(slot: UOp, nt: int, ks: int, bar: UOp) -> UOp:
+    """B fragment of S for keys [8nt, 8nt+8) x head dims [16ks, 16ks+16): K rows are B's n rows (no transpose)."""
+    ln = lane % 16
+    row, col = nt * N0 + ln % 8, ks * K0 + ln // 8 * 8
+    at = _swizzled(row, col, d, VEC, True) + slot * (BK * d)
+    return UOp(Ops.LOAD, din.vec(eb), (UOp(Ops.INDEX, smem.dtype, (smem, at), (LDMATRIX, 2, False)), bar))
+
+  def frag_v(slot: UOp, ks: int, j: int, bar: UOp) -> UOp:
+    """B fragment of O for keys [16ks, 16ks+16) x value dims [8j, 8j+8): V rows are B's k rows (transposed load)."""
+    ln = lane % 16
+    row, col = ks * K0 + ln // 8 * 8 + ln % 8, j * N0
+    at = _swizzled(row, col, dv, VEC, True) + slot * (BK * dv) + 2 * BK * d
+    return UOp(Ops.LOAD, din.vec(eb), (UOp(Ops.INDEX, smem.dtype, (smem, at), (LDMATRIX, 2, True)), bar))
+
+  m = [P.reg(f32, -math.inf) for _ in range(2)]   # each row's running max (scaled, base 2), the same in every lane of the row
+  l = [P.reg(f32, 0.0) for _ in range(2)]         # this lane's share of each row's sum
+  o = [[P.reg(f32, 0.0) for _ in range(ec)] for _ in range(dv // N0)]
+  zero = UOp(Ops.VECTORIZE, f32.vec(ec), tuple(_f(0.0) for _ in range(ec)))
+
+  def tile_body(t: UOp, masked: bool) -> None:
+    slot = t % 2
+    nxt = t + 1
+    # tile t+1 in flight (its stage was last read in iteration t-1, before that iteration's closing barrier)
+    cps = [P.emit(c) for c in copies(nxt, nxt.lt(ntiles))]
+    commit = P.emit(UOp(Ops.BARRIER, dtypes.void, tuple(cps) + (t,), (ASYNC_COMMIT,)))
+    ready = P.emit(UOp(Ops.BARRIER, dtypes.void, (commit,), (ASYNC_WAIT, 1)))
+    bar = P.emit(UOp(Ops.BARRIER, dtypes.void, (ready,)))
+    loads: list[UOp] = []
+    s = []
+    for nt in range(BK // N0):
+      acc = zero
+      for ks in range(d // K0):
+        loads.append(kf := frag_k(slot, nt, ks, bar))
+        acc = UOp(Ops.WMMA, f32.vec(ec), (qf[ks], kf, acc), (tc.name, tc.dims))
+      s.append([UOp(Ops.GEP, f32, (acc,), (e,)) for e in range(ec)])
+    if masked:   # keys past Sk and (causal) after the row are -inf
+      for nt in range(BK // N0):
+        for e in range(ec):
+          r, c = fc(lane, e)
+          key, row = t * BK + nt * N0 + c, row0 + r
+          vis = key.lt(_i(sk))
+          if a.causal: vis = _alu(Ops.AND, dtypes.bool, vis, key.lt(row + 1))
+          s[nt][e] = _alu(Ops.WHERE, f32, vis, s[nt][e], _f(-math.inf))
+    m_new, alpha, l_new, p = [], [], [], [[None] * ec for _ in range(BK // N0)]
+    for h in range(2):
+      xs = [s[nt][e] for nt in range(BK // N0) for e in range(ec) if row_of[e] == h]
+      mx = P.emit(_tree(Ops.MAX, xs))
+      for msk in masks: mx = P.emit(_max(mx, warp_xor(mx, msk)))
+      mn = P.emit(_max(m[h], _alu(Ops.MUL, f32, mx, _f(c2))))
+      m_new.append(mn)
+      alpha.append(P.emit(_alu(Ops.EXP2, f32, _alu(Ops.SUB, f32, m[h], mn))))
+      for nt in range(BK // N0):
+        for e in range(ec):
+          if row_of[e] == h: p[nt][e] = P.emit(_alu(Ops.EXP2, f32, _alu(Ops.SUB, f32, _alu(Ops.MUL, f32, s[nt][e], _f(c2)), mn)))
+      l_new.append(_alu(Ops.ADD, f32, _alu(Ops.MUL, f32, l[h], alpha[h]),
+                        _tree(Ops.ADD, [p[nt][e] for nt in range(BK // N0) for e in range(ec) if row_of[e] == h])))
+    # P in the input dtype, straight from the score accumulators into A fragments (one per 16 keys)
+    pf = [UOp(Ops.VECTORIZE, din.vec(ea), tuple(UOp(Ops.CAST, din, (p[2 * ks + tile][e],)) for tile, e in p_src))
+          for ks in range(BK // K0)]
+    o_new = []
+    for j in range(dv // N0):
+      acc = UOp(Ops.VECTORIZE, f32.vec(ec), tuple(_alu(Ops.MUL, f32, o[j][e], alpha[row_of[e]]) for e in range(ec)))
+      for ks in range(BK // K0):
+        loads.append(vf := frag_v(slot, ks, j, bar))
+        acc = UOp(Ops.WMMA, f32.vec(ec), (pf[ks], vf, acc), (tc.name, tc.dims))
+      o_new += [(o[j][e], UOp(Ops.GEP, f32, (acc,), (e,))) for e in range(ec)]
+    P.assign_all([(m[h], m_new[h]) for h in range(2)] + [(l[h], l_new[h]) for h in range(2)] + o_new)
+    # every warp is done with stage t % 2 before iteration t+1 copies tile t+2 into it
+    P.emit(UOp(Ops.BARRIER, dtypes.void, tuple(P.emit(x) for x in loads)))
+
+  P.emit(UOp(Ops.BARRIER, dtypes.void, tuple(P.emit(c) for c in copies(_i(0), None)), (ASYNC_COMMIT,)))
+  t = P.loop(nfull)
+  tile_body(t, False)
+  P.end(t)
+  tt = P.loop(ntiles - nfull)
+  tile_body(nfull + tt, True)
+  P.end(tt)
+
+  # the row sums over the lanes sharing each row, then O / l
+  inv, lse = [], []
+  for h in range(2):
+    tot = l[h]
+    for msk in masks: tot = P.emit(_alu(Ops.ADD, f32, tot, warp_xor(tot, msk)))
+    inv.append(P.emit(_alu(Ops.RECIP, f32, tot)))
+    lse.append(_alu(Ops.MUL, f32, _alu(Ops.ADD, f32, m[h], _alu(Ops.LOG2, f32, tot)), _f(math.log(2))))
+  final = [[_alu(Ops.MUL, f32, o[j][e], inv[row_of[e]]) for e in range(ec)] for j in range(dv // N0)]
+  obase = b * (sq * ocols)
+  if a.with_lse:   # float32 rows of Dv + 1: stored from registers (one lane of each quad writes the lse)
+    for j in range(dv // N0):
+      for e in range(ec):
+        r, c = fc(lane, e)
+        row = row0 + r
+        P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, obase + row * ocols + (j * N0 + c), row.lt(_i(sq)))), final[j][e])))
+    for h in range(2):
+      e = row_of.index(h)
+      r, c = fc(lane, e)
+      row = row0 + r
+      first = _alu(Ops.AND, dtypes.bool, row.lt(_i(sq)), c.lt(_i(1)) if isinstance(c, UOp) else UOp.const(dtypes.bool, c == 0))
+      P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, obase + row * ocols + dv, first)), lse[h])))
+    return _checked(P.out)
+  # O in the input dtype through shared memory (free since the last tile's closing barrier), then 16-byte row stores
+  writes = []
+  for j in range(dv // N0):
+    for e in range(ec):
+      r, c = fc(lane, e)
+      at = _swizzled(warp * M0 + r, j * N0 + c, dv, VEC, True)
+      writes.append(P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, smem.dtype, (smem, at)), UOp(Ops.CAST, din, (final[j][e],))))))
+  ready = P.emit(UOp(Ops.BARRIER, dtypes.void, tuple(writes)))
+  nch = dv // VEC
+  for i in range(BQ * nch // T):
+    c = tid + T * i
+    row, col = c // nch, c % nch * VEC
+    val = UOp(Ops.LOAD, din.vec(VEC), (UOp(Ops.INDEX, smem.dtype, (smem, _swizzled(row, col, dv, VEC, True)), ("vec", VEC, 16)), ready))
+    grow = q0 + row
+    dst = UOp(Ops.INDEX, out.dtype, (out, obase + grow * dv + col, grow.lt(_i(sq))), ("vec", VEC, 16))
+    P.emit(UOp(Ops.STORE, dtypes.void, (dst, val)))
+  return _checked(P.out)
+
+def _checked(uops: list[UOp]) -> list[UOp]:
+  """The program, each node once (a value emitted again in a second scope would be a second definition)."""
+  if len(set(uops)) != len(uops):
+    dup = next(u for i, u in enumerate(uops) if u in uops[:i])
+    raise RuntimeError(f"attention_tc: {dup.op.name} {dup.arg!r} emitted twice (a value shared by the two key loops not hoisted)")
+  return uops
