@@ -19,7 +19,7 @@ registers); nothing here knows a device."""
 from __future__ import annotations
 import math
 from dataclasses import dataclass
-from tinycore.uop import UOp, Ops, GroupOp, index_const
+from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes, DType
 from tinycore.helpers import prod
 
@@ -51,10 +51,7 @@ def plan_tiles(d: int, dv: int, vector: tuple[int, int]) -> tuple[int, int, int,
 class _Program:
   """A linearized program being written: every UOp is appended after its sources, once per scope (a loop's values go
   out of scope at its END), and a value that reads a register is emitted again after the register changes."""
-  def __init__(self, hoist: bool = False):
-    # hoist: a pure value of loop-invariant sources (index math of thread ids and constants) goes before the outermost
-    # open loop, emitted once; without it, two sibling loops would each emit it (the emulator needs each node once)
-    self.hoist, self.invariant, self.hoist_at = hoist, set[UOp](), 0
+  def __init__(self):
     self.out: list[UOp] = []
     self.scopes: list[set[UOp]] = [set()]
     self.readers: dict[UOp, set[UOp]] = {}   # register -> emitted values computed from its current contents
@@ -71,22 +68,12 @@ class _Program:
         stack.append((n, True))
         stack.extend((x, False) for x in reversed(n.src))
         continue
-      if self.hoist and self._invariant(n):
-        self.invariant.add(n)
-        if len(self.scopes) > 1:
-          self.out.insert(self.hoist_at, n)
-          self.hoist_at += 1
-          self.scopes[0].add(n)
-          continue
       self.out.append(n)
       self.scopes[-1].add(n)
       for x in n.src:
         for reg in ([x] if x.op is Ops.DEFINE_REG else []) + [r for r, rd in self.readers.items() if x in rd]:
           self.readers[reg].add(n)
     return u
-  def _invariant(self, n: UOp) -> bool:
-    if n.op in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.SPECIAL): return all(x in self.invariant for x in n.src)
-    return (n.op in GroupOp.ALU or n.op in (Ops.CAST, Ops.VECTORIZE, Ops.GEP)) and all(x in self.invariant for x in n.src)
   def reg(self, dt: DType, init) -> UOp:
     # a NOOP source makes each register a distinct node; the renderer only names it
     r = UOp(Ops.DEFINE_REG, dt, (UOp(Ops.NOOP, dtypes.void, (), ("reg", self.n_reg)),), (self.n_reg, init))
@@ -109,7 +96,6 @@ class _Program:
     self.emit(bound)
     rng = UOp(Ops.RANGE, dtypes.index, (bound,), ("g", 0) if kind == "g" else ("r", self.n_range, 0))
     self.n_range += 1
-    if len(self.scopes) == 1: self.hoist_at = len(self.out)
     self.out.append(rng)
     self.scopes.append({rng})
     return rng

@@ -57,7 +57,7 @@ def layout_plan(tc) -> tuple[list[tuple[int, int]], list[int], tuple[int, ...]] 
   """From the fragment functions: for each A element of a k step, (which of the two score n-tiles, its accumulator
   element), the same for every lane; each accumulator element's row (0 or 1: the lane's two rows); the lane masks whose
   XOR keeps a lane's rows (the lanes a row is spread over). None where the layout isn't like that."""
-  (M0, N0, K0), T = tc.dims, tc.threads
+  (_, N0, K0), T = tc.dims, tc.threads
   fa, _, fc = tc.frags
   ea, _, ec = tc.elements_per_thread
   if K0 != 2 * N0: return None
@@ -199,7 +199,8 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
           vis = key.lt(_i(sk))
           if a.causal: vis = _alu(Ops.AND, dtypes.bool, vis, key.lt(row + 1))
           s[nt][e] = _alu(Ops.WHERE, f32, vis, s[nt][e], _f(-math.inf))
-    m_new, alpha, l_new, p = [], [], [], [[None] * ec for _ in range(BK // N0)]
+    m_new, alpha, l_new = [], [], []
+    p: list[list[UOp]] = [[_f(0.0)] * ec for _ in range(BK // N0)]
     for h in range(2):
       xs = [s[nt][e] for nt in range(BK // N0) for e in range(ec) if row_of[e] == h]
       mx = P.emit(_tree(Ops.MAX, xs))

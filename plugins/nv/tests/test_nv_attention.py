@@ -13,7 +13,6 @@ Hence |err| <= 2 u max|v| (+ a little for the accumulation order), which is what
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
-from tinycore.helpers import Context
 from tinycore.codegen import get_program
 from tinycore.codegen.attention_tc import AttentionTCArg
 from tinycore.emulator import EmulatedRenderer, MissingBarrier, AsyncCopyPending
