@@ -107,6 +107,9 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
   BQ, BK = a.block_q, a.block_k
   T = WS * (BQ // M0)
   VEC = 16 // din.itemsize                  # elements per 16-byte copy
+  # the address arithmetic below relies on rows of 8+ chunks and on copy rows that advance by multiples of 8
+  if any(c % VEC or c // VEC < 8 or T % (c // VEC) or (T // (c // VEC)) % 8 for c in (d, dv)) or BK % K0:
+    raise ValueError(f"attention_tc: head dims {d}/{dv} don't fit {T} threads and {VEC}-element chunks")
   bh, nqb = prod(batch), -(-sq // BQ)
   f32 = dtypes.float32
   odt = f32 if a.with_lse else din
@@ -144,30 +147,36 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
     slot, cps = tile % 2, []
     for buf, cols, base in ((kb, d, 0), (vb, dv, 2 * BK * d)):
       nch = cols // VEC
+      # thread tid copies chunk tid % nch of rows tid // nch + (T / nch) i: the swizzle (row % 8) is the thread's alone
+      rl, cl = tid // nch, tid % nch
       for i in range(BK * nch // T):
-        c = tid + T * i
-        row, col = c // nch, c % nch * VEC
+        row, col = rl + (T // nch) * i, cl * VEC
         key = tile * BK + row
         kgate = key.lt(_i(sk)) if sk % BK else None
         if gate is not None: kgate = gate if kgate is None else _alu(Ops.AND, dtypes.bool, kgate, gate)   # past the last tile nothing is read
         src = UOp(Ops.INDEX, buf.dtype, (buf, b * (sk * cols) + key * cols + col) + ((kgate,) if kgate is not None else ()), ("vec", VEC))
-        dst_at = _swizzled(row, col, cols, VEC, True) + slot * (BK * cols) + base
+        dst_at = slot * (BK * cols) + rl * cols + (cl ^ (rl % 8)) * VEC + ((T // nch) * i * cols + base)
         dst = UOp(Ops.INDEX, smem.dtype, (smem, dst_at) + ((gate,) if gate is not None else ()), ("vec", VEC))
         cps.append(UOp(Ops.STORE, dtypes.void, (dst, UOp(Ops.LOAD, din.vec(VEC), (src,))), ASYNC))
     return cps
 
+  # Matrix-load row addresses (lanes 0-15 give one 8-element row each: lane l row l % 8 of matrix l // 8). A shared row
+  # of 8+ chunks is swizzled by row % 8, which here is the lane's y = l % 8 alone (tile rows start at multiples of 8), so
+  # chunk ^ y splits into a lane part and a constant: (c0 + x) ^ y = (c0 & ~7) + ((c0 & 7) ^ (x ^ y)) for c0 even and
+  # x in {0, 1}. Each address is then a few lane registers plus an immediate, not one live register per fragment.
+  ln = lane % 16
+  x, y = ln // 8, ln % 8
+  z = x ^ y
+
   def frag_k(slot: UOp, nt: int, ks: int, bar: UOp) -> UOp:
     """B fragment of S for keys [8nt, 8nt+8) x head dims [16ks, 16ks+16): K rows are B's n rows (no transpose)."""
-    ln = lane % 16
-    row, col = nt * N0 + ln % 8, ks * K0 + ln // 8 * 8
-    at = _swizzled(row, col, d, VEC, True) + slot * (BK * d)
+    c0 = ks * (K0 // VEC)   # the 16-byte chunk of head dim 16ks (even)
+    at = slot * (BK * d) + y * d + ((z ^ (c0 & 7)) * VEC) + (nt * N0 * d + (c0 & ~7) * VEC)
     return UOp(Ops.LOAD, din.vec(eb), (UOp(Ops.INDEX, smem.dtype, (smem, at), (LDMATRIX, 2, False)), bar))
 
   def frag_v(slot: UOp, ks: int, j: int, bar: UOp) -> UOp:
     """B fragment of O for keys [16ks, 16ks+16) x value dims [8j, 8j+8): V rows are B's k rows (transposed load)."""
-    ln = lane % 16
-    row, col = ks * K0 + ln // 8 * 8 + ln % 8, j * N0
-    at = _swizzled(row, col, dv, VEC, True) + slot * (BK * dv) + 2 * BK * d
+    at = slot * (BK * dv) + (x * 8 + y) * dv + ((y ^ (j & 7)) * VEC) + (2 * BK * d + ks * K0 * dv + (j & ~7) * VEC)
     return UOp(Ops.LOAD, din.vec(eb), (UOp(Ops.INDEX, smem.dtype, (smem, at), (LDMATRIX, 2, True)), bar))
 
   m = [P.reg(f32, -math.inf) for _ in range(2)]   # each row's running max (scaled, base 2), the same in every lane of the row
