@@ -4,7 +4,8 @@
   bf16; the emulator checks every shared-memory access for races, pending async copies and bounds as it runs;
 - the emulator catches the kernel with a barrier or the cp.async wait removed;
 - ptxas -v for sm_90: no spills, >= 2 blocks per SM at D = 64 and 128; the SASS has HMMA, LDSM, LDGSTS, SHFL and no local memory;
-- scaled_dot_product_attention (and bench/gpu.py's attention row) schedules it as one kernel.
+- scaled_dot_product_attention (and bench/gpu.py's attention row) schedules it as one kernel; with gradients asked
+  for it keeps the log-sum-exp and the backward (ordinary kernels) matches float64.
 
 Tolerance: the reference is float64 attention of the inputs as the device holds them (fp16/bf16 values). The kernel
 rounds P to the input dtype before P @ V (relative error <= u = 2^-11 for fp16, 2^-8 for bf16, per element, so at most
@@ -84,17 +85,39 @@ def test_bfloat16(D):
 
 @pytest.mark.needs_device
 def test_through_the_tensor_api():
-  """scaled_dot_product_attention on EMU+NV: one kernel, the right numbers; asking for gradients keeps the unfused
-  graph (this kernel has no backward), which still gives them."""
+  """scaled_dot_product_attention on EMU+NV: one kernel, the right numbers."""
   rng = np.random.default_rng(3)
   q, k, v = (rng.standard_normal((1, 2, 70, 64)).astype(np.float16) for _ in range(3))
   out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True)
   sched = out.schedule()
   assert sum(isinstance(si.ast.src[0].arg, AttentionTCArg) for si in sched) == 1
   np.testing.assert_allclose(out.numpy().astype(np.float64), _reference(q, k, v, True), atol=2.5 * 2 ** -11 * np.abs(v).max())
-  qg = Tensor(q, requires_grad=True)
-  og = qg.scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True)
-  assert not any(isinstance(si.ast.src[0].arg, AttentionTCArg) for si in og.schedule())
+
+def _reference_grads(q, k, v, g, causal):
+  q, k, v, g = (x.astype(np.float64) for x in (q, k, v, g))
+  sc = 1 / np.sqrt(q.shape[-1])
+  s = q @ np.swapaxes(k, -1, -2) * sc
+  if causal: s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+  p = np.exp(s - s.max(-1, keepdims=True))
+  p /= p.sum(-1, keepdims=True)
+  o = p @ v
+  ds = p * (g @ np.swapaxes(v, -1, -2) - (g * o).sum(-1, keepdims=True))
+  return ds @ k * sc, np.swapaxes(ds, -1, -2) @ q * sc, np.swapaxes(p, -1, -2) @ g
+
+@pytest.mark.needs_device
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_gradients_from_the_kept_log_sum_exp(causal):
+  """With an input asking for gradients the kernel also writes each row's log-sum-exp (float32 output, one more
+  column); the backward recomputes P from it. Gradients come back in half: |err| <= a few half ulps of the largest."""
+  rng = np.random.default_rng(4)
+  q, k, v, g = (rng.standard_normal((1, 2, 70, 64)).astype(np.float16) for _ in range(4))
+  tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+  out = tq.scaled_dot_product_attention(tk, tv, is_causal=causal)
+  fused = [si.ast.src[0].arg for si in out.schedule() if isinstance(si.ast.src[0].arg, AttentionTCArg)]
+  assert len(fused) == 1 and fused[0].with_lse
+  (out.float() * Tensor(g).float()).sum().backward()
+  for got, want in zip((tq.grad, tk.grad, tv.grad), _reference_grads(q, k, v, g, causal)):
+    np.testing.assert_allclose(got.numpy().astype(np.float64), want, rtol=0, atol=4 * 2 ** -11 * np.abs(want).max())
 
 def test_bench_attention_row_uses_it():
   """bench/gpu.py's attention: B=8, H=16, S=2048, D=128 half, causal, no gradients -> one tensor-core attention kernel."""
