@@ -104,7 +104,7 @@ def tc_attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   p = (sc - lse).exp()
   ds = (p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))).contiguous()
   dq, dk, dv_ = (ds @ k) * a.scale, (ds.transpose(-1, -2) @ q) * a.scale, p.transpose(-1, -2) @ do
-  return tuple(x.cast(t.dtype).uop for x, t in zip((dq, dk, dv_), ret.src))  # type: ignore[return-value]
+  return tuple(x.cast(t.dtype).uop for x, t in zip((dq, dk, dv_), ret.src))
 
 def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   """Gradients of the fused node for (q, kT, v): P = exp(s - lse) recomputed, dv = P^T do, ds = P * (do v^T - rowsum(do * o)),
