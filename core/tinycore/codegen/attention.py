@@ -19,6 +19,7 @@ registers); nothing here knows a device."""
 from __future__ import annotations
 import math
 from dataclasses import dataclass
+from typing import Callable
 from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes, DType
 from tinycore.helpers import prod
@@ -131,6 +132,24 @@ def _allmax(x: UOp) -> UOp:
     step //= 2
   return x
 
+def dot_tile(P: _Program, n: int, rows: int, chunks: int, fv: DType, col: Callable[[UOp, int], UOp],
+             row: Callable[[UOp, int], UOp]) -> list[list[UOp]]:
+  """rows x chunks vector registers of sum over e < n of row(e, r) * col(e, c): `col` loads a vector (shared by every
+  row), `row` one element (broadcast). The loop over e is unrolled by up to 8; the row loads stay inside it (hoisted
+  out of an enclosing loop they would park n x rows broadcast vectors on the stack). The forward's scores and the
+  backward's sT and dpT."""
+  acc = [[P.reg(fv, 0.0) for _ in range(chunks)] for _ in range(rows)]
+  U = next(x for x in (8, 4, 2, 1) if n % x == 0)
+  kk = P.loop(_i(n // U))
+  for u in range(U):
+    e = kk * U + u
+    cols = [P.emit(col(e, c)) for c in range(chunks)]
+    for r in range(rows):
+      x = P.emit(row(e, r))
+      for c in range(chunks): P.assign(acc[r][c], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, x, cols[c]), acc[r][c]))
+  P.end(kk)
+  return acc
+
 def _global(u: UOp) -> UOp:
   while u.op is not Ops.DEFINE_GLOBAL: u = u.src[0]
   return u
@@ -194,18 +213,8 @@ def attention_program(ast: UOp, renderer=None) -> list[UOp]:
   iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(TK // W)]
   jf = [P.emit(_alu(Ops.ADD, fv, j0.cast(f), iota[c])) for c in range(TK // W)]
   # scores: one kT vector per (head dim, column chunk) shared by every row, q[row, k] broadcast from memory
-  # a loop over the head dim, unrolled by U: its q loads can't be hoisted out of the key loop (which would park
-  # D x rows broadcast vectors on the stack)
-  s = [[P.reg(fv, 0.0) for _ in range(TK // W)] for _ in range(R)]
-  U = next(x for x in (8, 4, 2, 1) if d % x == 0)
-  kk = P.loop(_i(d // U))
-  for u in range(U):
-    k = kk * U + u
-    kv = [P.emit(_load(kb, b * (d * skp) + t * (d * TK) + k * TK + c * W, W)) for c in range(TK // W)]
-    for r in range(R):
-      qs = P.emit(_load(qb, b * (sq * d) + rows[r] * d + k, 1))
-      for c in range(TK // W): P.assign(s[r][c], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, qs, kv[c]), s[r][c]))
-  P.end(kk)
+  s = dot_tile(P, d, R, TK // W, fv, lambda k, c: _load(kb, b * (d * skp) + t * (d * TK) + k * TK + c * W, W),
+               lambda k, r: _load(qb, b * (sq * d) + rows[r] * d + k, 1))
   sc = _f(a.scale * log2e)
   p_all = []
   for r in range(R):
