@@ -64,7 +64,7 @@ def _tensor_core_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, sca
   64 or 128. When an input asks for gradients the kernel also keeps each row's log-sum-exp (a float32 output with one
   more column) for the backward (tc_attention_grad)."""
   from tinycore.tensor_shapes import broadcast_shape
-  from tinycore.codegen.attention_tc import AttentionTCArg, HEAD_DIMS, tensor_core_for, layout_plan
+  from tinycore.codegen.attention_tc import AttentionTCArg, HEAD_DIMS, tensor_core_for, layout_plan, default_blocks
   if not isinstance(q.device, str) or q.device != k.device or q.device != v.device: return None
   if q.dtype not in (dtypes.float16, dtypes.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype: return None
   if any(t.ndim < 2 or not all(isinstance(x, int) for x in t.shape) for t in (q, k, v)): return None
@@ -81,7 +81,7 @@ def _tensor_core_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, sca
   except Exception: return None
   qe, ke, ve = q.expand(*batch, sq, d), k.expand(*batch, sk, d), v.expand(*batch, sk, dv)
   grad = any(t.requires_grad for t in (q, k, v))
-  arg = AttentionTCArg(batch + (sq, dv + (1 if grad else 0)), is_causal, float(s), grad)
+  arg = AttentionTCArg(batch + (sq, dv + (1 if grad else 0)), is_causal, float(s), grad, *default_blocks(d))
   Tensor = tensor_type()
   if not grad: return Tensor(UOp(Ops.CUSTOM, q.dtype, (qe.uop, ke.uop, ve.uop), arg))
   full = Tensor(UOp(Ops.CUSTOM, dtypes.float32, (qe.uop, ke.uop, ve.uop), arg), requires_grad=True)

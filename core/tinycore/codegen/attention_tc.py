@@ -5,7 +5,8 @@ v (..., Sk, Dv), all in the tensor core's 16-bit input dtype and contiguous; the
 or float32 (..., Sq, Dv + 1) with each row's natural log-sum-exp of the scaled scores in the last column when a
 backward pass will want it.
 
-One block of `block_q // 16` warps per (batch entry, query block); each warp owns 16 query rows:
+One block of `warps` (4) warps per (batch entry, query block of `block_q` rows); each warp owns block_q / warps rows,
+one or two m16 tiles (default_blocks: two at D = 64, so every K/V fragment feeds two mma):
 - its Q fragments are loaded once into registers (the A operand of every S = Q K^T step);
 - K and V tiles of `block_k` keys are staged in shared memory by asynchronous 16-byte copies, two stages deep (tile
   t+1 is in flight while tile t computes), rows XOR-swizzled by 16-byte chunk so the fragment loads (one matrix load
@@ -40,8 +41,15 @@ class AttentionTCArg:
   causal: bool                 # key j is visible to query i only when j <= i (top-left aligned, as torch)
   scale: float                 # > 0 (the running max is kept scaled)
   with_lse: bool
-  block_q: int = 64            # query rows per block: 16 per warp
+  block_q: int = 64            # query rows per block: `warps` warps of block_q / warps rows (m16 tiles)
   block_k: int = 64            # keys per staged tile
+  warps: int = 4
+
+def default_blocks(d: int) -> tuple[int, int]:
+  """(block_q, block_k) for head dim d: at D = 64 each warp takes two m16 tiles (32 rows), so every K and V fragment it
+  loads from shared memory feeds two mma (half the shared-memory traffic per mma); at D = 128 the registers (64 O
+  accumulators, 32 for Q's fragments per m16 tile) leave one tile per warp."""
+  return (128, 64) if d <= 64 else (64, 64)
 
 def warp_xor(x: UOp, mask: int) -> UOp: return UOp(Ops.CUSTOM, x.dtype, (x,), (WARP_XOR, mask))
 
@@ -105,7 +113,8 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
   fa, _, fc = tc.frags
   ea, eb, ec = tc.elements_per_thread
   BQ, BK = a.block_q, a.block_k
-  T = WS * (BQ // M0)
+  T, MT = WS * a.warps, BQ // (M0 * a.warps)   # threads; m16 tiles per warp
+  if MT < 1 or BQ % (M0 * a.warps): raise ValueError(f"attention_tc: {BQ} query rows don't split into {a.warps} warps of m16 tiles")
   VEC = 16 // din.itemsize                  # elements per 16-byte copy
   # the address arithmetic below relies on rows of 8+ chunks and on copy rows that advance by multiples of 8
   if any(c % VEC or c // VEC < 8 or T % (c // VEC) or (T // (c // VEC)) % 8 for c in (d, dv)) or BK % K0:
@@ -125,17 +134,18 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
   qblk = (_i(nqb - 1) - blk // bh) if a.causal else blk // bh
   b, q0 = blk % bh, qblk * BQ
   lane, warp = tid % WS, tid // WS
-  row0 = q0 + warp * M0
+  row0 = [q0 + warp * (M0 * MT) + M0 * mi for mi in range(MT)]   # each m16 tile's first row
   c2 = a.scale * 1.4426950408889634         # scores in base 2
   # Q fragments for every k step of D, in registers for the whole kernel (rows past Sq read the last row: never stored)
-  qf = []
-  for ks in range(d // K0):
-    els = []
-    for i in range(ea):
-      r, c = fa(lane, i)
-      row = _imin(row0 + r, _i(sq - 1))
-      els.append(UOp(Ops.LOAD, din, (UOp(Ops.INDEX, qb.dtype, (qb, b * (sq * d) + row * d + (ks * K0 + c))),)))
-    qf.append(P.emit(UOp(Ops.VECTORIZE, din.vec(ea), tuple(els))))
+  qf: list[list[UOp]] = [[] for _ in range(MT)]
+  for mi in range(MT):
+    for ks in range(d // K0):
+      els = []
+      for i in range(ea):
+        r, c = fa(lane, i)
+        row = _imin(row0[mi] + r, _i(sq - 1))
+        els.append(UOp(Ops.LOAD, din, (UOp(Ops.INDEX, qb.dtype, (qb, b * (sq * d) + row * d + (ks * K0 + c))),)))
+      qf[mi].append(P.emit(UOp(Ops.VECTORIZE, din.vec(ea), tuple(els))))
   # key tiles: all up to the block's last real row (causal) or all keys; the first `nfull` need no mask
   last = _imin(q0 + BQ, _i(sq))
   kv_end = _imin(last, _i(sk)) if a.causal else _i(sk)
@@ -179,10 +189,69 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
     at = slot * (BK * dv) + (x * 8 + y) * dv + ((y ^ (j & 7)) * VEC) + (2 * BK * d + ks * K0 * dv + (j & ~7) * VEC)
     return UOp(Ops.LOAD, din.vec(eb), (UOp(Ops.INDEX, smem.dtype, (smem, at), (LDMATRIX, 2, True)), bar))
 
-  m = [P.reg(f32, -math.inf) for _ in range(2)]   # each row's running max (scaled, base 2), the same in every lane of the row
-  l = [P.reg(f32, 0.0) for _ in range(2)]         # this lane's share of each row's sum
-  o = [[P.reg(f32, 0.0) for _ in range(ec)] for _ in range(dv // N0)]
+  # per m16 tile: each row's running max (scaled, base 2, the same in every lane of the row), this lane's share of each
+  # row's sum, the O accumulators
+  m = [[P.reg(f32, -math.inf) for _ in range(2)] for _ in range(MT)]
+  l = [[P.reg(f32, 0.0) for _ in range(2)] for _ in range(MT)]
+  o = [[[P.reg(f32, 0.0) for _ in range(ec)] for _ in range(dv // N0)] for _ in range(MT)]
   zero = UOp(Ops.VECTORIZE, f32.vec(ec), tuple(_f(0.0) for _ in range(ec)))
+
+  def chains(a_ops: list[UOp], b_ops: list[UOp], c0: UOp) -> list[UOp]:
+    """The mma chain c0 + sum_k a_k b_k, each step's node (the last is the result)."""
+    out, acc = [], c0
+    for x, y in zip(a_ops, b_ops):
+      acc = UOp(Ops.WMMA, f32.vec(ec), (x, y, acc), (tc.name, tc.dims))
+      out.append(acc)
+    return out
+
+  def emit_interleaved(ch: list[list[list[UOp]]]) -> None:
+    """Emits ch[mi][n][k] in (n, k, mi) order: each B fragment is loaded once and used by every m16 tile in a row,
+    not kept live from the first tile's use to the last's."""
+    for n in range(len(ch[0])):
+      for k in range(len(ch[0][n])):
+        for mi in range(MT): P.emit(ch[mi][n][k])
+
+  def tile_updates(t: UOp, masked: bool, kf: list[list[UOp]], vf: list[list[UOp]]) -> list[tuple[UOp, UOp]]:
+    """S = Q K^T, the online softmax and O += P V of key tile t for every m16 tile: the (register, new value) updates."""
+    sch = [[chains(qf[mi], kf[nt], zero) for nt in range(BK // N0)] for mi in range(MT)]
+    emit_interleaved(sch)
+    updates: list[tuple[UOp, UOp]] = []
+    och = []
+    for mi in range(MT):
+      s = [[UOp(Ops.GEP, f32, (sch[mi][nt][-1],), (e,)) for e in range(ec)] for nt in range(BK // N0)]
+      if masked:   # keys past Sk and (causal) after the row are -inf
+        for nt in range(BK // N0):
+          for e in range(ec):
+            r, c = fc(lane, e)
+            key, row = t * BK + nt * N0 + c, row0[mi] + r
+            vis = key.lt(_i(sk))
+            if a.causal: vis = _alu(Ops.AND, dtypes.bool, vis, key.lt(row + 1))
+            s[nt][e] = _alu(Ops.WHERE, f32, vis, s[nt][e], _f(-math.inf))
+      mm, ll, oo = m[mi], l[mi], o[mi]
+      m_new, alpha, l_new = [], [], []
+      p: list[list[UOp]] = [[_f(0.0)] * ec for _ in range(BK // N0)]
+      for h in range(2):
+        xs = [s[nt][e] for nt in range(BK // N0) for e in range(ec) if row_of[e] == h]
+        mx = P.emit(_tree(Ops.MAX, xs))
+        for msk in masks: mx = P.emit(_max(mx, warp_xor(mx, msk)))
+        mn = P.emit(_max(mm[h], _alu(Ops.MUL, f32, mx, _f(c2))))
+        m_new.append(mn)
+        alpha.append(P.emit(_alu(Ops.EXP2, f32, _alu(Ops.SUB, f32, mm[h], mn))))
+        for nt in range(BK // N0):
+          for e in range(ec):
+            if row_of[e] == h: p[nt][e] = P.emit(_alu(Ops.EXP2, f32, _alu(Ops.SUB, f32, _alu(Ops.MUL, f32, s[nt][e], _f(c2)), mn)))
+        l_new.append(_alu(Ops.ADD, f32, _alu(Ops.MUL, f32, ll[h], alpha[h]),
+                          _tree(Ops.ADD, [p[nt][e] for nt in range(BK // N0) for e in range(ec) if row_of[e] == h])))
+      # P in the input dtype, straight from the score accumulators into A fragments (one per 16 keys)
+      pf = [UOp(Ops.VECTORIZE, din.vec(ea), tuple(UOp(Ops.CAST, din, (p[2 * ks + tile][e],)) for tile, e in p_src))
+            for ks in range(BK // K0)]
+      # the rescale by 2^(m_old - m_new) rides in as the C operand of the tile's first P V mma
+      och.append([chains(pf, vf[j], UOp(Ops.VECTORIZE, f32.vec(ec), tuple(_alu(Ops.MUL, f32, oo[j][e], alpha[row_of[e]]) for e in range(ec))))
+                  for j in range(dv // N0)])
+      updates += [(mm[h], m_new[h]) for h in range(2)] + [(ll[h], l_new[h]) for h in range(2)]
+      updates += [(oo[j][e], UOp(Ops.GEP, f32, (och[mi][j][-1],), (e,))) for j in range(dv // N0) for e in range(ec)]
+    emit_interleaved(och)
+    return updates
 
   def tile_body(t: UOp, masked: bool) -> None:
     slot = t % 2
@@ -193,46 +262,10 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
     ready = P.emit(UOp(Ops.BARRIER, dtypes.void, (commit,), (ASYNC_WAIT, 1)))
     bar = P.emit(UOp(Ops.BARRIER, dtypes.void, (ready,)))
     loads: list[UOp] = []
-    s = []
-    for nt in range(BK // N0):
-      acc = zero
-      for ks in range(d // K0):
-        loads.append(kf := frag_k(slot, nt, ks, bar))
-        acc = UOp(Ops.WMMA, f32.vec(ec), (qf[ks], kf, acc), (tc.name, tc.dims))
-      s.append([UOp(Ops.GEP, f32, (acc,), (e,)) for e in range(ec)])
-    if masked:   # keys past Sk and (causal) after the row are -inf
-      for nt in range(BK // N0):
-        for e in range(ec):
-          r, c = fc(lane, e)
-          key, row = t * BK + nt * N0 + c, row0 + r
-          vis = key.lt(_i(sk))
-          if a.causal: vis = _alu(Ops.AND, dtypes.bool, vis, key.lt(row + 1))
-          s[nt][e] = _alu(Ops.WHERE, f32, vis, s[nt][e], _f(-math.inf))
-    m_new, alpha, l_new = [], [], []
-    p: list[list[UOp]] = [[_f(0.0)] * ec for _ in range(BK // N0)]
-    for h in range(2):
-      xs = [s[nt][e] for nt in range(BK // N0) for e in range(ec) if row_of[e] == h]
-      mx = P.emit(_tree(Ops.MAX, xs))
-      for msk in masks: mx = P.emit(_max(mx, warp_xor(mx, msk)))
-      mn = P.emit(_max(m[h], _alu(Ops.MUL, f32, mx, _f(c2))))
-      m_new.append(mn)
-      alpha.append(P.emit(_alu(Ops.EXP2, f32, _alu(Ops.SUB, f32, m[h], mn))))
-      for nt in range(BK // N0):
-        for e in range(ec):
-          if row_of[e] == h: p[nt][e] = P.emit(_alu(Ops.EXP2, f32, _alu(Ops.SUB, f32, _alu(Ops.MUL, f32, s[nt][e], _f(c2)), mn)))
-      l_new.append(_alu(Ops.ADD, f32, _alu(Ops.MUL, f32, l[h], alpha[h]),
-                        _tree(Ops.ADD, [p[nt][e] for nt in range(BK // N0) for e in range(ec) if row_of[e] == h])))
-    # P in the input dtype, straight from the score accumulators into A fragments (one per 16 keys)
-    pf = [UOp(Ops.VECTORIZE, din.vec(ea), tuple(UOp(Ops.CAST, din, (p[2 * ks + tile][e],)) for tile, e in p_src))
-          for ks in range(BK // K0)]
-    o_new = []
-    for j in range(dv // N0):
-      acc = UOp(Ops.VECTORIZE, f32.vec(ec), tuple(_alu(Ops.MUL, f32, o[j][e], alpha[row_of[e]]) for e in range(ec)))
-      for ks in range(BK // K0):
-        loads.append(vf := frag_v(slot, ks, j, bar))
-        acc = UOp(Ops.WMMA, f32.vec(ec), (pf[ks], vf, acc), (tc.name, tc.dims))
-      o_new += [(o[j][e], UOp(Ops.GEP, f32, (acc,), (e,))) for e in range(ec)]
-    P.assign_all([(m[h], m_new[h]) for h in range(2)] + [(l[h], l_new[h]) for h in range(2)] + o_new)
+    kf = [[frag_k(slot, nt, ks, bar) for ks in range(d // K0)] for nt in range(BK // N0)]   # shared by the m16 tiles
+    vf = [[frag_v(slot, ks, j, bar) for ks in range(BK // K0)] for j in range(dv // N0)]
+    loads += [x for xs in kf + vf for x in xs]
+    P.assign_all(tile_updates(t, masked, kf, vf))
     # every warp is done with stage t % 2 before iteration t+1 copies tile t+2 into it
     P.emit(UOp(Ops.BARRIER, dtypes.void, tuple(P.emit(x) for x in loads)))
 
@@ -245,34 +278,38 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
   P.end(tt)
 
   # the row sums over the lanes sharing each row, then O / l
-  inv, lse = [], []
-  for h in range(2):
-    tot = l[h]
-    for msk in masks: tot = P.emit(_alu(Ops.ADD, f32, tot, warp_xor(tot, msk)))
-    inv.append(P.emit(_alu(Ops.RECIP, f32, tot)))
-    lse.append(_alu(Ops.MUL, f32, _alu(Ops.ADD, f32, m[h], _alu(Ops.LOG2, f32, tot)), _f(math.log(2))))
-  final = [[_alu(Ops.MUL, f32, o[j][e], inv[row_of[e]]) for e in range(ec)] for j in range(dv // N0)]
+  final, lse = [], []
+  for mi in range(MT):
+    inv = []
+    for h in range(2):
+      tot = l[mi][h]
+      for msk in masks: tot = P.emit(_alu(Ops.ADD, f32, tot, warp_xor(tot, msk)))
+      inv.append(P.emit(_alu(Ops.RECIP, f32, tot)))
+      lse.append(_alu(Ops.MUL, f32, _alu(Ops.ADD, f32, m[mi][h], _alu(Ops.LOG2, f32, tot)), _f(math.log(2))))
+    final.append([[_alu(Ops.MUL, f32, o[mi][j][e], inv[row_of[e]]) for e in range(ec)] for j in range(dv // N0)])
   obase = b * (sq * ocols)
   if a.with_lse:   # float32 rows of Dv + 1: stored from registers (one lane of each quad writes the lse)
-    for j in range(dv // N0):
-      for e in range(ec):
+    for mi in range(MT):
+      for j in range(dv // N0):
+        for e in range(ec):
+          r, c = fc(lane, e)
+          row = row0[mi] + r
+          P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, obase + row * ocols + (j * N0 + c), row.lt(_i(sq)))), final[mi][j][e])))
+      for h in range(2):
+        e = row_of.index(h)
         r, c = fc(lane, e)
-        row = row0 + r
-        P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, obase + row * ocols + (j * N0 + c), row.lt(_i(sq)))), final[j][e])))
-    for h in range(2):
-      e = row_of.index(h)
-      r, c = fc(lane, e)
-      row = row0 + r
-      first = _alu(Ops.AND, dtypes.bool, row.lt(_i(sq)), c.lt(_i(1)) if isinstance(c, UOp) else UOp.const(dtypes.bool, c == 0))
-      P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, obase + row * ocols + dv, first)), lse[h])))
+        row = row0[mi] + r
+        first = _alu(Ops.AND, dtypes.bool, row.lt(_i(sq)), c.lt(_i(1)) if isinstance(c, UOp) else UOp.const(dtypes.bool, c == 0))
+        P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, obase + row * ocols + dv, first)), lse[2 * mi + h])))
     return P.out
   # O in the input dtype through shared memory (free since the last tile's closing barrier), then 16-byte row stores
   writes = []
-  for j in range(dv // N0):
-    for e in range(ec):
-      r, c = fc(lane, e)
-      at = _swizzled(warp * M0 + r, j * N0 + c, dv, VEC, True)
-      writes.append(P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, smem.dtype, (smem, at)), UOp(Ops.CAST, din, (final[j][e],))))))
+  for mi in range(MT):
+    for j in range(dv // N0):
+      for e in range(ec):
+        r, c = fc(lane, e)
+        at = _swizzled(warp * (M0 * MT) + M0 * mi + r, j * N0 + c, dv, VEC, True)
+        writes.append(P.emit(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, smem.dtype, (smem, at)), UOp(Ops.CAST, din, (final[mi][j][e],))))))
   ready = P.emit(UOp(Ops.BARRIER, dtypes.void, tuple(writes)))
   nch = dv // VEC
   for i in range(BQ * nch // T):
@@ -283,4 +320,3 @@ def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
     dst = UOp(Ops.INDEX, out.dtype, (out, obase + grow * dv + col, grow.lt(_i(sq))), ("vec", VEC, 16))
     P.emit(UOp(Ops.STORE, dtypes.void, (dst, val)))
   return P.out
-

@@ -181,8 +181,9 @@ def test_sass_tensor_cores_matrix_loads_async_copies_shuffles():
   from tinycore_nv.occupancy import sass_counts
   _, cubin, _ = _compiled(64)
   c = sass_counts(cubin)
-  # per 64-key tile a warp issues 8 n-tiles x 4 k16 steps of S and 4 k16 steps x 8 n-tiles of O: 64 HMMA, one LDSM
-  # each; both key loops (unmasked, masked) have that body
-  assert c["HMMA"] >= 128 and c["HMMA"] == c["LDSM"], c
+  # per 64-key tile a warp issues, for each of its two m16 tiles (D=64: 32 rows a warp), 8 n-tiles x 4 k16 steps of S and
+  # 4 k16 steps x 8 n-tiles of O: 128 HMMA, and 64 LDSM (each fragment feeds both m16 tiles); both key loops
+  # (unmasked, masked) have that body
+  assert c["HMMA"] >= 256 and c["HMMA"] == 2 * c["LDSM"], c
   assert c["LDGSTS"] >= 16 and c["SHFL"] >= 8, c
   assert c["LDL"] == 0 and c["STL"] == 0, c
