@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes, DType
 from tinycore.helpers import prod
-from tinycore.codegen.attention import _Program, _f, _alu, _max, _tree
+from tinycore.codegen.attention import _Program, _f, _alu, _max, _tree, _global
 from tinycore.codegen.opt_smem import ASYNC, ASYNC_COMMIT, ASYNC_WAIT, LDMATRIX, _swizzled
 
 WARP_XOR = "warp_xor"   # CUSTOM arg (WARP_XOR, mask): the value of lane (this lane ^ mask) of the same warp
@@ -99,10 +99,7 @@ def attention_tc_flops(ast: UOp) -> int:
 def attention_tc_program(ast: UOp, renderer) -> list[UOp]:
   node = ast.src[0]
   a: AttentionTCArg = node.arg
-  qb, kb, vb = node.src
-  while qb.op is not Ops.DEFINE_GLOBAL: qb = qb.src[0]
-  while kb.op is not Ops.DEFINE_GLOBAL: kb = kb.src[0]
-  while vb.op is not Ops.DEFINE_GLOBAL: vb = vb.src[0]
+  qb, kb, vb = (_global(x) for x in node.src)
   din = node.src[0].dtype.scalar()
   *batch, sq, d = node.src[0].shape
   sk, dv = node.src[2].shape[-2:]
