@@ -146,6 +146,10 @@ def test_emulator_reports_missing_barriers_and_waits():
   _broken(lambda nodes: None)   # intact, it runs
   with pytest.raises(MissingBarrier, match=r"missing barrier: .*local \d+ index \d+"):
     _broken(_drop(lambda n: n.op is Ops.BARRIER and n.arg is None))
+  # the barrier closing each key tile: without it the next tile's copies overwrite a stage other warps still read
+  def closing(n): return n.op is Ops.BARRIER and n.arg is None and n.src and all(x.op is Ops.LOAD for x in n.src)
+  with pytest.raises(MissingBarrier, match=r"missing barrier: write to local \d+ index \d+ read by"):
+    _broken(_drop(closing))
   with pytest.raises(AsyncCopyPending, match=r"ldmatrix read of local \d+ index \d+ while an async copy into it is in flight"):
     _broken(_drop(lambda n: n.op is Ops.BARRIER and n.arg is not None and n.arg[0] == "async_wait"))
 
