@@ -208,3 +208,28 @@ def test_barrier_in_divergent_code():
   prg = EmulatorProgram("k", ren.compiler.compile(ren.render("k", prog)))
   with pytest.raises(EmulatorError, match=r"barrier in divergent control flow.*local \(2, 0, 0\)"):
     prg(memoryview(np.zeros(4, np.float32)).cast("B"), global_size=(1, 1, 1), local_size=(4, 1, 1))
+
+def _group_loop_prog(per_lane_bound: bool):
+  """acc = sum over a loop of (group id + 1) trips of the lane id, then each lane takes its XOR-1 neighbour's acc."""
+  from tinycore.codegen.attention import _Program
+  from tinycore.codegen.attention_tc import warp_xor
+  P = _Program()
+  out = P.emit(_g(0))
+  g, l = UOp(Ops.SPECIAL, dtypes.index, (), ("gidx0",)), UOp(Ops.SPECIAL, dtypes.index, (), ("lidx0",))
+  acc = P.reg(dtypes.float32, 0.0)
+  r = P.loop((l if per_lane_bound else g) + 1)
+  P.assign(acc, UOp(Ops.ADD, dtypes.float32, (acc, l.cast(dtypes.float32))))
+  P.end(r)
+  P.store(out, g * 32 + l, warp_xor(acc, 1))
+  ren = EmulatedRenderer(ToyGPURenderer())
+  return EmulatorProgram("k", ren.compiler.compile(ren.render("k", P.out)), ExecModel(name="toy", warp_size=32, local_mem=16384))
+
+def test_loop_trip_count_per_workgroup_and_warp_shuffle():
+  """A loop bound may differ between workgroups (a causal attention block's key tiles), not within one; a warp
+  shuffle reads the XOR lane."""
+  out = np.zeros(96, np.float32)
+  _group_loop_prog(False)(memoryview(out).cast("B"), global_size=(3, 1, 1), local_size=(32, 1, 1), wait=True)
+  lane, grp = np.arange(96) % 32, np.arange(96) // 32
+  np.testing.assert_equal(out, (lane ^ 1) * (grp + 1))
+  with pytest.raises(EmulatorError, match="loop bound differs between threads of a workgroup"):
+    _group_loop_prog(True)(memoryview(out).cast("B"), global_size=(3, 1, 1), local_size=(32, 1, 1), wait=True)

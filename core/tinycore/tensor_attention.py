@@ -27,6 +27,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: flo
   """softmax(q k^T * scale [causal]) v (scale 1/sqrt(D) by default) as one fused kernel, or None where that kernel doesn't
   apply (the caller then builds the unfused graph, which also gives the shape and dtype errors)."""
   from tinycore.tensor_shapes import broadcast_shape
+  if (tc := _tensor_core_attention(q, k, v, is_causal, scale)) is not None: return tc
   if q.device != k.device or q.device != v.device or (vec := _attention_vector(q.device)) is None: return None
   if not all(dtypes.is_float(t.dtype) and t.dtype.itemsize <= 4 and t.ndim >= 2 and all(isinstance(s, int) for s in t.shape) for t in (q, k, v)):
     return None   # float64 keeps its precision and symbolic shapes their generality on the unfused path
@@ -57,11 +58,60 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: flo
   if grad: out = out.shrink(tuple((0, s) for s in batch) + ((0, sq), (0, dv)))
   return out.cast(q.dtype) if q.dtype != f32 else out
 
+def _tensor_core_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: float | None) -> Tensor | None:
+  """The tensor-core flash attention forward (codegen/attention_tc.py) where the renderer declares
+  `attention_tensor_cores` and has a tensor core for the inputs' dtype (one 16-bit dtype for q, k and v), head dims are
+  64 or 128. When an input asks for gradients the kernel also keeps each row's log-sum-exp (a float32 output with one
+  more column) for the backward (tc_attention_grad)."""
+  from tinycore.tensor_shapes import broadcast_shape
+  from tinycore.codegen.attention_tc import AttentionTCArg, HEAD_DIMS, tensor_core_for, layout_plan, default_blocks
+  if not isinstance(q.device, str) or q.device != k.device or q.device != v.device: return None
+  if q.dtype not in (dtypes.float16, dtypes.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype: return None
+  if any(t.ndim < 2 or not all(isinstance(x, int) for x in t.shape) for t in (q, k, v)): return None
+  from tinycore.device import Device
+  try: ren = Device[q.device].renderer
+  except Exception: return None   # a device that doesn't open here fails later, in the user's terms, on the unfused path
+  if not getattr(ren, "attention_tensor_cores", False) or (tc := tensor_core_for(ren, q.dtype)) is None or layout_plan(tc) is None: return None
+  *qb, sq, d = cast(tuple[int, ...], q.shape)
+  *kb, sk, dk = cast(tuple[int, ...], k.shape)
+  *vb, skv, dv = cast(tuple[int, ...], v.shape)
+  s = 1 / math.sqrt(d) if scale is None else scale
+  if dk != d or skv != sk or d != dv or d not in HEAD_DIMS or min(sq, sk) == 0 or not (math.isfinite(s) and s > 0): return None
+  try: batch = tuple(broadcast_shape(tuple(qb), tuple(kb), tuple(vb)))
+  except Exception: return None
+  qe, ke, ve = q.expand(*batch, sq, d), k.expand(*batch, sk, d), v.expand(*batch, sk, dv)
+  grad = any(t.requires_grad for t in (q, k, v))
+  arg = AttentionTCArg(batch + (sq, dv + (1 if grad else 0)), is_causal, float(s), grad, *default_blocks(d))
+  Tensor = tensor_type()
+  if not grad: return Tensor(UOp(Ops.CUSTOM, q.dtype, (qe.uop, ke.uop, ve.uop), arg))
+  full = Tensor(UOp(Ops.CUSTOM, dtypes.float32, (qe.uop, ke.uop, ve.uop), arg), requires_grad=True)
+  return full.shrink(tuple((0, x) for x in batch) + ((0, sq), (0, dv))).cast(q.dtype)
+
+def tc_attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
+  """Gradients of the tensor-core forward for (q, k, v), in float32 from the kept log-sum-exp: P = exp(s - lse) (no
+  second softmax pass), dv = P^T do, ds = P * (do v^T - rowsum(do * o)), dq = ds k * scale, dk = ds^T q * scale. The
+  S x S matrices are ordinary kernels (a tensor-core backward kernel isn't written)."""
+  Tensor = tensor_type()
+  a = ret.arg
+  q, k, v = (Tensor(x).cast(dtypes.float32) for x in ret.src)
+  *batch, sq, _ = cast(tuple[int, ...], q.shape)
+  sk, dv = cast(tuple[int, ...], v.shape)[-2:]
+  keep = tuple((0, x) for x in batch)
+  full, g = Tensor(ret), Tensor(ctx)
+  o, lse, do = full.shrink(keep + ((0, sq), (0, dv))), full.shrink(keep + ((0, sq), (dv, dv + 1))), g.shrink(keep + ((0, sq), (0, dv)))
+  sc = (q @ k.transpose(-1, -2)) * a.scale
+  if a.causal: sc = (Tensor.arange(sq, device=q.device).reshape(sq, 1) >= Tensor.arange(sk, device=q.device)).where(sc, -math.inf)
+  p = (sc - lse).exp()
+  ds = (p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))).contiguous()
+  dq, dk, dv_ = (ds @ k) * a.scale, (ds.transpose(-1, -2) @ q) * a.scale, p.transpose(-1, -2) @ do
+  return tuple(x.cast(t.dtype).uop for x, t in zip((dq, dk, dv_), ret.src))
+
 def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   """Gradients of the fused node for (q, kT, v): P = exp(s - lse) recomputed, dv = P^T do, ds = P * (do v^T - rowsum(do * o)),
   dq = ds k * scale, dkT = q^T ds * scale. With the forward's log-sum-exp kept (an input asked for gradients) and a
   renderer for it, one fused kernel (codegen/attention_backward.py); else, or without a kept log-sum-exp (recomputed
   from the scores), ordinary kernels."""
+  if getattr(ret.arg, "prefix", None) == "attn_tc_": return tc_attention_grad(ctx, ret)
   if isinstance(ret.arg, AttentionGradArg):
     raise NotImplementedError("the gradient of fused attention's backward (a second derivative) is not supported; "
                               "build the attention from matmul and softmax for higher-order gradients")

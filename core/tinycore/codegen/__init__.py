@@ -56,7 +56,7 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device:
   if is_fused(ast):
     # a fused kernel writes its own program (codegen/attention.py); the device's program-stage rules still apply
     from tinycore.codegen.attention import attention_program
-    uops = apply_program_stage(attention_program(ast), device)
+    uops = apply_program_stage(attention_program(ast, renderer), device)
   else:
     k = prepare_kernel(ast, device)
     if not NOOPT or opts: k = optimize(k, renderer, opts)

@@ -19,6 +19,7 @@ registers); nothing here knows a device."""
 from __future__ import annotations
 import math
 from dataclasses import dataclass
+from typing import Callable
 from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes, DType
 from tinycore.helpers import prod
@@ -85,6 +86,13 @@ class _Program:
     self.out.append(UOp(Ops.ASSIGN, r.dtype, (r, val)))
     for s in self.scopes: s.difference_update(self.readers[r])   # values computed from the old contents are stale now
     self.readers[r] = set()
+  def assign_all(self, pairs: list[tuple[UOp, UOp]]) -> None:
+    """Several registers at once: every new value is computed from the old contents before any is overwritten."""
+    for _, val in pairs: self.emit(val)
+    for r, val in pairs:
+      self.out.append(UOp(Ops.ASSIGN, r.dtype, (r, val)))
+      for s in self.scopes: s.difference_update(self.readers[r])
+    for r, _ in pairs: self.readers[r] = set()
   def loop(self, bound: UOp, kind: str = "r") -> UOp:
     self.emit(bound)
     rng = UOp(Ops.RANGE, dtypes.index, (bound,), ("g", 0) if kind == "g" else ("r", self.n_range, 0))
@@ -124,6 +132,24 @@ def _allmax(x: UOp) -> UOp:
     step //= 2
   return x
 
+def dot_tile(P: _Program, n: int, rows: int, chunks: int, fv: DType, col: Callable[[UOp, int], UOp],
+             row: Callable[[UOp, int], UOp]) -> list[list[UOp]]:
+  """rows x chunks vector registers of sum over e < n of row(e, r) * col(e, c): `col` loads a vector (shared by every
+  row), `row` one element (broadcast). The loop over e is unrolled by up to 8; the row loads stay inside it (hoisted
+  out of an enclosing loop they would park n x rows broadcast vectors on the stack). The forward's scores and the
+  backward's sT and dpT."""
+  acc = [[P.reg(fv, 0.0) for _ in range(chunks)] for _ in range(rows)]
+  U = next(x for x in (8, 4, 2, 1) if n % x == 0)
+  kk = P.loop(_i(n // U))
+  for u in range(U):
+    e = kk * U + u
+    cols = [P.emit(col(e, c)) for c in range(chunks)]
+    for r in range(rows):
+      x = P.emit(row(e, r))
+      for c in range(chunks): P.assign(acc[r][c], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, x, cols[c]), acc[r][c]))
+  P.end(kk)
+  return acc
+
 def _global(u: UOp) -> UOp:
   while u.op is not Ops.DEFINE_GLOBAL: u = u.src[0]
   return u
@@ -131,6 +157,9 @@ def _global(u: UOp) -> UOp:
 def attention_flops(ast: UOp) -> int:
   """Multiply-adds of q k^T and p v times two, over the visible keys only (the kernel skips key tiles a causal mask hides)."""
   node = ast.src[0]
+  if getattr(node.arg, "prefix", None) == "attn_tc_":
+    from tinycore.codegen.attention_tc import attention_tc_flops
+    return attention_tc_flops(ast)
   if not isinstance(node.arg, AttentionArg):
     from tinycore.codegen.attention_backward import attention_backward_flops
     return attention_backward_flops(ast)
@@ -140,8 +169,13 @@ def attention_flops(ast: UOp) -> int:
   visible = sum(min(i + 1, a.sk) for i in range(sq)) if a.causal else sq * a.sk
   return 2 * prod(batch) * visible * (d + dv)
 
-def attention_program(ast: UOp) -> list[UOp]:
+def attention_program(ast: UOp, renderer=None) -> list[UOp]:
+  """The fused kernel's program: this file's (vector registers), the backward's, or the tensor-core forward's
+  (attention_tc.py, which reads the renderer's fragment layouts)."""
   node = ast.src[0]
+  if getattr(node.arg, "prefix", None) == "attn_tc_":
+    from tinycore.codegen.attention_tc import attention_tc_program
+    return attention_tc_program(ast, renderer)
   if not isinstance(node.arg, AttentionArg):
     from tinycore.codegen.attention_backward import attention_backward_program
     return attention_backward_program(ast)
@@ -179,18 +213,8 @@ def attention_program(ast: UOp) -> list[UOp]:
   iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(TK // W)]
   jf = [P.emit(_alu(Ops.ADD, fv, j0.cast(f), iota[c])) for c in range(TK // W)]
   # scores: one kT vector per (head dim, column chunk) shared by every row, q[row, k] broadcast from memory
-  # a loop over the head dim, unrolled by U: its q loads can't be hoisted out of the key loop (which would park
-  # D x rows broadcast vectors on the stack)
-  s = [[P.reg(fv, 0.0) for _ in range(TK // W)] for _ in range(R)]
-  U = next(x for x in (8, 4, 2, 1) if d % x == 0)
-  kk = P.loop(_i(d // U))
-  for u in range(U):
-    k = kk * U + u
-    kv = [P.emit(_load(kb, b * (d * skp) + t * (d * TK) + k * TK + c * W, W)) for c in range(TK // W)]
-    for r in range(R):
-      qs = P.emit(_load(qb, b * (sq * d) + rows[r] * d + k, 1))
-      for c in range(TK // W): P.assign(s[r][c], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, qs, kv[c]), s[r][c]))
-  P.end(kk)
+  s = dot_tile(P, d, R, TK // W, fv, lambda k, c: _load(kb, b * (d * skp) + t * (d * TK) + k * TK + c * W, W),
+               lambda k, r: _load(qb, b * (sq * d) + rows[r] * d + k, 1))
   sc = _f(a.scale * log2e)
   p_all = []
   for r in range(R):

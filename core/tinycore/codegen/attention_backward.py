@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
-from tinycore.codegen.attention import _Program, _f, _i, _alu, _load, _global
+from tinycore.codegen.attention import _Program, _f, _i, _alu, _load, _global, dot_tile
 
 @dataclass(frozen=True)
 class AttentionGradArg:
@@ -101,17 +101,8 @@ def attention_backward_program(ast: UOp) -> list[UOp]:
 
   def scores(rowb: UOp, tb: UOp, n: int) -> list[list[UOp]]:
     """rows x (queries / W) vectors of row_j . col_i: rowb (..., Skp, n) broadcast per element, tb the packed (n, TQ) tile."""
-    acc = [[P.reg(fv, 0.0) for _ in range(TQ // W)] for _ in range(R)]
-    U = next(x for x in (8, 4, 2, 1) if n % x == 0)
-    kk = P.loop(_i(n // U))
-    for u in range(U):
-      e = kk * U + u
-      cols = [P.emit(_load(tb, b * (n * sqp) + t * (n * TQ) + e * TQ + c * W, W)) for c in range(TQ // W)]
-      for r in range(R):
-        x = P.emit(_load(rowb, b * (skp * n) + keys[r] * n + e, 1))
-        for c in range(TQ // W): P.assign(acc[r][c], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, x, cols[c]), acc[r][c]))
-    P.end(kk)
-    return acc
+    return dot_tile(P, n, R, TQ // W, fv, lambda e, c: _load(tb, b * (n * sqp) + t * (n * TQ) + e * TQ + c * W, W),
+                    lambda e, r: _load(rowb, b * (skp * n) + keys[r] * n + e, 1))
   sT, dpT = scores(kb, qtb, d), scores(vb, dotb, dv)
   lse = [P.emit(_load(stb, b * (2 * sqp) + i0 + c * W, W)) for c in range(TQ // W)]
   delta = [P.emit(_load(stb, b * (2 * sqp) + sqp + i0 + c * W, W)) for c in range(TQ // W)]

@@ -105,6 +105,7 @@ class Interpreter:
     self.ifs: list[np.ndarray] = []
     self.epoch = 0
     self.async_open: list = []; self.async_groups: list = []
+    self.group_bounds: dict[int, np.ndarray] = {}   # RANGE -> per-lane trip count where it differs between workgroups
     self.locals: dict[int, _Local] = {}
     v: list = [None] * len(self.nodes)
     self.v = v
@@ -136,13 +137,19 @@ class Interpreter:
       elif op is Ops.STORE: self._store(u)
       elif op is Ops.RANGE:
         bound = v[pos[id(u.src[0])]]
-        if np.ndim(bound) != 0: raise EmulatorError(f"{self.name}: loop bound differs between threads")
+        if np.ndim(bound) != 0: bound = self._group_bound(pc, bound)
+        else: self.group_bounds.pop(pc, None)
         loops[pc] = int(bound)
         if loops[pc] <= 0: pc = self.end_of[pc] + 1; continue
         v[pc] = np.int64(0)
+        if pc in self.group_bounds: self._push_trip(pc, 0)
       elif op is Ops.END:
         r = self.range_of[pc]
-        if (i := int(v[r]) + 1) < loops[r]: v[r] = np.int64(i); pc = r + 1; continue
+        if r in self.group_bounds: self.ifs.pop()
+        if (i := int(v[r]) + 1) < loops[r]:
+          v[r] = np.int64(i)
+          if r in self.group_bounds: self._push_trip(r, i)
+          pc = r + 1; continue
       elif op is Ops.DEFINE_REG:
         shape = (N, u.dtype.count) if u.dtype.count > 1 else (N,)
         v[pc] = np.full(shape, u.arg[1], reg_np(u.dtype))
@@ -172,11 +179,25 @@ class Interpreter:
         elif u.arg[0] == "async_wait": shared_ops.wait(self, int(u.arg[1]))
         else: raise EmulatorError(f"{self.name}: unknown barrier {u.arg!r}")
       elif op is Ops.WMMA: v[pc] = self._wmma(u)
+      elif op is Ops.CUSTOM and isinstance(u.arg, tuple) and u.arg and u.arg[0] == "warp_xor": v[pc] = shared_ops.warp_xor(self, u)
       elif op is Ops.SINK: pass
       else: raise EmulatorError(f"{self.name}: the emulator can't execute {op.name}")
       pc += 1
 
   # ***** threads and control
+  def _group_bound(self, pc: int, bound) -> int:
+    """A loop whose trip count is uniform within each workgroup but not across the batch (it depends on the group id):
+    it runs the largest count, a group past its own count masked off like an IF. Differing within a group is an error."""
+    b = np.broadcast_to(bound, (self.N,)).astype(np.int64)
+    act = self.active.reshape(-1, self.L)
+    per = np.where(act, b.reshape(-1, self.L), np.iinfo(np.int64).min)
+    first = per.max(1, keepdims=True)
+    if (act & (per != first)).any(): raise EmulatorError(f"{self.name}: loop bound differs between threads of a workgroup")
+    self.group_bounds[pc] = b
+    return int(b[self.active].max()) if self.active.any() else 0
+  def _push_trip(self, pc: int, i: int):
+    m = i < self.group_bounds[pc]
+    self.ifs.append(m & self.ifs[-1] if self.ifs else m)
   def _special(self, u):
     name = u.arg[0] if isinstance(u.arg, tuple) else u.arg
     dim = int(name[-1])

@@ -42,7 +42,13 @@ def encode(name: str, uops: list) -> str:
     for s in order[i].src:
       if s not in pos: pos[s] = len(order); order.append(s)
     i += 1
-  table = [(u.op, u.dtype, tuple(pos[s] for s in u.src), u.arg) for u in order]
+  # a node may appear twice (a value a program writer emits again in a second loop, as C redeclares it in a new
+  # block): each source is its latest occurrence before the reader
+  latest: dict = {}
+  table = []
+  for i, u in enumerate(order):
+    table.append((u.op, u.dtype, tuple(latest.get(s, pos[s]) for s in u.src), u.arg))
+    latest[u] = i
   f = io.BytesIO()
   _P(f, protocol=4).dump((name, len(uops), table))
   return MAGIC + base64.b64encode(zlib.compress(f.getvalue())).decode()

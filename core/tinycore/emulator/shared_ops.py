@@ -10,7 +10,9 @@
   8x8 matrix j (16 bytes, 16-byte aligned); lane l receives row l//4, elements 2(l%4) and 2(l%4)+1 of each matrix, or
   with .trans the transposed matrix's (so element (2(l%4)+e, l//4)). The same table as the PTX ISA's "ldmatrix".
   Rows of 8-bit elements (fp8 fragments of mma.m16n8k32) are the same bytes: 16 a row, lane l gets 4(l%4)..4(l%4)+3
-  of row l//4; .trans, which swaps 16-bit elements, has no 8-bit form."""
+  of row l//4; .trans, which swaps 16-bit elements, has no 8-bit form.
+- warp shuffles (CUSTOM arg ("warp_xor", mask), NVIDIA shfl.sync.bfly): lane l receives the value of lane l ^ mask of
+  its warp; every lane of the warp must take part (a partially active warp is reported)."""
 from __future__ import annotations
 import numpy as np
 from tinycore.emulator.alu import from_mem, reg_np
@@ -98,3 +100,12 @@ def ldmatrix(it, u) -> np.ndarray:
       if trans: out[:, :, per_lane * j + e] = rows[:, 8 * j + 2 * (lane % 4) + e, lane // 4]
       else: out[:, :, per_lane * j + e] = rows[:, 8 * j + lane // 4, per_lane * (lane % 4) + e]
   return out.reshape(it.N, per_lane * mats).astype(reg_np(u.dtype))
+
+def warp_xor(it, u) -> np.ndarray:
+  mask, ws = int(u.arg[1]), it.model.warp_size
+  if it.L % ws or not 0 < mask < ws: raise EmulatorError(f"{it.name}: warp shuffle xor {mask} with warps of {ws} in workgroups of {it.L}")
+  m = it._mask().reshape(-1, ws)
+  if (part := m.any(1) & ~m.all(1)).any():
+    it._fail(EmulatorError, np.repeat(part, ws) & ~it._mask(), lambda l: "warp shuffle with inactive lanes in the warp")
+  x = np.broadcast_to(it.v[it.pos[id(u.src[0])]], (it.N,))
+  return x.reshape(-1, ws)[:, np.arange(ws) ^ mask].reshape(it.N).astype(reg_np(u.dtype))

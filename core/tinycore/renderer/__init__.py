@@ -97,6 +97,9 @@ class Renderer:
   # for its register tiles; None (default): the renderer doesn't render those programs (VECTORIZE, vector registers,
   # many-lane GEP as a shuffle), so attention is scheduled as matmuls and a softmax
   attention_vector: tuple[int, int] | None = None
+  # the tensor-core flash attention forward (codegen/attention_tc.py) for 16-bit inputs: needs an m16n8k16 TensorCore,
+  # async_copy, matrix_load and warp shuffles (CUSTOM arg ("warp_xor", mask)) rendered. False (default): not used
+  attention_tensor_cores: bool = False
   def matmul_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
     """For a float32 matmul (M, K) @ (K, N): copy the right operand into panels [N/p][K][p] of p columns first, so the
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).

@@ -12,6 +12,7 @@ from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, dtypes
 from tinycore.codegen.opt_smem import ASYNC, ASYNC_COMMIT, ASYNC_WAIT, LDMATRIX
 from tinycore_nv.tensor_cores import PTX_TYPE
+from tinycore.codegen.attention_tc import WARP_XOR
 
 DEFAULT_ARCH = "sm_80"
 
@@ -63,7 +64,8 @@ class CUDARenderer(CStyleRenderer):
     # mma.sync.m16n8k16 f16/bf16 -> f32 exists from sm_80 (tensor_cores.py: the same layouts the emulator runs)
     from tinycore_nv.tensor_cores import tensor_cores, has_mma
     self.tensor_cores = tensor_cores(self.arch)
-    if has_mma(self.arch): self.async_copy, self.matrix_load = 16, True
+    # ... and with them (plus warp shuffles, render_extra) the tensor-core flash attention (codegen/attention_tc.py)
+    if has_mma(self.arch): self.async_copy, self.matrix_load, self.attention_tensor_cores = 16, True, True
     from tinycore_nv.shared_memory import block_limit
     self.shared_max = block_limit(self.arch)
     self.native_half = find_cuda_include() is not None if native_half is None else native_half
@@ -120,8 +122,11 @@ class CUDARenderer(CStyleRenderer):
     self._dynamic_smem = total if total > STATIC_MAX else 0
     return super().render(name, uops)
   def render_extra(self, u: UOp, r: dict) -> list[str] | None:
-    """Shared memory (opt_smem.py): __shared__ panels, barriers, cp.async groups, 16-byte copies and ldmatrix."""
+    """Shared memory (opt_smem.py): __shared__ panels, barriers, cp.async groups, 16-byte copies and ldmatrix; warp shuffles."""
     def smem_ptr(ind: UOp) -> str: return f"(unsigned)__cvta_generic_to_shared({r[ind.src[0]]}+{r[ind.src[1]]})"
+    if u.op is Ops.CUSTOM and isinstance(u.arg, tuple) and u.arg[0] == WARP_XOR:   # every lane of the warp takes part
+      r[u] = f"sh{id(u):x}"
+      return [f"{self.ctype(u.dtype)} {r[u]} = __shfl_xor_sync(0xffffffffu, {r[u.src[0]]}, {int(u.arg[1])});"]
     if u.op is Ops.DEFINE_LOCAL:
       r[u], ct = f"smem{u.arg}", self.ctype(self.emulated.get(u.dtype.base, u.dtype.base))
       if not self._dynamic_smem: return [f"__shared__ __align__(16) {ct} {r[u]}[{u.dtype.size}];"]
