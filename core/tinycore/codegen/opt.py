@@ -183,7 +183,9 @@ def _lanes(r: UOp, rn: UOp, n: int, gather: bool = False):
     elif u.op in (Ops.OR, Ops.AND, Ops.XOR) and u.dtype == dtypes.bool:
       # lane masks combined (relu's x<0 | x==0 once the gradient's comparison is folded in)
       srcs = tuple(f(x) for x in u.src)
-      res = UOp(u.op, dtypes.bool.vec(n), srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
+      # (a lane-uniform bool next to a mask would be a 0/1 scalar, not an all-ones lane: not handled)
+      if len({x.dtype.count for x in srcs}) > 1: raise CantVectorize
+      res = UOp(u.op, dtypes.bool.vec(n), srcs) if srcs[0].dtype.count > 1 else u.replace(src=srcs)
     elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32 and r not in u.src[1:]:
       if (x := f(u.src[0])).dtype.count != n: raise CantVectorize   # lane-uniform: nothing to gain
       res = UOp(Ops.REDUCE, u.dtype.vec(n), (x, *u.src[1:]), u.arg)
