@@ -108,8 +108,8 @@ class CRenderer(CStyleRenderer):
   def matmul_narrow_transpose(self, M: int, K: int, N: int) -> bool:
     # fewer columns than a vector (a 10-class head): without the copy each output row is N scalar accumulators fed by
     # scalar loads of both operands; transposed, 16 reduce steps go in one vector FMA. One core, 256x512 @ 512x10 + relu:
-    # 235 -> 46 us with the copy
-    return 1 < N < 16 and K >= 64 and M >= 64
+    # 235 -> 46 us with the copy. Small heads (64x96 @ 96x10) keep the unrolled scalar columns: the copy is a kernel more
+    return 1 < N < 16 and K >= 128 and M >= 128
   def matmul_row_panels(self, M: int, K: int, N: int) -> int:
     # the register block's rows: the microkernel broadcasts them from one 32-byte piece of a panel row. Measured on one
     # core (the matmul kernel, the copy is ~3% more): 784x256 @ 256x512 130 -> 169, 1024^3 72 -> 166, 64x512 @ 512x512
