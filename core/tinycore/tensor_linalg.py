@@ -168,6 +168,8 @@ class LinalgMixin(TensorBase):
     if not all(isinstance(v, int) for v in (K, N, M, *batch)): return self
     transposed = _transposed(self)
     from tinycore.device import Device
+    if not batch and not transposed and x.ndim == 2 and not _transposed(x) and Device[self.device].renderer.matmul_narrow_transpose(M, K, N):
+      return self.transpose().contiguous().transpose()
     # the device's own policy (Renderer.matmul_panels): whether the copy pays depends on its caches and vector width
     p = Device[self.device].renderer.matmul_panels(M, K, N, transposed)
     if not p or N % p: return self

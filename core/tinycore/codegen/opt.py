@@ -80,9 +80,11 @@ _VEC_SELECT = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MAX}
 _VEC_BYTE_OPS = {Ops.AND, Ops.OR, Ops.XOR, Ops.SHR, Ops.SHL, Ops.ADD, Ops.SUB}
 _BYTES = (dtypes.int8, dtypes.uint8)
 
-def _lanes(r: UOp, rn: UOp, n: int):
+def _lanes(r: UOp, rn: UOp, n: int, gather: bool = False):
   """A rewriter turning values that vary along range `r` into n-wide vectors (lanes r = rn*n + 0..n-1). Loads must be
-  contiguous along r (index = base + r) and the math on them in the vector-safe set; else CantVectorize."""
+  contiguous along r (index = base + r) and the math on them in the vector-safe set; else CantVectorize. With `gather`,
+  a float load outside every reduce loop that isn't contiguous (an SGD update fused into a weight gradient reads the old
+  weight once per output, strided like the lane-stored output) becomes n scalar loads put together."""
   memo: dict[UOp, UOp] = {}
   failed: set[UOp] = set()
   varies: dict[UOp, bool] = {}   # node -> whether it depends on r
@@ -141,7 +143,12 @@ def _lanes(r: UOp, rn: UOp, n: int):
         elif all(x is _simplify(first + i) for i, x in enumerate(lanes, 1)): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first), ("vec", n))
         else: raise CantVectorize
     elif u.op is Ops.LOAD:
-      idx = f(u.src[0])
+      try: idx = f(u.src[0])
+      except CantVectorize:
+        if not gather or u.dtype != dtypes.float32 or any(x.op is Ops.RANGE and x.arg[0] == "r" for x in u.src[0].toposort()): raise
+        lanes = [u.replace(src=(_simplify(u.src[0].substitute({r: rn * n + i})), *u.src[1:])) for i in range(n)]
+        memo[u] = res = UOp(Ops.VECTORIZE, u.dtype.vec(n), tuple(lanes))
+        return res
       if idx.arg is None: res = UOp(Ops.LOAD, u.dtype, (idx,))   # the same element in every lane
       # half and 8-bit integer loads widen to float lanes (LLM weights: F16, Q8_0's int8 values); other types stay scalar
       elif u.dtype not in (dtypes.float32, dtypes.float16, dtypes.int8, dtypes.uint8): raise CantVectorize
@@ -173,6 +180,12 @@ def _lanes(r: UOp, rn: UOp, n: int):
       srcs = tuple(f(x) for x in u.src)
       vec_dt = (dtypes.bool if u.op in GroupOp.Comparison else dtypes.float32).vec(n)
       res = UOp(u.op, vec_dt, srcs) if any(x.dtype.count > 1 for x in srcs) else u.replace(src=srcs)
+    elif u.op in (Ops.OR, Ops.AND, Ops.XOR) and u.dtype == dtypes.bool:
+      # lane masks combined (relu's x<0 | x==0 once the gradient's comparison is folded in)
+      srcs = tuple(f(x) for x in u.src)
+      # (a lane-uniform bool next to a mask would be a 0/1 scalar, not an all-ones lane: not handled)
+      if len({x.dtype.count for x in srcs}) > 1: raise CantVectorize
+      res = UOp(u.op, dtypes.bool.vec(n), srcs) if srcs[0].dtype.count > 1 else u.replace(src=srcs)
     elif u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32 and r not in u.src[1:]:
       if (x := f(u.src[0])).dtype.count != n: raise CantVectorize   # lane-uniform: nothing to gain
       res = UOp(Ops.REDUCE, u.dtype.vec(n), (x, *u.src[1:]), u.arg)
@@ -191,7 +204,7 @@ def vectorize_global(k: UOp, r: UOp, n: int, scatter: bool = False) -> UOp:
   them vector math (renderers with vector types). With `scatter`, a store that isn't contiguous along `r` (a conv's
   output channel in NCHW) writes its n lanes one by one instead of failing."""
   rn = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // n),), r.arg)
-  f = _lanes(r, rn, n)
+  f = _lanes(r, rn, n, gather=scatter)
   stores: list[UOp] = []
   for st in k.src:
     try: stores.append(f(st))

@@ -105,6 +105,11 @@ class Renderer:
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).
     `transposed`: the operand is a transposed view (x @ W.T)."""
     return 0
+  def matmul_narrow_transpose(self, M: int, K: int, N: int) -> bool:
+    """For a float32 matmul (M, K) @ (K, N) with few columns (a classifier head) whose left operand is row-major: copy
+    the right operand transposed, (N, K) contiguous, so both operands run contiguously along the reduce (dot products
+    in vector lanes) instead of N scalar columns? Default False."""
+    return False
   def matmul_row_panels(self, M: int, K: int, N: int) -> int:
     """For a float32 matmul (M, K) @ (K, N) whose left operand is a transposed view (x.T @ g, a weight gradient): copy
     it into row panels [M/p][K][p] first, so each reduce step reads its p rows' elements from one cache line instead

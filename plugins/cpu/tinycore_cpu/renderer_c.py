@@ -105,6 +105,11 @@ class CRenderer(CStyleRenderer):
     if K < 8 or M < 64 or not w or N < 4 * w: return 0
     if transposed: return w if K >= 64 or M * N >= (1 << 16) else 0
     return w if K * N * 4 > self.tiling.caches.l2 // 2 else 0
+  def matmul_narrow_transpose(self, M: int, K: int, N: int) -> bool:
+    # fewer columns than a vector (a 10-class head): without the copy each output row is N scalar accumulators fed by
+    # scalar loads of both operands; transposed, 16 reduce steps go in one vector FMA. One core, 256x512 @ 512x10 + relu:
+    # 235 -> 46 us with the copy. Small heads (64x96 @ 96x10) keep the unrolled scalar columns: the copy is a kernel more
+    return 1 < N < 16 and K >= 128 and M >= 128
   def matmul_row_panels(self, M: int, K: int, N: int) -> int:
     # the register block's rows: the microkernel broadcasts them from one 32-byte piece of a panel row. Measured on one
     # core (the matmul kernel, the copy is ~3% more): 784x256 @ 256x512 130 -> 169, 1024^3 72 -> 166, 64x512 @ 512x512
