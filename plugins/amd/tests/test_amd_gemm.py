@@ -55,7 +55,7 @@ def on_isa(t, r):
   from tinycore_amd.isa.run_tensor import realize_on_isa
   return realize_on_isa(t, r)
 
-KINDS = ["HIP"]
+KINDS = ["LLVM", "HIP"]
 
 @pytest.mark.needs_device
 @pytest.mark.parametrize("arch", ARCHS)
@@ -68,4 +68,5 @@ def test_isa_staged_half_gemm_bit_exact(shapes, kind, arch):
   staged_program(sa, sb, r)
   out, rep = on_isa(Tensor(a) @ Tensor(b), r)
   np.testing.assert_array_equal(out, (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16))
-  assert any(o.startswith("v_wmma_f32_16x16x16_f16") for o in rep.stats.opcodes) and rep.stats.opcodes & {"s_barrier", "s_barrier_wait"}, rep.stats.opcodes   # RDNA4 signals, then waits
+  ops = rep.stats.opcodes
+  assert any(o.startswith("v_wmma_f32_16x16x16_f16") for o in ops) and ops & {"s_barrier", "s_barrier_wait"}, ops   # RDNA4: signal, wait
