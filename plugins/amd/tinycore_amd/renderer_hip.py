@@ -80,6 +80,7 @@ class HIPRenderer(AMDTarget, CStyleRenderer):
   # codegen/opt_smem.py's staging through LDS: synchronous copies between two barriers (no asynchronous copy or matrix
   # load instruction is declared), fragments gathered by the WMMA layouts
   shared_staging = True
+  simt_staging = True   # fp32 GEMMs: FMA register tiles over the same panels (codegen/opt_simt.py)
   def render_extra(self, u: UOp, r: dict) -> list[str] | None:
     if u.op is Ops.DEFINE_LOCAL:
       r[u] = f"smem{u.arg}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import DType, PtrDType, dtypes
 from tinycore.renderer import workgroup_threads
-from tinycore.renderer.llvmir import LLVMIRRenderer
+from tinycore.renderer.llvmir import LLVMIRRenderer, SFX
 from tinycore_amd.arch import AMDTarget
 
 class AMDLLVMRenderer(AMDTarget, LLVMIRRenderer):
@@ -25,6 +25,7 @@ class AMDLLVMRenderer(AMDTarget, LLVMIRRenderer):
   claimed_dtypes = frozenset(d for d in dtypes.fields().values() if d not in (dtypes.fp8e4m3, dtypes.fp8e5m2))
   # opt_smem.py's staging through LDS: synchronous copies between two barriers, fragments gathered by the WMMA layouts
   shared_staging = True
+  simt_staging = True   # fp32 GEMMs: FMA register tiles over the same panels (codegen/opt_simt.py)
   def make_compiler(self):
     from tinycore_amd.compiler import AMDLLVMCompiler
     return AMDLLVMCompiler(self.arch)
@@ -46,6 +47,12 @@ class AMDLLVMRenderer(AMDTarget, LLVMIRRenderer):
       self.used[f"__tc_{fn}_f64"] = llvm_f64_math()[f"__tc_{fn}_f64"]
       return self.ins(f"call double @__tc_{fn}_f64(double {a[0]})")
     return super().math(fn, dt, *a)
+
+  def alu(self, u: UOp) -> str:
+    # a*b+c may fuse (v_fmac), as HIP's -ffp-contract=fast lets clang: opt_simt.py's FMA chains are one instruction a product
+    if u.op is Ops.MULACC and (t := self.ltype(u.dtype)) in ("half", "float", "double"):
+      return self.call(f"llvm.fmuladd.{SFX[t]}", t, *[(t, self.operand(s, u.dtype)) for s in u.src])
+    return super().alu(u)
 
   def special(self, u: UOp) -> str:
     d, local = "xyz"[int(u.arg[0][-1])], u.arg[1]
