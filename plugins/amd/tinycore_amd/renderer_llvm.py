@@ -89,6 +89,7 @@ class AMDLLVMRenderer(AMDTarget, LLVMIRRenderer):
       raise NotImplementedError(f"{self.what}: vector {u.op.name.lower()} of {dt} with a {bdt} buffer")
     # alignment: what the INDEX promises; in LDS the staging copies move whole chunks at chunk offsets; else an element's
     align = ind.arg[2] if len(ind.arg) > 2 else dt.itemsize if buf.op is Ops.DEFINE_LOCAL else bdt.itemsize
+    align &= -align   # a power of two (3 lanes of a 4-byte type are 4-byte aligned, not 12)
     vt, pt = self.ltype(dt), self.ptr(self.space(buf))
     gate = self.operand(ind.src[2], dtypes.bool) if len(ind.src) > 2 else None
     if u.op is Ops.LOAD:
