@@ -145,7 +145,7 @@ def match(k: UOp, renderer) -> GemmView | None:
   tcs = [t for t in getattr(renderer, "tensor_cores", None) or [] if t.frags is not None and (ALLOW_TF32 or t.dtype_in != dtypes.float32)]
   if not tcs or (r := _reduction(k)) is None: return None
   for tc in tcs:
-    if tc.threads != 32 or tc.elements_per_thread[2] * 32 != tc.dims[0] * tc.dims[1]: continue   # warp-wide, C spread over lanes
+    if tc.elements_per_thread[2] * tc.threads != tc.dims[0] * tc.dims[1]: continue   # warp-wide (32 or 64 lanes), C spread over lanes
     if (g := _view(r, renderer, tc.dtype_in, tc)) is not None: return g
   return None
 

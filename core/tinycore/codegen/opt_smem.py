@@ -22,7 +22,7 @@ gather) and sizes that aren't tile multiples are padded (zero-filled copies, ski
 
 Launch: dim 0 = thread + threads * (column block), dim 1 = row block, any other output axes stay grid dims."""
 from __future__ import annotations
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from tinycore.uop import UOp, Ops, index_const
 from tinycore.dtype import dtypes
 from tinycore.helpers import ContextVar
@@ -43,8 +43,9 @@ class GemmTile:
   warps_n: int = 4
   stages: int = 3
   swizzle: bool = True
+  wave: int = 32   # lanes per warp: the tensor core's (AMD CDNA's MFMA: 64); not an action, the renderer's fact
   @property
-  def threads(self) -> int: return 32 * self.warps_m * self.warps_n
+  def threads(self) -> int: return self.wave * self.warps_m * self.warps_n
 
 def gemm_actions(t) -> tuple:
   """The tile as optimization actions (what BEAM searches and caches); an FMA tile (opt_simt.SimtTile) says "simt"."""
@@ -93,6 +94,7 @@ def check_gemm_actions(k: UOp, renderer, opts: tuple) -> GemmTile:
     if (why := valid_simt_tile(t, gs, renderer)) is not None: raise InvalidOpt(f"SIMT tile {t}: {why}")
     return t
   if (g := _plan(k, renderer)) is None: raise InvalidOpt("GEMM actions on a kernel that isn't a shared-memory tensor-core matmul")
+  t = replace(t, wave=g.tc.threads)
   if (why := _valid(t, g, renderer)) is not None: raise InvalidOpt(f"GEMM tile {t}: {why}")
   return t
 
@@ -144,7 +146,8 @@ def smem_bytes(t: GemmTile, itemsize: int) -> int: return t.stages * (t.bm + t.b
 DEFAULT_SMEM = 48 * 1024
 PREFERRED = ((128, 128, 2, 4), (128, 64, 2, 2), (64, 128, 2, 2), (64, 64, 2, 2), (32, 64, 1, 2), (32, 32, 1, 2), (16, 32, 1, 2), (16, 16, 1, 2))
 
-def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16), copy: tuple[int, int] | None = None) -> GemmTile | None:
+def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims=(16, 8, 16), copy: tuple[int, int] | None = None,
+                 wave: int = 32) -> GemmTile | None:
   """The biggest preferred tile (128x128x32 on 8 warps, 3 stages where copies are asynchronous) that divides the GEMM;
   where none does, the one that computes the fewest padded elements (ties: the bigger)."""
   stages = 3 if getattr(renderer, "async_copy", 0) else 1
@@ -153,7 +156,7 @@ def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims
   prefs = PREFERRED if min(copy or (vec,)) == vec and itemsize > 1 else PREFERRED[1:3] + PREFERRED[:1] + PREFERRED[3:]
   # 64-byte panel rows: bk 32 of 16-bit elements, 64 of 8-bit ones (fp8's k32 instruction), then half that
   bks = (64, 32) if itemsize == 1 else (32, 16)
-  fits = [GemmTile(bm, bn, bk, wm, wn, s, True) for bm, bn, wm, wn in prefs for bk in bks for s in ((stages, 2) if stages > 1 else (1,))]
+  fits = [GemmTile(bm, bn, bk, wm, wn, s, True, wave) for bm, bn, wm, wn in prefs for bk in bks for s in ((stages, 2) if stages > 1 else (1,))]
   # the default panels stay within 48 KB (two blocks fit an SM of any GPU with 100 KB+); BEAM may try up to shared_max
   fits = [t for t in fits if valid_tile(t, M, N, K, renderer, vec, itemsize, dims, copy) is None and smem_bytes(t, itemsize) <= DEFAULT_SMEM]
   for t in fits:
@@ -162,10 +165,10 @@ def default_tile(M: int, N: int, K: int, renderer, vec: int, itemsize: int, dims
   return min(fits, key=work) if fits else None   # min keeps the first (biggest preferred) of equal work
 
 def _valid(t: GemmTile, g, renderer) -> str | None:
-  return valid_tile(t, g.M, g.N, g.K, renderer, g.vec, g.tc.dtype_in.itemsize, g.tc.dims, (g.A.copy, g.B.copy))
+  return valid_tile(replace(t, wave=g.tc.threads), g.M, g.N, g.K, renderer, g.vec, g.tc.dtype_in.itemsize, g.tc.dims, (g.A.copy, g.B.copy))
 
 def _default(g, renderer) -> GemmTile | None:
-  return default_tile(g.M, g.N, g.K, renderer, g.vec, g.tc.dtype_in.itemsize, g.tc.dims, (g.A.copy, g.B.copy))
+  return default_tile(g.M, g.N, g.K, renderer, g.vec, g.tc.dtype_in.itemsize, g.tc.dims, (g.A.copy, g.B.copy), g.tc.threads)
 
 def gemm_candidates(k: UOp, renderer) -> list:
   """The tiles BEAM may try for kernel `k` (empty when it isn't a shared-memory GEMM; FMA tiles for an fp32 one)."""
@@ -175,7 +178,7 @@ def gemm_candidates(k: UOp, renderer) -> list:
   stages = (2, 3, 4) if getattr(renderer, "async_copy", 0) else (1,)
   # 4 or 8 warps; the default first, then the others by how far their block tile is from it
   first = _default(g, renderer)
-  out = [GemmTile(bm, bn, bk, wm, wn, s, sw) for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 16)
+  out = [GemmTile(bm, bn, bk, wm, wn, s, sw, g.tc.threads) for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 16)
          for wm, wn in ((2, 2), (2, 4), (4, 2), (1, 4)) for s in stages for sw in (True, False)]
   out = [t for t in out if t != first and _valid(t, g, renderer) is None]
   near = lambda t: (not t.swizzle, abs(t.bm * t.bn - 128 * 128), t.bk != 32, abs(t.stages - 3))
@@ -284,6 +287,7 @@ def smem_gemm(k: UOp, renderer, tile=None) -> UOp | None:
     tile = GemmTile(v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]))
   t = tile or _default(g, renderer)
   if t is None: return None
+  t = replace(t, wave=tc.threads)
   if (why := _valid(t, g, renderer)) is not None: raise ValueError(f"GEMM tile {t}: {why}")
   M0, N0, K0 = tc.dims
   # ldmatrix moves 8 rows of 16 bytes, 4 bytes to a lane: m16n8k16's 16-bit fragments and, byte for byte, m16n8k32's
@@ -298,7 +302,7 @@ def smem_gemm(k: UOp, renderer, tile=None) -> UOp | None:
   t0 = UOp(Ops.RANGE, dtypes.index, (index_const(T * -(-N // t.bn)),), ("g", 1001))
   t1 = UOp(Ops.RANGE, dtypes.index, (index_const(-(-M // t.bm)),), ("g", 1000))
   tid, bm0, bn0 = t0 % T, t1 * t.bm, t0 // T * t.bn
-  lane, warp = tid % 32, tid // 32
+  lane, warp = tid % t.wave, tid // t.wave
   wtm, wtn = t.bm // t.warps_m, t.bn // t.warps_n
   wrow, wcol = warp // t.warps_n * wtm, warp % t.warps_n * wtn
   kt = UOp(Ops.RANGE, dtypes.index, (index_const(nk),), red.src[1].arg)

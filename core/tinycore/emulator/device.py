@@ -15,7 +15,7 @@ class EmulatedRenderer(Renderer):
   same choices it makes for the real device; render() emits the linearized program instead of source."""
   _caps = ("device", "arch", "has_local", "has_shared", "global_max", "local_max", "shared_max", "tensor_cores",
            "supports_float4", "claimed_dtypes", "vector_types", "register_tile", "shared_staging", "async_copy", "matrix_load",
-           "copy_bytes", "simt_staging", "prepad_windows", "attention_tensor_cores")
+           "copy_bytes", "simt_staging", "prepad_windows", "attention_tensor_cores", "staged_epilogue")
   def __init__(self, base: Renderer, model: ExecModel | None = None):
     self.base, self.model = base, as_model(model)
     for a in self._caps:

@@ -204,7 +204,9 @@ class CStyleRenderer(Renderer):
       if op is Ops.REDUCE: continue   # aliased to its accumulator
       if op is Ops.STORE and u.src[0].arg is not None:   # a vector store of contiguous lanes
         ind = u.src[0]
-        line(self.vstore(f"({r[ind.src[0]]}+{r[ind.src[1]]})", ind.src[0].dtype.base, r[u.src[1]], u.src[1].dtype))
+        st = self.vstore(f"({r[ind.src[0]]}+{r[ind.src[1]]})", ind.src[0].dtype.base, r[u.src[1]], u.src[1].dtype)
+        # a gated one (a tile's tail, its index clamped in bounds) must not write: it would overwrite the last valid chunk
+        line(f"if ({r[ind.src[2]]}) {st}" if len(ind.src) > 2 else st)
         continue
       if op is Ops.STORE:
         ind = u.src[0]

@@ -74,6 +74,7 @@ class LLVMIRRenderer(Renderer):
   def from_bits(self, x: str, dt: DType) -> str: raise NotImplementedError(f"{self.what}: {dt}")   # storage int -> float
   def round_to(self, x: str, dt: DType) -> str: return self.from_bits(self.to_bits(x, dt), dt)   # a float onto dt's grid
   def special(self, u: UOp) -> str: raise NotImplementedError(f"{self.what} has no thread indices (SPECIAL)")
+  def space(self, buf: UOp) -> int: return self.buf_space   # the address space of a buffer (a GPU's shared memory differs)
   def wmma(self, u: UOp, a: str, b: str, c: str) -> str: raise NotImplementedError(f"{self.what} has no tensor cores")
   def range_bounds(self, u: UOp) -> tuple[str, str]: return "0", self.operand(u.src[0], dtypes.index)
   def math(self, fn: str, dt: DType, *a: str) -> str:
@@ -185,12 +186,12 @@ class LLVMIRRenderer(Renderer):
   def address(self, ind: UOp, gate: str | None) -> str:
     idx = self.operand(ind.src[1], dtypes.int64)
     if gate is not None: idx = self.ins(f"select i1 {gate}, i64 {idx}, i64 0")   # a masked lane reads element 0, then discards it
-    return self.ins(f"getelementptr inbounds {self.mtype(ind.src[0].dtype.base)}, {self.ptr(self.buf_space)} {self.r[ind.src[0]]}, i64 {idx}")
+    return self.ins(f"getelementptr inbounds {self.mtype(ind.src[0].dtype.base)}, {self.ptr(self.space(ind.src[0]))} {self.r[ind.src[0]]}, i64 {idx}")
   def load(self, u: UOp) -> str:
     ind = u.src[0]
     bdt = ind.src[0].dtype.base
     gate = self.operand(ind.src[2], dtypes.bool) if len(ind.src) > 2 else None
-    v = self.ins(f"load {self.mtype(bdt)}, {self.ptr(self.buf_space)} {self.address(ind, gate)}")
+    v = self.ins(f"load {self.mtype(bdt)}, {self.ptr(self.space(ind.src[0]))} {self.address(ind, gate)}")
     if bdt == dtypes.bool: v = self.ins(f"icmp ne i8 {v}, 0")
     elif bdt in self.emulated: v = self.from_bits(v, bdt)
     v = self.convert(v, bdt, u.dtype)
@@ -205,7 +206,7 @@ class LLVMIRRenderer(Renderer):
       gate, y, n = self.operand(ind.src[2], dtypes.bool), self.block(), self.block()
       self.emit(f"br i1 {gate}, label %{y}, label %{n}")
       self.label(y)
-    self.emit(f"store {self.mtype(bdt)} {v}, {self.ptr(self.buf_space)} {self.address(ind, None)}")
+    self.emit(f"store {self.mtype(bdt)} {v}, {self.ptr(self.space(ind.src[0]))} {self.address(ind, None)}")
     if gated:
       self.emit(f"br label %{n}")
       self.label(n)

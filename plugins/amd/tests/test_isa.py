@@ -129,7 +129,7 @@ def test_isa_wmma(arch):
   rep = check("hmatmul_wmma", "LLVM", arch)
   assert any(o.startswith("v_wmma_f32_16x16x16_f16") for o in rep.stats.opcodes), rep.stats.opcodes
 
-# ---- LDS and barriers: our renderers emit no shared memory yet, so a hand-written HIP kernel exercises them
+# ---- LDS and barriers in a hand-written HIP kernel (the staged GEMMs of test_amd_gemm.py are the generated ones)
 BLOCK_SUM = r"""#define __global__ __attribute__((global))
 extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, 256))) void block_sum(float* out, const float* in, int lds_index_bias) {
   __attribute__((shared)) float part[256];

@@ -71,7 +71,8 @@ class AMDLLVMCompiler(Compiler):
     super().__init__(f"amd-llvmlite-{llvmlite.__version__}-{arch}-{bool(find_lld())}")
   def _tm(self):
     return _llvm().Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu=self.arch, opt=3, reloc="pic")
-  def compile(self, src: str) -> bytes:
+  def _optimized(self, src: str):
+    """(the module after the O3 passes, the target machine)."""
     llvm = _llvm()
     try:
       mod = llvm.parse_assembly(src); mod.verify()
@@ -80,12 +81,16 @@ class AMDLLVMCompiler(Compiler):
     mod.data_layout = str(tm.target_data)   # AMDGPU's address-space sizes, before the passes see the module
     pb = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions(speed_level=3))
     pb.getModulePassManager().run(mod, pb)
+    return mod, tm
+  def compile(self, src: str) -> bytes:
+    mod, tm = self._optimized(src)
     try: obj = bytes(tm.emit_object(mod))
     except RuntimeError as e: raise CompileError(f"LLVM failed to generate amdgcn code for {self.arch}", src, str(e)) from None
     return link(obj, "LLVM")
   def to_asm(self, src: str) -> str:
-    mod = _llvm().parse_assembly(src)
-    return self._tm().emit_assembly(mod)
+    """The amdgcn assembly of what compile() builds (the same passes), with its kernel descriptor and metadata."""
+    mod, tm = self._optimized(src)
+    return tm.emit_assembly(mod)
   def disassemble(self, lib: bytes) -> str: return disassemble(lib, self.arch)
 
 def disassemble(lib: bytes, arch: str) -> str:

@@ -80,10 +80,7 @@ class HIPRenderer(AMDTarget, CStyleRenderer):
   # codegen/opt_smem.py's staging through LDS: synchronous copies between two barriers (no asynchronous copy or matrix
   # load instruction is declared), fragments gathered by the WMMA layouts
   shared_staging = True
-  # the C tile through LDS after the k loop (codegen/c_tile.py) is exact in EMU+AMD, but its machine code under the RDNA ISA
-  # emulator (DEV=KFD+AMD:HIP, MOCKGPU=1) leaves a sixth of a half matmul's outputs zero: stores stay per lane until
-  # that is understood
-  staged_epilogue = False
+  simt_staging = True   # fp32 GEMMs: FMA register tiles over the same panels (codegen/opt_simt.py)
   def render_extra(self, u: UOp, r: dict) -> list[str] | None:
     if u.op is Ops.DEFINE_LOCAL:
       r[u] = f"smem{u.arg}"

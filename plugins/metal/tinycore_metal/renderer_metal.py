@@ -45,6 +45,9 @@ class MetalRenderer(CStyleRenderer):
   # codegen/opt_smem.py stages tensor-core GEMMs through threadgroup memory (synchronous copies, simdgroup fragments
   # gathered element by element); vectors have at most 4 lanes, so a copy moves 8 bytes of half
   shared_staging, copy_bytes = True, 8
+  # fp32 GEMMs (no fp32 simdgroup fragments in codegen): opt_simt.py's FMA register tiles over the same panels, their
+  # 16-byte threadgroup reads as packed_float4
+  simt_staging = True
   tensor_cores = TENSOR_CORES
   arg_int = "constant int&"
   index_widths = (32,)   # its loops and thread ids are int: a kernel past 2**31-1 elements is refused with a clear error
