@@ -15,7 +15,8 @@ class NVHarness:
     from tinycore.emulator import EmulatedRenderer
     from tinycore_nv.renderer_cuda import CUDARenderer
     from tinycore_nv.emulator import model
-    tile_env = ",".join(str(int(x)) for x in dataclasses.astuple(tile)) if tile is not None else ""
+    # GEMM_TILE holds the 7 action fields; a tile's wave is the arch's, not an action
+    tile_env = ",".join(str(int(x)) for x in dataclasses.astuple(tile)[:7]) if tile is not None else ""
     with Context(**{env: tile_env}):
       return get_program(ast, EmulatedRenderer(renderer or CUDARenderer(arch), model("NV", arch)))
 
