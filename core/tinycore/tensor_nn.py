@@ -112,8 +112,10 @@ class NNMixin(TensorBase):
       else: raise ValueError(f"padding must be an int, a tuple, 'same' or 'valid', not {padding!r}")
     pads = self._resolve_pads(padding, d)
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_dtype(self.dtype, weight.dtype)
-    from tinycore import conv_layout
-    if conv_layout.wants_channels_last(self, weight, groups, make_tuple(stride, d), dtype):
+    from tinycore import conv_layout, conv_winograd
+    if (m := conv_winograd.winograd_tile(self, weight, groups, make_tuple(stride, d), make_tuple(dilation, d), pads, dtype)):
+      ret = conv_winograd.conv_winograd(self, weight, pads, m).cast(out_dt)
+    elif conv_layout.wants_channels_last(self, weight, groups, make_tuple(stride, d), dtype):
       ret = conv_layout.conv_channels_last(self, weight, pads, make_tuple(stride, d), make_tuple(dilation, d), out_dt)
     else:
       x = self.pad(((0, 0), (0, 0), *pads)) if any(p != (0, 0) for p in pads) else self

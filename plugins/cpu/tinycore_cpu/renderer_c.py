@@ -105,6 +105,12 @@ class CRenderer(CStyleRenderer):
     if K < 8 or M < 64 or not w or N < 4 * w: return 0
     if transposed: return w if K >= 64 or M * N >= (1 << 16) else 0
     return w if K * N * 4 > self.tiling.caches.l2 // 2 else 0
+  def winograd_tile(self, bs: int, cin: int, cout: int, out_h: int, out_w: int) -> int:
+    # F(4,3) where it beat the direct conv in interleaved runs (tests/.. and the table in conv_winograd's report); the
+    # transforms are memory-bound passes over input and output, so small channel counts lose (the GEMM per transform
+    # point is then too short to pay for them)
+    if min(cin, cout) < 32 or bs * out_h * out_w < 4 * 28 * 28: return 0
+    return 4
   def matmul_row_panels(self, M: int, K: int, N: int) -> int:
     # the register block's rows: the microkernel broadcasts them from one 32-byte piece of a panel row. Measured on one
     # core (the matmul kernel, the copy is ~3% more): 784x256 @ 256x512 130 -> 169, 1024^3 72 -> 166, 64x512 @ 512x512
