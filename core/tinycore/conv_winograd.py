@@ -26,7 +26,7 @@ _F4 = ([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2,
        [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6],
         [0, 0, 1]],
        [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]])
-MATRICES = {2: _F2, 4: _F4}
+MATRICES: dict[int, tuple] = {2: _F2, 4: _F4}
 # WINOGRAD=0 (direct), 2 or 4: every eligible conv takes that path instead of the renderer's choice (-1)
 WINOGRAD = ContextVar("WINOGRAD", -1)
 
@@ -69,7 +69,7 @@ def conv_winograd(x: Tensor, weight: Tensor, pads: list[tuple[int, int]], m: int
   """x (bs, cin, h, w) float32, weight (cout, cin, 3, 3), stride 1 -> (bs, cout, out_h, out_w)."""
   BT, _, AT = MATRICES[m]
   a = m + 2
-  Tensor = type(x)
+  stack = type(x).stack
   bs, cin, h, w = (int(s) for s in x.shape)
   cout = int(weight.shape[0])
   (pt, pb), (pl, pr) = pads
@@ -85,10 +85,10 @@ def conv_winograd(x: Tensor, weight: Tensor, pads: list[tuple[int, int]], m: int
   # computes each once (F(4,3)'s input: 264 adds per tile and channel instead of 484)
   d = [[point(k, l) for l in range(a)] for k in range(a)]
   r = [[_combine(BT[i], [d[k][l] for k in range(a)]) for l in range(a)] for i in range(a)]
-  V = Tensor.stack(*[_combine(BT[j], r[i]) for i in range(a) for j in range(a)], dim=0).contiguous()   # (a*a, tiles, cin)
+  V = stack(*[_combine(BT[j], r[i]) for i in range(a) for j in range(a)], dim=0).contiguous()   # (a*a, tiles, cin)
   M = (V @ weight_transform(weight, m)).contiguous().reshape(a * a, bs, th, tw, cout)
   mp = [[M[i * a + j].permute(0, 3, 1, 2) for j in range(a)] for i in range(a)]            # (bs, cout, th, tw)
   t = [[_combine(AT[p], [mp[i][j] for i in range(a)]) for j in range(a)] for p in range(m)]
-  rows = [Tensor.stack(*[_combine(AT[q], t[p]) for q in range(m)], dim=4) for p in range(m)]   # (bs, cout, th, tw, m_q)
-  Y = Tensor.stack(*rows, dim=3).contiguous().reshape(bs, cout, th * m, tw * m)             # (bs, cout, th, m_p, tw, m_q)
+  rows = [stack(*[_combine(AT[q], t[p]) for q in range(m)], dim=4) for p in range(m)]   # (bs, cout, th, tw, m_q)
+  Y = stack(*rows, dim=3).contiguous().reshape(bs, cout, th * m, tw * m)             # (bs, cout, th, m_p, tw, m_q)
   return Y if (th * m, tw * m) == (oh, ow) else Y.shrink(((0, bs), (0, cout), (0, oh), (0, ow)))

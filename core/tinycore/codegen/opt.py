@@ -313,7 +313,8 @@ def _stacked_axes(k: UOp) -> list[UOp]:
   topo = k.toposort()
   gates = [u.src[0] for u in topo if u.op is Ops.WHERE] + [i.src[2] for i in _loads(k) if len(i.src) > 2]
   if not gates: return []
-  axes, n = [], 1
+  axes: list[UOp] = []
+  n = 1
   for g in _globals(k):
     b = _bound(g)
     if b is None or b > 64 or n * b > 64 or any(g in i.src[1].toposort() for i in _loads(k)): continue
@@ -343,14 +344,14 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   if not _eligible(k, renderer):
     opts: tuple[Opt, ...] = ()
     for g in _stacked_axes(k):
-      opts, k = opts + (("UPCAST", g.arg, _bound(g)),), upcast_global(k, g, _bound(g))   # type: ignore[arg-type]
+      opts, k = opts + (("UPCAST", g.arg, _bound(g)),), upcast_global(k, g, _bound(g))
     if opts:
       k = _drop_true_gates(k)
       glob = _globals(k)
       if vec and renderer.register_block is not None and glob and not any(glob[-1] in _terms(st.src[0].src[1]) for st in k.src):
         # what the copies store isn't contiguous along the last axis, but the loads are along another (Winograd's output
         # transform: channels-last products written to NCHW): lanes along that axis, stored lane by lane (VEC_S)
-        for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g)):   # type: ignore[operator]
+        for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g)):
           try: return opts + (("VEC_S", g.arg, 16),), vectorize_global(k, g, 16, scatter=True)
           except CantVectorize: pass
     # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
