@@ -61,9 +61,13 @@ def weight_transform(weight: Tensor, m: int) -> Tensor:
   """(cout, cin, 3, 3) -> U = G g G^T as (a*a, cin, cout)."""
   _, G, _ = MATRICES[m]
   a = m + 2
-  taps = [weight[:, :, k, l] for k in range(3) for l in range(3)]                      # each (cout, cin)
+  # taps moved outermost and output channels innermost first (a copy the size of the weight): the transform's loads
+  # are then contiguous along its vector axis (read through the (cout, cin, 3, 3) layout, each lane was 9 cin apart:
+  # 256 channels, 25 ms against 0.7 for the input transform, loaded machine)
+  wt = weight.permute(2, 3, 1, 0).contiguous()                                          # (3, 3, cin, cout)
+  taps = [wt[k, l] for k in range(3) for l in range(3)]                                  # each (cin, cout)
   pts = [_combine([G[i][k] * G[j][l] for k in range(3) for l in range(3)], taps) for i in range(a) for j in range(a)]
-  return type(weight).stack(*pts, dim=0).permute(0, 2, 1).contiguous()
+  return type(weight).stack(*pts, dim=0).contiguous()
 
 def conv_winograd(x: Tensor, weight: Tensor, pads: list[tuple[int, int]], m: int) -> Tensor:
   """x (bs, cin, h, w) float32, weight (cout, cin, 3, 3), stride 1 -> (bs, cout, out_h, out_w)."""

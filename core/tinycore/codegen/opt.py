@@ -352,8 +352,17 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         # what the copies store isn't contiguous along the last axis, but the loads are along another (Winograd's output
         # transform: channels-last products written to NCHW): lanes along that axis, stored lane by lane (VEC_S)
         for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g)):
-          try: return opts + (("VEC_S", g.arg, 16),), vectorize_global(k, g, 16, scatter=True)
-          except CantVectorize: pass
+          try: k2, opts2 = vectorize_global(k, g, 16, scatter=True), opts + (("VEC_S", g.arg, 16),)
+          except CantVectorize: continue
+          # the unrolled copies store a run of `step` consecutive addresses per step of the last axis (F(4,3): 4 output
+          # columns a tile): upcast that axis so the runs make 8, which lane_stores.py turns into 8-wide vector stores
+          # (one 8x16 shuffle transpose) instead of 16 scalar lane stores each
+          last = _range(k2, glob[-1].arg)
+          step = _simplify(k2.src[0].src[0].src[1].substitute({last: last + 1}) - k2.src[0].src[0].src[1])
+          if step.op is Ops.CONST and isinstance(step.arg, int) and 1 < step.arg < 8 and 8 % step.arg == 0 \
+             and (_bound(last) or 0) % (8 // step.arg) == 0:
+            k2, opts2 = upcast_global(k2, last, 8 // step.arg), opts2 + (("UPCAST", glob[-1].arg, 8 // step.arg),)
+          return opts2, k2
     # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
     # vectorize inlined helpers like exp2 on its own)
     if vec and not any(u.op is Ops.REDUCE for u in k.toposort()):
