@@ -86,7 +86,9 @@ def test_not_eligible_shapes_and_dtypes():
 
 @pytest.mark.skipif(Device.DEFAULT != "CPU", reason="the CPU renderer's crossover")
 @pytest.mark.parametrize("shape,want", [((16, 64, 56, 56, 64), 4), ((16, 128, 28, 28, 128), 4), ((1, 64, 56, 56, 64), 4),
-                                        ((16, 16, 56, 56, 16), 0), ((1, 512, 7, 7, 512), 0), ((1, 3, 224, 224, 64), 0)])
+                                        ((16, 256, 14, 14, 256), 4), ((1, 64, 28, 28, 64), 4), ((16, 16, 56, 56, 16), 0),
+                                        ((1, 512, 7, 7, 512), 0), ((16, 512, 7, 7, 512), 0), ((1, 256, 14, 14, 256), 0),
+                                        ((1, 3, 224, 224, 64), 0)])
 def test_cpu_choice(shape, want):
   bs, cin, h, w, cout = shape
   assert Device["CPU"].renderer.winograd_tile(bs, cin, cout, h, w) == want

@@ -106,10 +106,13 @@ class CRenderer(CStyleRenderer):
     if transposed: return w if K >= 64 or M * N >= (1 << 16) else 0
     return w if K * N * 4 > self.tiling.caches.l2 // 2 else 0
   def winograd_tile(self, bs: int, cin: int, cout: int, out_h: int, out_w: int) -> int:
-    # F(4,3) where it beat the direct conv in interleaved runs (tests/.. and the table in conv_winograd's report); the
-    # transforms are memory-bound passes over input and output, so small channel counts lose (the GEMM per transform
-    # point is then too short to pay for them)
-    if min(cin, cout) < 32 or bs * out_h * out_w < 4 * 28 * 28: return 0
+    # F(4,3) where it beat the direct conv in interleaved runs (process CPU time, 2 cores, loaded machine; the branch's
+    # report has the table). Under 32 channels the GEMM per transform point is too short to pay for the transforms
+    # (16x16x56x56: 2.3 direct, 2.8 ms F(4,3)). The weight transform costs the same per weight element whatever the batch,
+    # so few tiles lose: 1x256x14x14 (16 tiles) 2.1 against 3.5 ms, 16x512x7x7 (64) and 4x256x14x14 (64) no better;
+    # 4x128x28x28 (196) 7.7 -> 4.3, 1x64x28x28 (49, a small weight) 0.8 -> 0.3
+    tiles = bs * -(-out_h // 4) * -(-out_w // 4)
+    if min(cin, cout) < 32 or tiles < 48 or (tiles < 128 and cin * cout > 128 * 128): return 0
     return 4
   def matmul_row_panels(self, M: int, K: int, N: int) -> int:
     # the register block's rows: the microkernel broadcasts them from one 32-byte piece of a panel row. Measured on one
