@@ -6,6 +6,7 @@ from tinycore.dtype import dtypes, to_dtype, least_upper_dtype, least_upper_floa
 from tinycore.helpers import prod, make_tuple, flatten
 from tinycore.tensor_base import TensorBase, tensor_type
 from tinycore.tensor_errors import ArgumentError, ShapeError
+from tinycore import conv_winograd   # at import: its WINOGRAD setting must exist before a Context(WINOGRAD=...) names it
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _reduction(x, reduction: str):
@@ -113,7 +114,9 @@ class NNMixin(TensorBase):
     pads = self._resolve_pads(padding, d)
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_dtype(self.dtype, weight.dtype)
     from tinycore import conv_layout
-    if conv_layout.wants_channels_last(self, weight, groups, make_tuple(stride, d), dtype):
+    if (m := conv_winograd.winograd_tile(self, weight, groups, make_tuple(stride, d), make_tuple(dilation, d), pads, dtype)):
+      ret = conv_winograd.conv_winograd(self, weight, pads, m).cast(out_dt)
+    elif conv_layout.wants_channels_last(self, weight, groups, make_tuple(stride, d), dtype):
       ret = conv_layout.conv_channels_last(self, weight, pads, make_tuple(stride, d), make_tuple(dilation, d), out_dt)
     else:
       x = self.pad(((0, 0), (0, 0), *pads)) if any(p != (0, 0) for p in pads) else self

@@ -31,6 +31,13 @@ def _is_view_of_buffer(u: UOp) -> bool:
   while u.op is Ops.RESHAPE: u = u.src[0]
   return u.op is Ops.BUFFER
 
+def _reshaped_contiguous(u: UOp) -> bool:
+  """A reshape of a CONTIGUOUS node: the node gets its own buffer anyway, and the target is that buffer reshaped (no
+  second kernel copying it into the new shape; conv_winograd.py's output, written as (bs, cout, th, m, tw, m))."""
+  if u.op is not Ops.RESHAPE: return False
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u.op is Ops.CONTIGUOUS
+
 def _is_movement_of_buffer(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 
 EXPAND_COST = 12   # ALU ops above which broadcast elementwise work is realized rather than recomputed
@@ -75,7 +82,7 @@ def _broadcast(u: UOp) -> bool:
 def _really_expands(u: UOp) -> bool: return any(s != n for s, n in zip(u.src[0].shape, u.shape))
 
 def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
-  realize: set[UOp] = {t for t in targets if not _is_view_of_buffer(t) and t.op is not Ops.CONST}
+  realize: set[UOp] = {t for t in targets if not _is_view_of_buffer(t) and t.op is not Ops.CONST and not _reshaped_contiguous(t)}
   for u in topo:
     if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(u)
     if u.op is Ops.CUSTOM and hasattr(u.arg, "out_shape"):
@@ -220,8 +227,12 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
   if DEBUG >= 3:
     for i, it in enumerate(items): print(f"schedule {i}: {it}")
   if not return_outputs: return items
-  outs = [buf_of.get(t, t) for t in targets]
+  outs = [buf_of[_reshape_src(t)].reshape(t.shape) if t not in buf_of and _reshaped_contiguous(t) else buf_of.get(t, t) for t in targets]
   return items, outs
+
+def _reshape_src(u: UOp) -> UOp:
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u
 
 def _max_size(u: UOp) -> int:
   """Elements a buffer for `u` needs: symbolic dimensions take their largest value."""

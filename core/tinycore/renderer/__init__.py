@@ -115,6 +115,10 @@ class Renderer:
     it into row panels [M/p][K][p] first, so each reduce step reads its p rows' elements from one cache line instead
     of one per step from a row far away? Return p, or 0 for no copy (default)."""
     return 0
+  def winograd_tile(self, bs: int, cin: int, cout: int, out_h: int, out_w: int) -> int:
+    """For a float32 3x3 stride-1 conv (bs, cin) -> (bs, cout, out_h, out_w): compute it by Winograd F(m, 3) with this
+    output tile m (2 or 4; conv_winograd.py), or 0 for the direct convolution (default)."""
+    return 0
   def make_compiler(self) -> Any:
     """This renderer's compiler, made on first use, so rendering (codegen tests, the emulator) needs no toolchain."""
     return None

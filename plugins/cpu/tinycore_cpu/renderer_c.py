@@ -110,6 +110,15 @@ class CRenderer(CStyleRenderer):
     # scalar loads of both operands; transposed, 16 reduce steps go in one vector FMA. One core, 256x512 @ 512x10 + relu:
     # 235 -> 46 us with the copy. Small heads (64x96 @ 96x10) keep the unrolled scalar columns: the copy is a kernel more
     return 1 < N < 16 and K >= 128 and M >= 128
+  def winograd_tile(self, bs: int, cin: int, cout: int, out_h: int, out_w: int) -> int:
+    # F(4,3) where it beat the direct conv in interleaved runs (process CPU time, 2 cores, loaded machine; the branch's
+    # report has the table). Under 32 channels the GEMM per transform point is too short to pay for the transforms
+    # (16x16x56x56: 2.3 direct, 2.8 ms F(4,3)). The weight transform costs the same per weight element whatever the batch,
+    # so few tiles lose: 1x256x14x14 (16 tiles) 2.1 against 3.5 ms, 16x512x7x7 (64) and 4x256x14x14 (64) no better;
+    # 4x128x28x28 (196) 7.7 -> 4.3, 1x64x28x28 (49, a small weight) 0.8 -> 0.3
+    tiles = bs * -(-out_h // 4) * -(-out_w // 4)
+    if min(cin, cout) < 32 or tiles < 48 or (tiles < 128 and cin * cout > 128 * 128): return 0
+    return 4
   def matmul_row_panels(self, M: int, K: int, N: int) -> int:
     # the register block's rows: the microkernel broadcasts them from one 32-byte piece of a panel row. Measured on one
     # core (the matmul kernel, the copy is ~3% more): 784x256 @ 256x512 130 -> 169, 1024^3 72 -> 166, 64x512 @ 512x512
