@@ -12,6 +12,8 @@ from tinycore.device import Buffer
 from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 from tinycore.engine.blocked_sum import blocked_float_sum
+from tinycore.engine.ragged_matvec import split_ragged_matvec
+from tinycore.codegen.opt_gemv import STREAM_ROWS
 PREPAD = ContextVar("PREPAD", 1)
 
 @dataclass
@@ -127,13 +129,14 @@ def _streams_across(r: UOp) -> bool:
   from tinycore.symbolic import symbolic
   src, axes = r.src[0], r.arg[1]
   bufs = list(dict.fromkeys(u for u in src.toposort() if u.op is Ops.BUFFER))
-  if not any(b.arg.size >= prod(src.shape) for b in bufs): return False
+  # (a few rows of activations may share it: decode at batch 2..4 still streams the weight once, see opt_gemv.py)
+  if not any(b.arg.size * STREAM_ROWS >= prod(src.shape) for b in bufs): return False
   # lower the input's index math alone (buffers as numbered placeholders) to read each load's strides
   gl = {b: UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.arg.size), (), i) for i, b in enumerate(bufs)}
   rngs = tuple(UOp(Ops.RANGE, dtypes.index, (index_const(s),), ("r" if i in axes else "g", i)) for i, s in enumerate(src.shape))
   try: val = graph_rewrite(Lowerer().emit(src.substitute(gl), rngs, None), symbolic)
   except NotImplementedError: return False
-  big = {gl[b] for b in bufs if b.arg.size >= prod(src.shape)}
+  big = {gl[b] for b in bufs if b.arg.size * STREAM_ROWS >= prod(src.shape)}
   for ld in (u for u in val.toposort() if u.op is Ops.LOAD and u.src[0].src[0] in big):
     t = _terms(ld.src[0].src[1])
     if any(x.op is Ops.RANGE and x.arg[0] == "g" for x in t) and not any(x.op is Ops.RANGE and x.arg[0] == "r" for x in t): return True
@@ -144,6 +147,8 @@ def _split_reduce(r: UOp) -> UOp | None:
   first stage has a parallel axis. Results are deterministic: the split doesn't depend on the thread count."""
   src, (op, axes) = r.src[0], r.arg
   if not all_int(src.shape): return None
+  # a matrix-vector product with a size no vector width divides: an aligned main part and a thin tail (ragged_matvec.py)
+  if (ragged := split_ragged_matvec(r, _has_local(r.device))) is not None: return ragged
   rsize, osize = prod(src.shape[a] for a in axes), prod(r.shape)
   # vector @ row-major matrix on a CPU: split the rows into chunks, each (a thread's share) streaming whole rows into
   # a row of partial sums; reading column panels instead strides 4*N bytes per row and runs at half the bandwidth.
