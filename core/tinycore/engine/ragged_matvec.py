@@ -11,32 +11,20 @@ Each part is its own kernel (CONTIGUOUS): fused, the tail's short loop and the m
 kernel, which codegen only tiles when all its reductions run over the same loops. The tail reads < ALIGN of every
 row or column: a few percent of the traffic at these sizes."""
 from __future__ import annotations
-from tinycore.uop import UOp, Ops, index_const
+from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, all_int
+from tinycore.engine.operand_strides import Read, operand_reads
 
 ALIGN = 16     # the widest float vector codegen emits: an axis it vectorizes must be a multiple of it
 ALIGN_K = 64   # a strided reduce (x @ W, W row-major) is cut into row chunks of 64..512 (schedule.py): a multiple of 64
 MIN_SIZE = 64  # axes shorter than this aren't worth a second kernel
 MAX_ROWS = 8   # products with up to this many rows of activations (decode at batch 1..8): the weight is read once
 
-def _unit_stride_axis(r: UOp, big: UOp) -> int | None:
+def _unit_stride_axis(src: UOp, big: Read) -> int | None:
   """The axis of the reduce's input along which `big` (the weight) is read contiguously, or None."""
-  from tinycore.codegen.lowerer import Lowerer
-  from tinycore.codegen.opt import _terms
-  from tinycore.rewrite import graph_rewrite
-  from tinycore.symbolic import symbolic
-  src = r.src[0]
-  bufs = list(dict.fromkeys(u for u in src.toposort() if u.op is Ops.BUFFER))
-  gl = {b: UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.arg.size), (), i) for i, b in enumerate(bufs)}
-  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (index_const(s),), ("a", i)) for i, s in enumerate(src.shape))
-  try: val = graph_rewrite(Lowerer().emit(src.substitute(gl), rngs, None), symbolic)
-  except NotImplementedError: return None
-  mine = set(rngs)
-  for ld in (u for u in val.toposort() if u.op is Ops.LOAD and u.src[0].src[0] is gl[big]):
-    unit = [t.arg[1] for t in _terms(ld.src[0].src[1]) if t in mine and src.shape[t.arg[1]] > 1]
-    if unit: return unit[0]
-  return None
+  if big.strides is None: return None
+  return next((i for i, (s, st) in enumerate(zip(src.shape, big.strides)) if st == 1 and s > 1), None)
 
 def _cut(u: UOp, axis: int, lo: int, hi: int) -> UOp:
   return u.shrink(tuple((lo, hi) if i == axis else (0, s) for i, s in enumerate(u.shape)))
@@ -47,14 +35,15 @@ def split_ragged_matvec(r: UOp, has_local: bool) -> UOp | None:
   src, (op, axes) = r.src[0], r.arg
   if has_local or op is not Ops.ADD or not dtypes.is_float(r.dtype) or len(axes) != 1 or not all_int(src.shape): return None
   k_axis, K = axes[0], src.shape[axes[0]]
-  topo = src.toposort()
-  bufs = list(dict.fromkeys(u for u in topo if u.op is Ops.BUFFER))
+  # nothing ragged: every size a multiple of the widest alignment (checked first: it costs no walk of the graph)
+  if all(s % ALIGN_K == 0 for s in src.shape): return None
   # products of a weight and activations only: not a plain sum, nor a reduce over another reduce (a variance)
-  if len(bufs) < 2 or not any(u.op is Ops.MUL for u in topo) or any(u.op is Ops.REDUCE_AXIS for u in topo): return None
+  if (got := operand_reads(src)) is None or got.nested_reduce or Ops.MUL not in got.ops: return None
+  if len({rd.node for rd in got.reads}) < 2: return None
   # the weight: a buffer holding at least 1/MAX_ROWS of the product's multiply-adds, so it is read once, not reused
-  big = max(bufs, key=lambda b: b.arg.size, default=None)
-  if big is None or big.arg.size * MAX_ROWS < prod(src.shape) or big.arg.size < MIN_SIZE * MIN_SIZE: return None
-  if (unit := _unit_stride_axis(r, big)) is None: return None
+  big = max(got.reads, key=lambda rd: rd.size)
+  if big.size * MAX_ROWS < prod(src.shape) or big.size < MIN_SIZE * MIN_SIZE: return None
+  if (unit := _unit_stride_axis(src, big)) is None: return None
   k_align = ALIGN if unit == k_axis else ALIGN_K
   if K >= MIN_SIZE and K % k_align:
     k0 = K - K % k_align
