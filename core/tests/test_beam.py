@@ -70,17 +70,20 @@ def test_costly_broadcast_elementwise_is_computed_once():
   np.testing.assert_allclose((g(Tensor(h)) @ Tensor(w)).numpy(), want, atol=1e-4, rtol=1e-4)
 
 def test_vector_matrix_streams_whole_rows():
-  """v @ W with W row-major: the rows are split into chunks summed in a second kernel (each chunk streams whole rows);
-  W.T (rows along the reduce) and a batch of rows stay one kernel. All match numpy."""
+  """v @ W with W row-major: the rows are split into chunks summed in a second kernel (each chunk streams whole rows),
+  also for a few rows of activations (decode at batch 2..8, codegen/opt_gemv.py); W.T (rows along the reduce) and a
+  batch of many rows (a matmul) stay one kernel. All match numpy."""
   rng = np.random.default_rng(5)
   v, w = rng.standard_normal((1, 2048)).astype(np.float32), rng.standard_normal((2048, 96)).astype(np.float32)
-  b = rng.standard_normal((4, 2048)).astype(np.float32)
+  b, many = rng.standard_normal((4, 2048)).astype(np.float32), rng.standard_normal((16, 2048)).astype(np.float32)
   assert len((Tensor(v) @ Tensor(w)).schedule()) == 2
   assert len((Tensor(v) @ Tensor(w.T.copy()).T).schedule()) == 1
-  assert len((Tensor(b) @ Tensor(w)).schedule()) == 1
+  assert len((Tensor(b) @ Tensor(w)).schedule()) == 2
+  assert len((Tensor(many) @ Tensor(w)).schedule()) == 1
   np.testing.assert_allclose((Tensor(v) @ Tensor(w)).numpy(), v @ w, atol=1e-3, rtol=1e-4)
   np.testing.assert_allclose((Tensor(v[0]) @ Tensor(w)).numpy(), v[0] @ w, atol=1e-3, rtol=1e-4)
   np.testing.assert_allclose((Tensor(b) @ Tensor(w)).numpy(), b @ w, atol=1e-3, rtol=1e-4)
+  np.testing.assert_allclose((Tensor(many) @ Tensor(w)).numpy(), many @ w, atol=1e-3, rtol=1e-4)
 
 def test_matvec_heuristics():
   """x + W @ v reduces in vector lanes along W's rows, one row at a time (the residual x isn't a reason to tile the

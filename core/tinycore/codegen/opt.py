@@ -384,6 +384,9 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
         try: return opts + (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
         except CantVectorize: pass
     return opts, k
+  # a few activation rows against a weight read once (decode at batch 2..8): its own tile (opt_gemv.py)
+  from tinycore.codegen.opt_gemv import gemv_heuristic
+  if (gemv := gemv_heuristic(k, renderer)) is not None: return gemv
   for g, scatter in _vector_axes(k, renderer):
     b = _bound(g)
     # a short axis no vector divides (a 10-class head) is unrolled whole

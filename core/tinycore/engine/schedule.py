@@ -6,12 +6,15 @@ it was asked for, it is contiguous()/a copy/an assign, or it is a reduction whos
 from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
-from tinycore.uop import UOp, Ops, GroupOp, index_const
+from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.dtype import dtypes
 from tinycore.device import Buffer
 from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 from tinycore.engine.blocked_sum import blocked_float_sum
+from tinycore.engine.ragged_matvec import split_ragged_matvec
+from tinycore.engine.operand_strides import operand_reads
+from tinycore.codegen.opt_gemv import STREAM_ROWS
 PREPAD = ContextVar("PREPAD", 1)
 
 @dataclass
@@ -127,23 +130,15 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
 
 def _streams_across(r: UOp) -> bool:
   """`r` reads a buffer as big as its whole input once (a matrix-vector product: no reuse between outputs) with unit
-  stride along an output axis, not the reduced one (vector @ matrix, the matrix row-major)."""
-  from tinycore.codegen.lowerer import Lowerer
-  from tinycore.codegen.opt import _terms
-  from tinycore.rewrite import graph_rewrite
-  from tinycore.symbolic import symbolic
+  stride along an output axis, not the reduced one (vector @ matrix, the matrix row-major). Decided from the views of
+  the kernel-local input alone (operand_strides.py): the scheduler asks this of every long reduction of a graph."""
   src, axes = r.src[0], r.arg[1]
-  bufs = list(dict.fromkeys(u for u in src.toposort() if u.op is Ops.BUFFER))
-  if not any(b.arg.size >= prod(src.shape) for b in bufs): return False
-  # lower the input's index math alone (buffers as numbered placeholders) to read each load's strides
-  gl = {b: UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.arg.size), (), i) for i, b in enumerate(bufs)}
-  rngs = tuple(UOp(Ops.RANGE, dtypes.index, (index_const(s),), ("r" if i in axes else "g", i)) for i, s in enumerate(src.shape))
-  try: val = graph_rewrite(Lowerer().emit(src.substitute(gl), rngs, None), symbolic)
-  except NotImplementedError: return False
-  big = {gl[b] for b in bufs if b.arg.size >= prod(src.shape)}
-  for ld in (u for u in val.toposort() if u.op is Ops.LOAD and u.src[0].src[0] in big):
-    t = _terms(ld.src[0].src[1])
-    if any(x.op is Ops.RANGE and x.arg[0] == "g" for x in t) and not any(x.op is Ops.RANGE and x.arg[0] == "r" for x in t): return True
+  if (got := operand_reads(src)) is None: return False
+  # (a few rows of activations may share it: decode at batch 2..8 still streams the weight once, see opt_gemv.py)
+  for rd in got.reads:
+    if rd.strides is None or rd.size * STREAM_ROWS < prod(src.shape): continue
+    unit = [i for i, (s, st) in enumerate(zip(src.shape, rd.strides)) if st == 1 and s > 1]
+    if any(i not in axes for i in unit) and not any(i in axes for i in unit): return True
   return False
 
 def _split_reduce(r: UOp) -> UOp | None:
@@ -151,6 +146,8 @@ def _split_reduce(r: UOp) -> UOp | None:
   first stage has a parallel axis. Results are deterministic: the split doesn't depend on the thread count."""
   src, (op, axes) = r.src[0], r.arg
   if not all_int(src.shape): return None
+  # a matrix-vector product with a size no vector width divides: an aligned main part and a thin tail (ragged_matvec.py)
+  if (ragged := split_ragged_matvec(r, _has_local(r.device))) is not None: return ragged
   rsize, osize = prod(src.shape[a] for a in axes), prod(r.shape)
   # vector @ row-major matrix on a CPU: split the rows into chunks, each (a thread's share) streaming whole rows into
   # a row of partial sums; reading column panels instead strides 4*N bytes per row and runs at half the bandwidth.

@@ -1,0 +1,90 @@
+"""The register tile of a matrix-vector product (LLM decode at 1..8 tokens): every element of the weight is used by at
+most MAX_ROWS outputs, so the kernel is bound by streaming the weight once, and the tile must never read it twice.
+
+The general heuristic (opt.py) treats a few activation rows as one more output axis: it left that axis outermost,
+where the runtime splits it between the threads, so each thread streamed the whole weight for its own row (2 rows:
+twice the traffic), or tiled 4 of 8 rows (two passes). Here:
+- every activation row (2..8 of them) is unrolled (UPCAST by its full size): each weight load feeds one FMA per row,
+  and the only output axes left are the weight's own, which the threads split;
+- the weight is read with vector loads along its contiguous axis: along the reduce (x @ W.T, W [N, K]: VEC_R, each
+  thread streams whole rows of W, two long rows at once) or along the outputs (x @ W, W [K, N]: VEC plus vectors side
+  by side; in a row chunk of schedule.py, most of each row at once);
+- enough independent accumulators to cover the FMA latency, few enough to stay in registers (rows x vectors <= ACCS)
+  or, in a row chunk, in L1 (CHUNK_ACCS).
+A single row of x @ W (W row-major) is left to the general heuristic and to the row-chunk split of schedule.py."""
+from __future__ import annotations
+from tinycore.uop import UOp, Ops
+from tinycore.renderer import Renderer
+
+MAX_ROWS = 8      # activation rows (tokens) per weight element: above this the product is a matmul with real reuse
+STREAM_ROWS = 8   # up to this many rows, `x @ W` (W row-major) is cut into row chunks (schedule.py) and streams whole rows
+ACCS = 16         # vector accumulators in registers: half of AVX-512's 32, leaving room for the loads and broadcasts
+CHUNK_ACCS = 512  # in a row chunk: rows x vectors accumulators, spilled to L1: 32 KiB of them stay there and keep up with DRAM
+
+def _bound(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
+
+def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
+  """(opts, optimized kernel) for a small-batch matrix-vector product; None for anything else."""
+  from tinycore.codegen.opt import _loads, _terms, _globals, apply_opt, CantVectorize, _range
+  if not renderer.vector_types: return None
+  rngs = [u for u in k.toposort() if u.op is Ops.RANGE]
+  reds = [u for u in rngs if u.arg[0] == "r"]
+  if len(reds) != 1 or (K := _bound(reds[0])) is None: return None
+  r = reds[0]
+  loads = _loads(k)
+  if not loads: return None
+  weight = max(loads, key=lambda ind: ind.src[0].dtype.size)   # type: ignore[attr-defined]
+  wr = {u for u in weight.toposort() if u.op is Ops.RANGE}
+  glob = _globals(k)
+  # the weight's axes: its output axis and, in a row chunk of schedule.py, the chunk axis (outermost: the threads split it)
+  cols = [g for g in glob if g in wr]
+  rows = [g for g in glob if g not in wr and _bound(g) != 1]
+  if not cols or r not in wr or any(_bound(g) is None for g in cols + rows): return None
+  terms = _terms(weight.src[1])
+  n = next((g for g in cols if g in terms), cols[-1])
+  N, M, size = _bound(n), 1, K
+  for g in rows: M *= _bound(g)
+  for g in cols: size *= _bound(g)
+  # the weight (or the aligned part of it that ragged_matvec.py cut off) is read once per kernel, each element shared by
+  # M <= MAX_ROWS rows
+  if M > MAX_ROWS or size > weight.src[0].dtype.size or N is None: return None   # type: ignore[attr-defined]
+  # one row: only a product read along the reduce (x @ W.T); x @ W is the row-chunk kernel opt.py tiles
+  if M == 1 and (r not in terms or len({ind.src[0] for ind in loads}) < 2): return None
+  opts: list = []
+  try:
+    if r in terms and K % 16 == 0 and K // 16 >= 4:
+      opts.append(("VEC_R", r.arg, 16))
+      k = apply_opt(k, opts[-1])
+      for g in rows:
+        opts.append(("UPCAST", g.arg, _bound(g)))
+        k = apply_opt(k, opts[-1])
+      # two long rows of the weight at once: two sequential streams per thread kept the memory busier than one (one
+      # thread, 1x4096 @ 4096x4096 and 4096x11008 from DRAM: 12.4 -> 13.9 GB/s, interleaved pairs of runs; the same from
+      # cache). Short rows (under a 4 KiB page) stay one after another, a single stream (opt.py's matrix-vector note)
+      if M <= 4 and len(cols) == 1 and K >= 1024 and N % 2 == 0 and N // 2 >= 2:
+        opts.append(("UPCAST", n.arg, 2))
+        k = apply_opt(k, opts[-1])
+      left = _bound(_range(k, r.arg))
+      # a second accumulator per product where few leave the FMA chain exposed
+      if M < 4 and left is not None and left % 2 == 0 and left // 2 >= 4:
+        opts.append(("UPCAST_R", r.arg, 2))
+        k = apply_opt(k, opts[-1])
+      return tuple(opts), k
+    if n in terms and N % 16 == 0:
+      opts.append(("VEC", n.arg, 16))
+      k = apply_opt(k, opts[-1])
+      for g in rows:
+        opts.append(("UPCAST", g.arg, _bound(g)))
+        k = apply_opt(k, opts[-1])
+      # vectors side by side along the outputs: each row of the weight read in longer runs, rows x vectors accumulators
+      vecs = N // 16
+      if len(cols) > 1:
+        # a row chunk: as much of each row at once as CHUNK_ACCS allows, so the rows stream (half a row per pass at 2 rows)
+        w = max(v for v in range(1, vecs + 1) if vecs % v == 0 and v * M <= CHUNK_ACCS)
+      else: w = next((v for v in (8, 4, 2) if v * M <= ACCS and vecs % v == 0 and vecs // v >= 2), 1)
+      if w > 1:
+        opts.append(("UPCAST", n.arg, w))
+        k = apply_opt(k, opts[-1])
+      return tuple(opts), k
+  except CantVectorize: return None
+  return None
