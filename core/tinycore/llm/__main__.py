@@ -8,8 +8,8 @@ def rss_mib() -> float: return resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 
 def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
   from tinycore.helpers import GlobalCounters
-  rng = np.random.default_rng(0)
-  prompt = rng.integers(0, llm.cfg.vocab, n_prompt).tolist()
+  from tinycore.llm.generate import random_tokens
+  prompt = random_tokens(n_prompt, llm.cfg.vocab)
   n_decode = min(n_decode, llm.max_context - n_prompt - 1)
   # the first token of this process: prefill including compiling (or loading from the cache) and capturing its kernels
   t0 = time.perf_counter(); next(llm.generate(prompt, 1)); first = time.perf_counter() - t0

@@ -3,9 +3,12 @@
 `tokenizer.ggml.pre` names). Special/control tokens are matched verbatim."""
 from __future__ import annotations
 import codecs, heapq, math, re
+from array import array
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Callable
 from tinycore.llm.pretokenize import PreTokenizer
+from tinycore.llm.vocab import Vocab
 
 @lru_cache(None)
 def _byte_chars() -> dict[int, str]:
@@ -67,18 +70,27 @@ def _longest_of(words: list[str]) -> re.Pattern:
   except (RecursionError, re.error):   # a vocabulary built to nest too deep: the plain alternation is slower, not wrong
     return re.compile("(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
 
+def _numbers(xs: list) -> array:
+  """A list of ints as an array of int64 (8 bytes each, not a list slot plus an int object); one out of that range, or
+  a float (hostile metadata), as float64, which compares equal to the same small ints."""
+  try: return array("q", xs)
+  except (TypeError, OverflowError): return array("d", xs)
+
 class Tokenizer:
   def __init__(self, kv: dict[str, Any]):
     if "tokenizer.ggml.tokens" not in kv: raise ValueError("GGUF file has no tokenizer (tokenizer.ggml.tokens)")
     self.model = kv.get("tokenizer.ggml.model", "llama")
-    self.tokens: list[str] = kv["tokenizer.ggml.tokens"]
-    if not isinstance(self.tokens, list) or not all(isinstance(t, str) for t in self.tokens):
+    toks = kv["tokenizer.ggml.tokens"]
+    if not isinstance(toks, Vocab) and (not isinstance(toks, list) or not all(isinstance(t, str) for t in toks)):
       raise ValueError("tokenizer.ggml.tokens must be a list of strings")
+    # compact tables (llm/vocab.py, arrays): as Python lists and a dict they were ~9 MiB of objects for a 49k vocabulary
+    self.tokens: Vocab = toks if isinstance(toks, Vocab) else Vocab(toks)
     n = len(self.tokens)
-    self.ids = {t: i for i, t in enumerate(self.tokens)}
-    self.types: list[int] = kv.get("tokenizer.ggml.token_type", [1] * n)
+    self.ids = self.tokens.ids
+    types = kv.get("tokenizer.ggml.token_type")
+    self.types: Sequence[int] = types if isinstance(types, array) else _numbers([1] * n if types is None else types)
     # a NaN score would break the ordering of merges (NaN compares false both ways): it ranks last instead
-    self.scores: list[float] = [-math.inf if math.isnan(x) else x for x in map(float, kv.get("tokenizer.ggml.scores", [0.0] * n))]
+    self.scores: Sequence[float] = array("d", (-math.inf if math.isnan(x) else x for x in map(float, kv.get("tokenizer.ggml.scores", [0.0] * n))))
     if len(self.types) != n or len(self.scores) != n:
       raise ValueError(f"tokenizer has {n} tokens but {len(self.types)} types and {len(self.scores)} scores")
     self.bos = kv.get("tokenizer.ggml.bos_token_id")
