@@ -71,10 +71,12 @@ def _longest_of(words: list[str]) -> re.Pattern:
     return re.compile("(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
 
 def _numbers(xs: list) -> array:
-  """A list of ints as an array of int64 (8 bytes each, not a list slot plus an int object); one out of that range, or
-  a float (hostile metadata), as float64, which compares equal to the same small ints."""
-  try: return array("q", xs)
-  except (TypeError, OverflowError): return array("d", xs)
+  """A list of ints as an array of int8 or int64 (not a list slot plus an int object each); one out of that range, or a
+  float (hostile metadata), as float64, which compares equal to the same small ints."""
+  for code in "bq":   # token types are 0..6: one byte each where they fit
+    try: return array(code, xs)
+    except (TypeError, OverflowError): pass
+  return array("d", xs)
 
 class Tokenizer:
   def __init__(self, kv: dict[str, Any]):

@@ -12,7 +12,7 @@ class Vocab(Sequence):
     # surrogatepass: a piece from an HF tokenizer.json may hold a lone surrogate; it comes back as it was
     enc = [p.encode("utf-8", "surrogatepass") for p in pieces]
     self._blob = b"".join(enc)
-    self._off = np.zeros(len(enc) + 1, np.int64)
+    self._off = np.zeros(len(enc) + 1, np.int32 if len(self._blob) < 2**31 else np.int64)
     np.cumsum([len(e) for e in enc], out=self._off[1:])
     # str hashes are salted per process, and this table lives only in this process: they are stable for its lifetime
     hashes = np.fromiter((hash(p) for p in pieces), np.int64, len(enc))
