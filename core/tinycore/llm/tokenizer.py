@@ -115,9 +115,11 @@ class Tokenizer:
     if self.model == "gpt2" and "tokenizer.pre_regexes" in kv:   # an HF tokenizer.json brings its own regexes (llm/hf.py)
       self.pre, self.ignore_merges = PreTokenizer(kv["tokenizer.pre_regexes"]), bool(kv.get("tokenizer.ignore_merges"))
     # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization
-    sp = sorted({t for t, ty in zip(self.tokens, self.types) if ty in (3, 4) and t}, key=len, reverse=True)
+    pieces = toks if isinstance(toks, list) else list(self.tokens)   # iterated twice here: as str, not decoded twice
+    sp = sorted({t for t, ty in zip(pieces, self.types) if ty in (3, 4) and t}, key=len, reverse=True)
     self.special_re = _longest_of(sp) if sp else None
-    self.stop = {i for i, t in enumerate(self.tokens) if t in ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")}
+    self.stop = {i for i, t in enumerate(pieces) if t in ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")}
+    del pieces
     if self.eos is not None: self.stop.add(self.eos)
 
   def encode(self, text: str, add_bos: bool | None = None) -> list[int]:
