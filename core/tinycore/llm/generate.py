@@ -1,7 +1,7 @@
 """Prefill in fixed-size chunks and one-token decode, each a TinyJit over a bound position Variable (so every chunk
 and every decode step replays the same kernels), and sampling on the host (greedy, or temperature + top-k with a seed)."""
 from __future__ import annotations
-import math, os, random, time
+import ctypes, math, os, random, time
 from typing import Iterator
 import numpy as np
 from tinycore.uop import Variable
@@ -12,6 +12,15 @@ from tinycore.llm.weights import load_gguf_raw
 from tinycore.llm.model import Config, Transformer
 from tinycore.llm.tokenizer import Tokenizer
 from tinycore.llm.chat import apply_chat_template
+
+def _trim_heap() -> None:
+  """Hand the C heap's free pages back to the system (glibc's malloc_trim; elsewhere nothing). After a big free (the
+  metadata's vocabulary lists, the intermediates of a capture) glibc keeps them: its mmap threshold grows with every
+  large block freed, so later large blocks come from the heap, which only shrinks from the top. ~2 MiB at load."""
+  try: trim = ctypes.CDLL(None).malloc_trim
+  except (OSError, AttributeError): return
+  trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+  trim(0)
 
 def random_tokens(n: int, vocab: int, seed: int = 0) -> list[int]:
   """n token ids drawn uniformly from [0, vocab) (benchmark prompts), by the stdlib's generator: numpy.random would
@@ -37,6 +46,7 @@ class LLM:
     self.tok = Tokenizer(self.kv)
     self.kv = {**self.kv, "tokenizer.ggml.tokens": self.tok.tokens, "tokenizer.ggml.token_type": self.tok.types,
                "tokenizer.ggml.scores": self.tok.scores}
+    _trim_heap()
     self.model = Transformer(self.cfg, w, max_context, int8_activations=int8_activations)
     self.max_context, self.chunk = self.model.max_context, min(chunk, self.model.max_context)
     self.weight_bytes = sum(q.nbytes for q in w.values())
@@ -81,6 +91,7 @@ class LLM:
     dev = self.model.inv_freq.device
     for d in (dev,) if isinstance(dev, str) else dev:
       if callable(free := getattr(Device[d].allocator, "free_cache", None)): free()
+    _trim_heap()
 
   def forward_all(self, toks: list[int]) -> np.ndarray:
     """Logits of every position in one plain (un-jitted) pass from position 0, for checks."""
