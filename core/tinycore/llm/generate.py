@@ -150,6 +150,6 @@ class LLM:
   def chat_tokens(self, messages: list[dict]) -> list[int]:
     bos = self.tok.tokens[self.tok.bos] if self.tok.bos is not None else ""
     eos = self.tok.tokens[self.tok.eos] if self.tok.eos is not None else ""
-    markers = " ".join(t for t, ty in zip(self.tok.tokens, self.tok.types) if ty in (3, 4))   # picks a format if the model has no template
+    markers = " ".join(self.tok.special_pieces)   # picks a format if the model has no template
     text = apply_chat_template(self.kv.get("tokenizer.chat_template"), messages, bos, eos, markers=markers)
     return self.tok.encode(text, add_bos=False if bos and text.startswith(bos) else None)

@@ -116,7 +116,8 @@ class Tokenizer:
       self.pre, self.ignore_merges = PreTokenizer(kv["tokenizer.pre_regexes"]), bool(kv.get("tokenizer.ignore_merges"))
     # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization
     pieces = toks if isinstance(toks, list) else list(self.tokens)   # iterated twice here: as str, not decoded twice
-    sp = sorted({t for t, ty in zip(pieces, self.types) if ty in (3, 4) and t}, key=len, reverse=True)
+    self.special_pieces = [t for t, ty in zip(pieces, self.types) if ty in (3, 4)]   # control and user-defined, by id
+    sp = sorted({t for t in self.special_pieces if t}, key=len, reverse=True)
     self.special_re = _longest_of(sp) if sp else None
     self.stop = {i for i, t in enumerate(pieces) if t in ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")}
     del pieces
