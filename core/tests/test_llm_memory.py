@@ -43,12 +43,12 @@ import json, sys
 def rss(key):
   with open("/proc/self/status") as f: return next(int(ln.split()[1]) for ln in f if ln.startswith(key + ":")) / 1024
 import numpy as np
-from tinycore.llm.generate import LLM
+from tinycore.llm.generate import LLM, random_tokens
 from tinycore.tensor import Tensor
 Tensor.zeros(1).contiguous().realize()
 base = rss("VmRSS")
 llm = LLM(sys.argv[1], max_context=80, chunk=32)
-toks = np.random.default_rng(0).integers(0, llm.cfg.vocab, 64).tolist()
+toks = random_tokens(64, llm.cfg.vocab)   # numpy.random would map OpenSSL: ~3.4 MiB that is not the model
 list(llm.generate(toks, 8))
 kv = sum(c.numel() * c.dtype.itemsize for c in llm.model.cache) / 2**20
 print(json.dumps({"base": base, "peak": rss("VmHWM"), "kv": kv}))
@@ -56,9 +56,11 @@ print(json.dumps({"base": base, "peak": rss("VmHWM"), "kv": kv}))
 
 @pytest.mark.slow
 def test_peak_rss_above_the_runtime_tracks_the_target(tmp_path):
-  """Issue 22's target, peak RSS <= 1.5 x (file + KV cache), for what the model adds above the interpreter, imports and
-  opened device (~41 MiB here, the same for any model; bench/llm.py's RSS table shows the phases): load, the first
-  prompt's capture (which once held every intermediate: +15 MiB on a 135M model) and decode in a fresh process."""
+  """Issue 22's target is peak RSS <= 1.5 x (file + KV cache) in all. For a 135M model (74 MiB file) that leaves 0.5x,
+  ~39 MiB, for the interpreter, imports and opened device (~37 MiB, the same for any model; bench/llm.py's RSS table
+  shows the phases) plus what the model adds beyond its file and KV cache, so the model's share is checked here: load,
+  the first prompt's capture (which once held every intermediate: +15 MiB on a 135M model) and decode in a fresh
+  process. Measured 1.15x here."""
   import json, subprocess, sys
   p = str(tmp_path / "m.gguf")
   # ~35 MiB: big enough that what every model adds once (tokenizer, ~100 compiled kernels' code and objects, ~9 MiB
@@ -69,5 +71,5 @@ def test_peak_rss_above_the_runtime_tracks_the_target(tmp_path):
   assert r.returncode == 0, r.stderr[-2000:]
   m = json.loads(r.stdout.strip().splitlines()[-1])
   ratio = (m["peak"] - m["base"]) / (file_mib + m["kv"])
-  assert ratio <= 1.5, (f"peak {m['peak']:.1f} MiB, {m['peak'] - m['base']:.1f} above the runtime's {m['base']:.1f}, "
+  assert ratio <= 1.25, (f"peak {m['peak']:.1f} MiB, {m['peak'] - m['base']:.1f} above the runtime's {m['base']:.1f}, "
                        f"for {file_mib:.1f} MiB file + {m['kv']:.2f} MiB KV: {ratio:.2f}x")

@@ -1,8 +1,9 @@
 """Compiler base: source -> bytes, with a content-addressed on-disk cache that two processes can share."""
 from __future__ import annotations
-import hashlib, os, warnings
+import os, warnings
 from typing import Callable, TypeVar
 from tinycore.helpers import CCACHE, cache_dir
+from tinycore.digest import sha256
 from tinycore.fileio import atomic_write, read_regular
 
 T = TypeVar("T")
@@ -33,7 +34,7 @@ class Compiler:
   def disassemble(self, lib: bytes) -> str: return f"<{len(lib)} bytes>"
 
   def _identity(self, src: str) -> bytes:
-    return hashlib.sha256(f"{type(self).__module__}.{type(self).__qualname__}\0{self.cachekey}\0{src}".encode()).digest()
+    return sha256(f"{type(self).__module__}.{type(self).__qualname__}\0{self.cachekey}\0{src}".encode()).digest()
 
   def cache_path(self, src: str) -> str | None:
     if self.cachekey is None or not int(CCACHE.value): return None
@@ -48,7 +49,7 @@ class Compiler:
     except OSError as e:
       warnings.warn(f"compile cache: ignoring entry {path}: {e}")
       return None
-    if len(blob) >= _HEAD and blob[:4] == _MAGIC and blob[4:36] == self._identity(src) and hashlib.sha256(blob[_HEAD:]).digest() == blob[36:_HEAD]:
+    if len(blob) >= _HEAD and blob[:4] == _MAGIC and blob[4:36] == self._identity(src) and sha256(blob[_HEAD:]).digest() == blob[36:_HEAD]:
       return blob[_HEAD:]
     warnings.warn(f"compile cache: entry {path} is corrupt or belongs to another compiler; recompiling")
     return None
@@ -56,7 +57,7 @@ class Compiler:
   def _write_entry(self, path: str, src: str, lib: bytes) -> None:
     try:
       os.makedirs(os.path.dirname(path), exist_ok=True)
-      atomic_write(path, _MAGIC + self._identity(src) + hashlib.sha256(lib).digest() + lib)
+      atomic_write(path, _MAGIC + self._identity(src) + sha256(lib).digest() + lib)
     except OSError: pass   # a read-only or full cache disk must not stop compilation
 
   def _compile_counted(self, src: str) -> bytes:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 import pluggy
 from tinycore.helpers import env_value
+from tinycore.entry_points import Dist
 from tinycore.isolation import PluginWarning, PluginError, SigintWatch, run_isolated, call_plugin, cause_chain   # noqa: F401 (re-exported)
 
 PROJECT, GROUP, DEVICES_GROUP = "tinycore", "tinycore.backends", "tinycore.devices"
@@ -138,20 +139,16 @@ def _env_list(key: str) -> set[str] | None:
   return None if v is None else {_norm(x.strip()) for x in v.split(",") if x.strip()}
 
 def _entry_points() -> list:
-  """Our two groups' entry points, read one distribution at a time: one with unreadable metadata is skipped with a
-  warning instead of hiding every other plugin."""
-  from importlib.metadata import distributions
-  out = []
-  for d in distributions():
-    try: out += [ep for ep in d.entry_points if ep.group in (GROUP, DEVICES_GROUP)]
-    except Exception as e:
-      warnings.warn(f"tinycore: skipped a distribution with unreadable entry points at {getattr(d, '_path', '?')}: {type(e).__name__}: {e}",
-                    PluginWarning)
-  return out
+  """Our two groups' entry points (tinycore/entry_points.py: read from the dist-info folders, without importlib.metadata);
+  a distribution with unreadable metadata is skipped with a warning instead of hiding every other plugin."""
+  from tinycore.entry_points import entry_points
+  return entry_points((GROUP, DEVICES_GROUP), lambda why: warnings.warn(f"tinycore: skipped a distribution with unreadable entry points at {why}",
+                                                                        PluginWarning))
 
 def _dist_of(ep) -> tuple[str, str]:
   dist = getattr(ep, "dist", None)
   if dist is None: return "(unknown)", ""
+  if isinstance(dist, Dist): return dist.name or "(unknown)", dist.version
   try: return str(dist.metadata["Name"] or "(unknown)"), str(dist.version or "")
   except Exception: return "(unknown)", ""
 

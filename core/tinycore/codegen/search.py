@@ -4,8 +4,9 @@ Each round extends every kept candidate by one more optimization action (tile ax
 vectors, a second tile axis, then the loop order), compiles and times the new variants on scratch buffers, and keeps the n fastest. The winner is
 cached on disk per (renderer, kernel) so a later process pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
 from __future__ import annotations
-import contextlib, hashlib, json, os, time, warnings
+import contextlib, json, os, time, warnings
 from tinycore.uop import UOp, Ops
+from tinycore.digest import sha256
 from tinycore.helpers import cache_dir, ContextVar, IGNORE_BEAM_CACHE, DEBUG
 from tinycore.codegen import opt as O
 from tinycore.fileio import atomic_write, read_regular
@@ -58,7 +59,7 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
 
 def beam_cache_path(renderer, unoptimized_src: str) -> str:
   """Where the winner for a kernel (named by its unoptimized source) on this renderer is cached."""
-  key = hashlib.sha256(f"{type(renderer).__name__}\0{renderer.name}\0{renderer.arch}\0{unoptimized_src}".encode()).hexdigest()
+  key = sha256(f"{type(renderer).__name__}\0{renderer.name}\0{renderer.arch}\0{unoptimized_src}".encode()).hexdigest()
   return os.path.join(cache_dir(), "beam", key[:2], key + ".json")
 
 def _tuples(x):

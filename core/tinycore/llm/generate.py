@@ -1,7 +1,7 @@
 """Prefill in fixed-size chunks and one-token decode, each a TinyJit over a bound position Variable (so every chunk
 and every decode step replays the same kernels), and sampling on the host (greedy, or temperature + top-k with a seed)."""
 from __future__ import annotations
-import math, os, time
+import ctypes, math, os, random, time
 from typing import Iterator
 import numpy as np
 from tinycore.uop import Variable
@@ -12,6 +12,21 @@ from tinycore.llm.weights import load_gguf_raw
 from tinycore.llm.model import Config, Transformer
 from tinycore.llm.tokenizer import Tokenizer
 from tinycore.llm.chat import apply_chat_template
+
+def _trim_heap() -> None:
+  """Hand the C heap's free pages back to the system (glibc's malloc_trim; elsewhere nothing). After a big free (the
+  metadata's vocabulary lists, the intermediates of a capture) glibc keeps them: its mmap threshold grows with every
+  large block freed, so later large blocks come from the heap, which only shrinks from the top. ~2 MiB at load."""
+  try: trim = ctypes.CDLL(None).malloc_trim
+  except (OSError, AttributeError): return
+  trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+  trim(0)
+
+def random_tokens(n: int, vocab: int, seed: int = 0) -> list[int]:
+  """n token ids drawn uniformly from [0, vocab) (benchmark prompts), by the stdlib's generator: numpy.random would
+  import hashlib and with it OpenSSL, whose ~3.4 MiB of resident pages the RSS measured next to them would count."""
+  r = random.Random(seed)
+  return [r.randrange(vocab) for _ in range(n)]
 
 class LLM:
   def __init__(self, path: str, max_context: int = 512, chunk: int = 32, int8_activations: bool | None = None):
@@ -26,8 +41,13 @@ class LLM:
       self.cfg = Config.from_gguf(self.kv, w)
     # int8 activations for block-quantized matmuls where the device has kernels for them (llm/quant_linear.py); LLM_INT8=0: float
     if int8_activations is None: int8_activations = os.environ.get("LLM_INT8", "1") != "0"
-    self.model = Transformer(self.cfg, w, max_context, int8_activations=int8_activations)
+    # the tokenizer first, and its compact tables replace the metadata's lists (~9 MiB of Python objects for a 49k
+    # vocabulary) before the weights are copied in: the lists are freed below the peak, not held next to it
     self.tok = Tokenizer(self.kv)
+    self.kv = {**self.kv, "tokenizer.ggml.tokens": self.tok.tokens, "tokenizer.ggml.token_type": self.tok.types,
+               "tokenizer.ggml.scores": self.tok.scores}
+    _trim_heap()
+    self.model = Transformer(self.cfg, w, max_context, int8_activations=int8_activations)
     self.max_context, self.chunk = self.model.max_context, min(chunk, self.model.max_context)
     self.weight_bytes = sum(q.nbytes for q in w.values())
     self.v_dec = Variable("pos", 0, self.max_context - 1)
@@ -71,14 +91,15 @@ class LLM:
     dev = self.model.inv_freq.device
     for d in (dev,) if isinstance(dev, str) else dev:
       if callable(free := getattr(Device[d].allocator, "free_cache", None)): free()
+    _trim_heap()
 
   def forward_all(self, toks: list[int]) -> np.ndarray:
     """Logits of every position in one plain (un-jitted) pass from position 0, for checks."""
     return self.model(self.model.embed(toks), 0).numpy()[0]
 
   @staticmethod
-  def sample(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator, top_p: float = 1.0) -> int:
-    if temperature <= 0: return int(np.argmax(logits))
+  def sample(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator | None, top_p: float = 1.0) -> int:
+    if temperature <= 0 or rng is None: return int(np.argmax(logits))
     z = logits.astype(np.float64) / temperature
     if 0 < top_k < len(z): z[z < np.partition(z, -top_k)[-top_k]] = -np.inf
     p = np.exp(z - z.max()); p /= p.sum()
@@ -110,7 +131,8 @@ class LLM:
     raise ValueError on the first next()."""
     self.check_sampling(max_tokens, temperature, top_k, top_p, seed)
     self.check_prompt(toks)
-    rng = np.random.default_rng(seed)
+    # made only to sample: numpy.random imports hashlib, which maps OpenSSL (~3.4 MiB resident) for greedy runs too
+    rng = np.random.default_rng(seed) if temperature > 0 else None
     t0 = time.perf_counter()
     logits = self.prefill(toks)
     t1 = time.perf_counter()
@@ -128,6 +150,6 @@ class LLM:
   def chat_tokens(self, messages: list[dict]) -> list[int]:
     bos = self.tok.tokens[self.tok.bos] if self.tok.bos is not None else ""
     eos = self.tok.tokens[self.tok.eos] if self.tok.eos is not None else ""
-    markers = " ".join(t for t, ty in zip(self.tok.tokens, self.tok.types) if ty in (3, 4))   # picks a format if the model has no template
+    markers = " ".join(self.tok.special_pieces)   # picks a format if the model has no template
     text = apply_chat_template(self.kv.get("tokenizer.chat_template"), messages, bos, eos, markers=markers)
     return self.tok.encode(text, add_bos=False if bos and text.startswith(bos) else None)

@@ -3,9 +3,12 @@
 `tokenizer.ggml.pre` names). Special/control tokens are matched verbatim."""
 from __future__ import annotations
 import codecs, heapq, math, re
+from array import array
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Callable
 from tinycore.llm.pretokenize import PreTokenizer
+from tinycore.llm.vocab import Vocab
 
 @lru_cache(None)
 def _byte_chars() -> dict[int, str]:
@@ -67,18 +70,29 @@ def _longest_of(words: list[str]) -> re.Pattern:
   except (RecursionError, re.error):   # a vocabulary built to nest too deep: the plain alternation is slower, not wrong
     return re.compile("(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
 
+def _numbers(xs: list) -> array:
+  """A list of ints as an array of int8 or int64 (not a list slot plus an int object each); one out of that range, or a
+  float (hostile metadata), as float64, which compares equal to the same small ints."""
+  for code in "bq":   # token types are 0..6: one byte each where they fit
+    try: return array(code, xs)
+    except (TypeError, OverflowError): pass
+  return array("d", xs)
+
 class Tokenizer:
   def __init__(self, kv: dict[str, Any]):
     if "tokenizer.ggml.tokens" not in kv: raise ValueError("GGUF file has no tokenizer (tokenizer.ggml.tokens)")
     self.model = kv.get("tokenizer.ggml.model", "llama")
-    self.tokens: list[str] = kv["tokenizer.ggml.tokens"]
-    if not isinstance(self.tokens, list) or not all(isinstance(t, str) for t in self.tokens):
+    toks = kv["tokenizer.ggml.tokens"]
+    if not isinstance(toks, Vocab) and (not isinstance(toks, list) or not all(isinstance(t, str) for t in toks)):
       raise ValueError("tokenizer.ggml.tokens must be a list of strings")
+    # compact tables (llm/vocab.py, arrays): as Python lists and a dict they were ~9 MiB of objects for a 49k vocabulary
+    self.tokens: Vocab = toks if isinstance(toks, Vocab) else Vocab(toks)
     n = len(self.tokens)
-    self.ids = {t: i for i, t in enumerate(self.tokens)}
-    self.types: list[int] = kv.get("tokenizer.ggml.token_type", [1] * n)
+    self.ids = self.tokens.ids
+    types = kv.get("tokenizer.ggml.token_type")
+    self.types: Sequence[int] = types if isinstance(types, array) else _numbers([1] * n if types is None else types)
     # a NaN score would break the ordering of merges (NaN compares false both ways): it ranks last instead
-    self.scores: list[float] = [-math.inf if math.isnan(x) else x for x in map(float, kv.get("tokenizer.ggml.scores", [0.0] * n))]
+    self.scores: Sequence[float] = array("d", (-math.inf if math.isnan(x) else x for x in map(float, kv.get("tokenizer.ggml.scores", [0.0] * n))))
     if len(self.types) != n or len(self.scores) != n:
       raise ValueError(f"tokenizer has {n} tokens but {len(self.types)} types and {len(self.scores)} scores")
     self.bos = kv.get("tokenizer.ggml.bos_token_id")
@@ -101,9 +115,12 @@ class Tokenizer:
     if self.model == "gpt2" and "tokenizer.pre_regexes" in kv:   # an HF tokenizer.json brings its own regexes (llm/hf.py)
       self.pre, self.ignore_merges = PreTokenizer(kv["tokenizer.pre_regexes"]), bool(kv.get("tokenizer.ignore_merges"))
     # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization
-    sp = sorted({t for t, ty in zip(self.tokens, self.types) if ty in (3, 4) and t}, key=len, reverse=True)
+    pieces = toks if isinstance(toks, list) else list(self.tokens)   # iterated twice here: as str, not decoded twice
+    self.special_pieces = [t for t, ty in zip(pieces, self.types) if ty in (3, 4)]   # control and user-defined, by id
+    sp = sorted({t for t in self.special_pieces if t}, key=len, reverse=True)
     self.special_re = _longest_of(sp) if sp else None
-    self.stop = {i for i, t in enumerate(self.tokens) if t in ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")}
+    self.stop = {i for i, t in enumerate(pieces) if t in ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")}
+    del pieces
     if self.eos is not None: self.stop.add(self.eos)
 
   def encode(self, text: str, add_bos: bool | None = None) -> list[int]:

@@ -111,15 +111,16 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
   def bad(key: str, why: str): return CorruptFileError(f"{name}: metadata {key} {why}")
   toks = kv.get("tokenizer.ggml.tokens")
   if toks is not None:
-    if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks): raise bad("tokenizer.ggml.tokens", "is not a list of strings")
+    # the element types as one set, built in C: a generator's isinstance per element took ~0.1 s of a 49k vocabulary's load
+    if not isinstance(toks, list) or not set(map(type, toks)) <= {str}: raise bad("tokenizer.ggml.tokens", "is not a list of strings")
     for k in ("tokenizer.ggml.token_type", "tokenizer.ggml.scores"):
-      numbers = isinstance(v := kv.get(k), list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+      numbers = isinstance(v := kv.get(k), list) and set(map(type, v)) <= {int, float}
       if k in kv and not (numbers and len(v) == len(toks)):
         raise bad(k, f"must be a list of {len(toks)} numbers, one per token")
     for k in ("bos", "eos", "unknown", "padding", "seperator", "separator"):
       if (key := f"tokenizer.ggml.{k}_token_id") in kv and not (_is_int(i := kv[key]) and 0 <= i < len(toks)):
         raise bad(key, f"is {i!r}, not a token id of the {len(toks)}-token vocabulary")
-    if "tokenizer.ggml.merges" in kv and not (isinstance(m := kv["tokenizer.ggml.merges"], list) and all(isinstance(x, str) for x in m)):
+    if "tokenizer.ggml.merges" in kv and not (isinstance(m := kv["tokenizer.ggml.merges"], list) and set(map(type, m)) <= {str}):
       raise bad("tokenizer.ggml.merges", "is not a list of strings")
   if "tokenizer.chat_template" in kv and not isinstance(kv["tokenizer.chat_template"], str): raise bad("tokenizer.chat_template", "is not a string")
   arch = kv.get("general.architecture", "llama")

@@ -249,6 +249,14 @@ static inline void scales_mins_k4(const uint8_t *q, __m256 *sc, __m256 *mn) {
   *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s)));
   *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
 }
+/* Q4_K / Q5_K: sub-blocks 2j (unsigned weights `lo`) and 2j+1 (`hi`) against their 32 activations each at x, scaled by
+   their factors f[0] and f[1], into one accumulator each */
+static inline void dot_k_pair(__m256i lo, __m256i hi, const int8_t *x, const float *f, __m256 *acc0, __m256 *acc1) {
+  __m256i slo = DOT_U8S8(lo, _mm256_loadu_si256((const __m256i *)x));
+  __m256i shi = DOT_U8S8(hi, _mm256_loadu_si256((const __m256i *)(x + 32)));
+  *acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(slo), _mm256_broadcast_ss(f), *acc0);
+  *acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shi), _mm256_broadcast_ss(f + 1), *acc1);
+}
 #endif
 static float dot_q4_k(const uint8_t *row, act_t a, int K) {
 #if defined(DOT_U8S8)
@@ -268,10 +276,7 @@ static float dot_q4_k(const uint8_t *row, act_t a, int K) {
     for (int j = 0; j < 4; j++) {
       __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));
       __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      __m256i slo = DOT_U8S8(lo, _mm256_loadu_si256((const __m256i *)(x + 64 * j)));
-      __m256i shi = DOT_U8S8(hi, _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32)));
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(slo), _mm256_broadcast_ss(f + 2 * j), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shi), _mm256_broadcast_ss(f + 2 * j + 1), acc1);
+      dot_k_pair(lo, hi, x + 64 * j, f + 2 * j, &acc0, &acc1);
     }
   }
   return hsum8(_mm256_add_ps(acc0, acc1)) - hsum8(cacc);
@@ -442,10 +447,7 @@ static float dot_q5_k(const uint8_t *row, act_t a, int K) {
       __m256i h = _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j));
       __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
       __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 1), one), 4));
-      __m256i slo = DOT_U8S8(lo, _mm256_loadu_si256((const __m256i *)(x + 64 * j)));
-      __m256i shi = DOT_U8S8(hi, _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32)));
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(slo), _mm256_broadcast_ss(f + 2 * j), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shi), _mm256_broadcast_ss(f + 2 * j + 1), acc1);
+      dot_k_pair(lo, hi, x + 64 * j, f + 2 * j, &acc0, &acc1);
     }
   }
   return hsum8(_mm256_add_ps(acc0, acc1)) - hsum8(cacc);
