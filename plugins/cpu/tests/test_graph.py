@@ -54,6 +54,27 @@ def test_split_kernels_match_numpy_one_and_two_threads(monkeypatch):
     assert max(seg.graph.table[i].chunks for i in range(len(seg.kernels))) == (1 if threads == "1" else 2)
     assert seg.graph.threads == int(threads)
 
+@pytest.mark.parametrize("threads,pieces", [("2", 2), ("2", 7), ("3", 7), ("3", 64)])
+def test_pieces_claimed_from_both_ends_run_exactly_once(monkeypatch, threads, pieces):
+  # the caller claims pieces from the top and the workers from the bottom (graph_driver.c): an in-place accumulation
+  # shows a piece that ran twice (added twice) or never (not added), whatever the cut and the thread count
+  monkeypatch.setenv("CPU_COUNT", threads)
+  monkeypatch.setattr(cpu_graph, "_chunks", lambda n, work, t: min(n, pieces) if t > 1 else 1)
+  w = Tensor(np.zeros(300_001, np.float32)).realize()   # an odd size: the last piece is shorter
+  @TinyJit
+  def step(a):
+    w.assign(w + a)
+    Tensor.realize(w)
+    return w
+  acc = np.zeros(300_001, np.float32)
+  for i in range(8):
+    a = _rand(300_001, seed=i)
+    if i == 3: step.captured._graphed().segments[0].graph.chooser = None   # graph built: always split from here on
+    acc += a
+    np.testing.assert_array_equal(step(Tensor(a)).numpy(), acc)
+  seg = _graphed(step).segments[0]
+  assert max(seg.graph.table[i].chunks for i in range(len(seg.kernels))) == min(pieces, seg.graph.table[0].n)
+
 def test_variables_change_per_replay():
   v = Variable("n", 1, 10)
   data = Tensor(np.arange(10, dtype=np.float32)).realize()

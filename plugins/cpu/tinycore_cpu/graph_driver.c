@@ -7,8 +7,11 @@
 
    A kernel with chunks > 1 is cut into that many pieces of its outer loop, taken in turn by the caller and by a
    persistent team of worker threads; chunks == 1 runs on the caller alone. The caller publishes a kernel by storing
-   (generation << 32 | chunks left) in one atomic word; a thread claims a piece by decrementing it with a CAS that also
-   checks the generation, so a late worker can never take a piece of a kernel that is already finished. The caller
+   (generation << 32 | lo << 16 | hi) in one atomic word, the pieces [lo, hi) not yet claimed; a thread claims one with
+   a CAS that also checks the generation, so a late worker can never take a piece of a kernel that is already finished.
+   The caller claims from the top (hi) and the workers from the bottom (lo): with two threads a replay gives each
+   thread the same pieces as the last one (claiming from one end, whoever won the race for the first piece took the
+   top half), so a weight slice that fits in a core's L2 can still be there on the next call. The caller
    counts finished pieces before it moves on (the barrier between kernels). Workers spin a little while waiting for the
    next kernel, then sleep on a condition variable; the caller only pays for a wake-up when someone sleeps. */
 #define _GNU_SOURCE
@@ -65,14 +68,20 @@ static int64_t now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* claim and run pieces of generation `gen` until none are left */
-static void run_pieces(uint32_t gen) {
+#define LO(s) ((uint32_t)((s) >> 16) & 0xffff)
+#define HI(s) ((uint32_t)(s) & 0xffff)
+#define MAXPIECES 0xffff
+
+/* claim and run pieces of generation `gen` until none are left, from the top (the caller) or the bottom (workers) */
+static void run_pieces(uint32_t gen, int from_top) {
   uint64_t s = atomic_load(&team.state);
   for (;;) {
-    if ((uint32_t)(s >> 32) != gen || (uint32_t)s == 0) return;
-    if (!atomic_compare_exchange_weak(&team.state, &s, s - 1)) continue;   /* s now holds the current value */
+    if ((uint32_t)(s >> 32) != gen || LO(s) >= HI(s)) return;
+    uint64_t next = from_top ? s - 1 : s + (1u << 16);
+    if (!atomic_compare_exchange_weak(&team.state, &s, next)) continue;   /* s now holds the current value */
     const tc_kernel *k = team.job;
-    I start = (I)((uint32_t)s - 1) * team.step, end = start + team.step;
+    I piece = from_top ? (I)HI(s) - 1 : (I)LO(s);
+    I start = piece * team.step, end = start + team.step;
     if (end > k->n) end = k->n;
     if (start < end) call_kernel(k->fn, k->args, k->nargs, start, end);
     atomic_fetch_add(&team.done, 1);
@@ -101,7 +110,7 @@ static void *worker(void *arg) {
     }
     if (atomic_load(&team.quit)) return 0;
     seen = (uint32_t)(s >> 32);
-    run_pieces(seen);
+    run_pieces(seen, 0);
   }
 }
 
@@ -130,18 +139,19 @@ static int ensure_team(int want) {
 
 static void run_split(const tc_kernel *k) {
   int64_t chunks = k->chunks < k->n ? k->chunks : k->n;
+  if (chunks > MAXPIECES) chunks = MAXPIECES;   /* lo and hi are 16-bit fields of the state word */
   team.job = k;
   team.step = (k->n + chunks - 1) / chunks;
   chunks = (k->n + team.step - 1) / team.step;
   atomic_store(&team.done, 0);
   uint32_t gen = (uint32_t)(atomic_load(&team.state) >> 32) + 1;
-  atomic_store(&team.state, ((uint64_t)gen << 32) | (uint64_t)chunks);
+  atomic_store(&team.state, ((uint64_t)gen << 32) | (uint64_t)chunks);   /* lo = 0, hi = chunks */
   if (atomic_load(&team.sleepers) > 0) {
     pthread_mutex_lock(&team.mu);
     pthread_cond_broadcast(&team.cv);
     pthread_mutex_unlock(&team.mu);
   }
-  run_pieces(gen);
+  run_pieces(gen, 1);
   /* the last pieces may still run on workers: wait for them (they are short, so spin; yield if a worker was preempted) */
   for (int i = 0; atomic_load(&team.done) < chunks; i++) {
     if (i < 4096) cpu_relax(); else sched_yield();
