@@ -18,6 +18,7 @@ from tinycore.renderer import Renderer
 
 MAX_ROWS = 8      # activation rows (tokens) per weight element: above this the product is a matmul with real reuse
 STREAM_ROWS = 8   # up to this many rows, `x @ W` (W row-major) is cut into row chunks (schedule.py) and streams whole rows
+ROW_STREAMS = 4   # x @ W.T at one activation row: long weight rows streamed side by side by each thread
 ACCS = 16         # vector accumulators in registers: half of AVX-512's 32, leaving room for the loads and broadcasts
 CHUNK_ACCS = 512  # in a row chunk: rows x vectors accumulators, spilled to L1: 32 KiB of them stay there and keep up with DRAM
 
@@ -58,15 +59,22 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
       for g in rows:
         opts.append(("UPCAST", g.arg, _bound(g)))
         k = apply_opt(k, opts[-1])
-      # two long rows of the weight at once: two sequential streams per thread kept the memory busier than one (one
-      # thread, 1x4096 @ 4096x4096 and 4096x11008 from DRAM: 12.4 -> 13.9 GB/s, interleaved pairs of runs; the same from
-      # cache). Short rows (under a 4 KiB page) stay one after another, a single stream (opt.py's matrix-vector note)
-      if M <= 4 and len(cols) == 1 and K >= 1024 and N % 2 == 0 and N // 2 >= 2:
-        opts.append(("UPCAST", n.arg, 2))
-        k = apply_opt(k, opts[-1])
+      # long rows of the weight side by side: several sequential streams per thread kept the memory busier than one (one
+      # thread, 1x4096 @ 4096x4096 and 4096x11008 from DRAM: 12.4 -> 13.9 GB/s with two, interleaved pairs of runs; the
+      # same from cache). One activation row takes ROW_STREAMS of them, each its own accumulator chain, which also hides
+      # the FMA latency (1x4096 @ 4096x11008 on two threads, medians of three quiet interleaved pairs against two rows of
+      # two accumulators: 3.70/3.86/3.81 -> 3.46/3.42/3.56 ms; 4096x4096 unchanged at 1.17 ms). Short rows (under a 4 KiB
+      # page) stay one after another, a single stream (opt.py's matrix-vector note; 4 rows of 576 or 1536 measured
+      # 5-15% slower from L2)
+      streams = 1
+      if M <= 4 and len(cols) == 1 and K >= 1024:
+        streams = next((s for s in ((ROW_STREAMS, 2) if M == 1 else (2,)) if N % s == 0 and N // s >= 2), 1)
+        if streams > 1:
+          opts.append(("UPCAST", n.arg, streams))
+          k = apply_opt(k, opts[-1])
       left = _bound(_range(k, r.arg))
-      # a second accumulator per product where few leave the FMA chain exposed
-      if M < 4 and left is not None and left % 2 == 0 and left // 2 >= 4:
+      # a second accumulator per product where few leave the FMA chain exposed (ROW_STREAMS rows are enough chains)
+      if M < 4 and streams < ROW_STREAMS and left is not None and left % 2 == 0 and left // 2 >= 4:
         opts.append(("UPCAST_R", r.arg, 2))
         k = apply_opt(k, opts[-1])
       return tuple(opts), k

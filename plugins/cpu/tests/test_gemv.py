@@ -14,7 +14,8 @@ from tinycore.uop import Ops
 pytestmark = pytest.mark.needs_device
 
 SHAPES = [(1, 4096, 4096), (1, 576, 1536), (1, 1536, 576), (2, 4096, 4096), (4, 1024, 1000), (8, 4096, 4096),
-          (1, 4095, 4097), (1, 4097, 4095), (1, 4095, 4096), (1, 4096, 4097), (3, 4097, 4095), (1, 100, 70), (1, 64, 4097)]
+          (1, 4095, 4097), (1, 4097, 4095), (1, 4095, 4096), (1, 4096, 4097), (3, 4097, 4095), (1, 100, 70), (1, 64, 4097),
+          (1, 1024, 4098), (1, 1024, 1028)]
 LAYOUTS = ["xw", "wx"]   # x @ W with W [K, N] row-major; x @ W.T with W [N, K] (each output reads a row of W)
 
 def _operands(M, K, N, lay, seed=0):
@@ -78,3 +79,19 @@ def test_gemv_path(M, K, N, lay):
   assert not left, f"output loops the weight doesn't depend on: {left} (opts {opts})"
   # the tails (what no vector width divides) stay a small part of the work
   assert sum(t[2] for t in ks) - iters <= 0.1 * M * K * N
+
+@pytest.mark.parametrize("N,streams", [(4096, 4), (1028, 4), (4098, 2), (4097, 1)])
+def test_long_rows_streamed_side_by_side(N, streams):
+  """x @ W.T at one activation row with rows of at least 1024: each thread reads ROW_STREAMS rows of W at once (2 where
+  N allows only that), one accumulator chain per row (no second one per row on top of four chains)."""
+  from tinycore import Device
+  from tinycore.codegen import opt_gemv
+  r = Device["CPU"].renderer
+  if not r.vector_types: pytest.skip("the renderer has no vector types")
+  assert opt_gemv.ROW_STREAMS == 4
+  x, w = Tensor.empty(1, 1024, device="CPU"), Tensor.empty(N, 1024, device="CPU")
+  k = max(_kernels(_product(x, w, "wx")), key=lambda t: t[2])[0]
+  opts, _ = _heuristic(k, r)
+  ups = [o[2] for o in opts if o[0] == "UPCAST"]
+  assert ups == ([streams] if streams > 1 else []), opts
+  assert any(o[0] == "UPCAST_R" for o in opts) == (streams < 4), opts
