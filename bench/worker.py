@@ -2,15 +2,24 @@
 Prints one JSON list of results as its last stdout line. Imports only the framework it is asked for (and numpy):
 tinygrad runs here under its own interpreter, never in a process with tinycore."""
 from __future__ import annotations
-import argparse, json, os, statistics, sys, time, traceback
+import argparse, itertools, json, os, statistics, sys, time, traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 from workloads import WORKLOADS, BY_NAME, Workload, mlp_tensor_step, mlp_np_step, mlp_torch_step
 
 STARTING = "#bench: starting "   # a stdout line before each workload; results stay the last line
 
+# untimed calls go on for at least this long, for every framework alike: after compiling (or any stretch without memory
+# traffic) the first memory-bound calls on this VM ran 2-2.5x slow and took ~10 ms of streaming to reach steady speed
+# (a plain C loop over a 64 MB matvec after 50 ms of spinning: 6.2, 5.7, 3.6, 2.8, 2.6 -> 2.4 ms), so a 5-call median
+# right after tinycore's compile measured that ramp (decode matvec: 2.13, 1.84, 1.6, 1.41 against a steady 1.2 ms)
+WARMUP_S = 0.1
+
 def _time(call, sync, warmup: int, reps: int, budget_s: float) -> list[float]:
-  for _ in range(warmup): call(); sync()
+  t_warm = time.perf_counter() + WARMUP_S
+  for i in itertools.count():
+    if i >= warmup and time.perf_counter() >= t_warm: break
+    call(); sync()
   times: list[float] = []
   t_end = time.perf_counter() + budget_s
   while len(times) < reps and (not times or time.perf_counter() < t_end):
