@@ -1,9 +1,15 @@
 """python -m tinycore.llm --model PATH.gguf|HF_DIR [--prompt ...] [--benchmark] [--serve]"""
 from __future__ import annotations
-import argparse, math, os, resource, statistics, sys, time
+import argparse, math, os, resource, sys, time
 from tinycore.llm.tokenizer import TextStream
 
 def rss_mib() -> float: return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux reports KiB
+
+def median(xs: list[float]) -> float:
+  """The median, by hand: numpy's imports numpy.ma (~1 MiB), the statistics module decimal and fractions (~0.4 MiB),
+  into the process whose RSS the benchmark reports."""
+  s, h = sorted(xs), len(xs) // 2
+  return s[h] if len(s) % 2 else (s[h - 1] + s[h]) / 2
 
 def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
   from tinycore.helpers import GlobalCounters
@@ -20,9 +26,8 @@ def benchmark(llm, n_prompt: int, n_decode: int, warmup: bool) -> dict:
   for _ in range(n_decode):
     t = time.perf_counter(); llm.decode(tok, pos); times.append(time.perf_counter() - t); pos += 1
   dec = times[2:] if len(times) > 4 else times   # the first decode calls run plain / capture
-  # statistics, not numpy: np.median imports numpy.ma (~1 MiB) into the process whose RSS this reports
   cache = sum(c.nbytes() if hasattr(c, "nbytes") else c.numel() * 4 for c in llm.model.cache)
-  st.update(first_token_s=first, prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * statistics.median(dec),
+  st.update(first_token_s=first, prefill_tok_s=n_prompt / pre, decode_tok_s=len(dec) / sum(dec), decode_ms=1000 * median(dec),
             weights_mib=llm.weight_bytes / 2**20, kv_cache_mib=cache / 2**20, rss_mib=rss_mib(), mem_used_mib=GlobalCounters.mem_used / 2**20)
   return st
 

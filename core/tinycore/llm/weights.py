@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from tinycore.helpers import prod
 from tinycore.llm.quant_blocks import BLOCK_FORMATS, dequantize
 from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
 from tinycore.nn.gguf import _PLAIN, DEQUANT, GGML_TYPES, gguf_tensors
+from tinycore.nn.packed_strings import PackedStrings
 from tinycore.tensor import Tensor, _canon_device
 from tinycore.uop import Ops, UOp
 
@@ -112,9 +114,11 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
   toks = kv.get("tokenizer.ggml.tokens")
   if toks is not None:
     # the element types as one set, built in C: a generator's isinstance per element took ~0.1 s of a 49k vocabulary's load
-    if not isinstance(toks, list) or not set(map(type, toks)) <= {str}: raise bad("tokenizer.ggml.tokens", "is not a list of strings")
+    # a PackedStrings came from the reader, which checked every item is UTF-8 text
+    if not isinstance(toks, PackedStrings) and not (isinstance(toks, list) and set(map(type, toks)) <= {str}):
+      raise bad("tokenizer.ggml.tokens", "is not a list of strings")
     for k in ("tokenizer.ggml.token_type", "tokenizer.ggml.scores"):
-      numbers = isinstance(v := kv.get(k), list) and set(map(type, v)) <= {int, float}
+      numbers = isinstance(v := kv.get(k), array) or (isinstance(v, list) and set(map(type, v)) <= {int, float})
       if k in kv and not (numbers and len(v) == len(toks)):
         raise bad(k, f"must be a list of {len(toks)} numbers, one per token")
     for k in ("bos", "eos", "unknown", "padding", "seperator", "separator"):
@@ -163,10 +167,13 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
     if t in w and tuple(w[t].shape) != shape:
       raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
 
+VOCAB_KEYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type")
+
 def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
   """(metadata, name -> QWeight) of a GGUF file, every weight kept in its stored format and left in the mapped file
-  until first used. The LLM's metadata and weight shapes are checked (check_llm_metadata)."""
-  kv, infos, _keep = gguf_tensors(fn)
+  until first used. The LLM's metadata and weight shapes are checked (check_llm_metadata). The vocabulary's pieces,
+  scores and types come back packed (nn/packed_strings.py, array.array), which the Tokenizer takes over as they are."""
+  kv, infos, _keep = gguf_tensors(fn, packed=VOCAB_KEYS)
   out: dict[str, QWeight] = {}
   for tn, shape, tt, raw in infos:
     kind = GGML_TYPES[tt][0]

@@ -71,6 +71,14 @@ class CPUBufferView(CPUAllocator):
   def _as_buffer(self, opaque: int) -> memoryview:
     return memoryview((ctypes.c_uint8 * self.sizes[opaque]).from_address(opaque)).cast("B")
 
+def c_source(name: str) -> str:
+  """The text of a C file shipped in this package. pkgutil asks the package's loader (a zip import too), as
+  importlib.resources would, without importing zipfile/pathlib for it: ~0.6 MiB resident in an LLM run otherwise."""
+  import pkgutil
+  data = pkgutil.get_data("tinycore_cpu", name)
+  if data is None: raise FileNotFoundError(f"tinycore_cpu: {name} is missing from the installed package (its loader can't read data files)")
+  return data.decode()
+
 def cpu_count() -> int:
   """Worker threads: CPU_COUNT when set (0 or unset: every core this process may use)."""
   if (n := env_value("CPU_COUNT", 0)) < 0:
