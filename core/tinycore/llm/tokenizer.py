@@ -99,7 +99,10 @@ class Tokenizer:
     compact = isinstance(types, array) and types.typecode in "bqd"   # already _numbers' (a Tokenizer's own table)
     self.types: Sequence[int] = types if compact else _numbers([1] * n if types is None else types)
     # a NaN score would break the ordering of merges (NaN compares false both ways): it ranks last instead
-    self.scores: Sequence[float] = array("d", (-math.inf if math.isnan(x) else x for x in map(float, kv.get("tokenizer.ggml.scores", [0.0] * n))))
+    scores = kv.get("tokenizer.ggml.scores", [0.0] * n)
+    # float32 as the file stores them (half the bytes); numbers from elsewhere (a list, tokenizer.json) keep float64
+    code = "f" if isinstance(scores, array) and scores.typecode == "f" else "d"
+    self.scores: Sequence[float] = array(code, (-math.inf if math.isnan(x) else x for x in map(float, scores)))
     if len(self.types) != n or len(self.scores) != n:
       raise ValueError(f"tokenizer has {n} tokens but {len(self.types)} types and {len(self.scores)} scores")
     self.bos = kv.get("tokenizer.ggml.bos_token_id")

@@ -7,14 +7,19 @@ from collections.abc import Sequence
 import numpy as np
 from tinycore.nn.packed_strings import PackedStrings
 
+def _hash32(text: str) -> int:
+  """hash(text) folded into int32's range (its low 32 bits, as signed)."""
+  return ((hash(text) + 2**31) & 0xFFFFFFFF) - 2**31
+
 class Vocab(PackedStrings):
   """Pieces by id: `vocab[i]` is piece i's text, `vocab.id_of(text)` its id (the last id where a piece repeats, as a
   dict built over the list would have it), `vocab.ids` a read-only mapping view for `in` / `[]` / `get`."""
   def __init__(self, pieces: Sequence[str]):
     packed = PackedStrings.of(pieces)
     super().__init__(packed._blob, packed._off)
-    # str hashes are salted per process, and this table lives only in this process: they are stable for its lifetime
-    hashes = np.fromiter((hash(p) for p in self), np.int64, len(self))
+    # str hashes are salted per process, and this table lives only in this process: they are stable for its lifetime.
+    # Their low 32 bits: half the bytes, and the rare extra collision costs a comparison of bytes (all_ids_of)
+    hashes = np.fromiter((_hash32(p) for p in self), np.int32, len(self))
     self._order = np.argsort(hashes, kind="stable").astype(np.int32)   # equal hashes keep id order
     self._keys = hashes[self._order]
     self.ids = _Ids(self)
@@ -25,7 +30,7 @@ class Vocab(PackedStrings):
 
   def all_ids_of(self, text: str) -> list[int]:
     """Every id whose piece is `text`, ascending."""
-    h = hash(text)
+    h = _hash32(text)
     lo, out, raw = int(np.searchsorted(self._keys, h)), [], None
     while lo < len(self._keys) and self._keys[lo] == h:   # a hash collision is possible: compare the bytes
       if raw is None: raw = text.encode("utf-8", "surrogatepass")   # only on a hit: most lookups (merge candidates) miss
