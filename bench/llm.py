@@ -64,7 +64,7 @@ def child_tinycore(path: str, n_prompt: int, n_decode: int, steady: bool) -> dic
   phases["first token"] = rss_now_mib()
   out: dict = {"first_token_at": time.time(), "rss_phases_mib": phases}
   if steady:
-    from tinycore.llm.__main__ import benchmark
+    from tinycore.llm.benchmark import benchmark
     st = benchmark(llm, n_prompt, n_decode, warmup=True)
     out.update(prefill_tok_s=st["prefill_tok_s"], decode_tok_s=st["decode_tok_s"], decode_ms=st["decode_ms"])
     GlobalCounters.reset()

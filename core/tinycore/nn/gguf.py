@@ -2,6 +2,7 @@
 Layouts follow ggml's reference dequantizers (ggml-quants.c); a block is decoded for all blocks at once with numpy."""
 from __future__ import annotations
 
+import bisect
 import struct
 import sys
 from array import array
@@ -148,10 +149,11 @@ class _Reader:
     return out
 
   def packed_strings(self, n: int, what: str) -> PackedStrings:
-    """n strings in a row, checked as strings() does, into one blob + offsets: no Python object per string."""
+    """n strings in a row, checked as strings() does, into one blob + offsets: no Python object per string (and no
+    numpy: its code pages for the few array ops this would take were ~0.4 MiB of the process's RSS)."""
     mv, off, end, u64 = self.mv, self.off, len(self.mv), _U64.unpack_from
-    blob, ends = bytearray(), array("q")   # C values: appending leaves no int object behind
-    for _ in range(n):
+    blob, offsets = bytearray(), array("q", [0])   # C values: appending leaves no int object behind
+    for i in range(n):
       if end - off < 8:
         raise CorruptFileError(f"{self.name}: truncated GGUF file: reading {what} length needs 8 bytes at offset {off}, file has {end}")
       k = u64(mv, off)[0]
@@ -159,24 +161,21 @@ class _Reader:
       if k > end - off:
         raise CorruptFileError(f"{self.name}: truncated or corrupt GGUF file: {what} length {k} at offset {off - 8} can't fit in "
                                f"the {end - off} bytes left")
+      # each item must be UTF-8 on its own: with the whole blob decoding (below), that is no item starting on a
+      # continuation byte, inside a character an earlier item began
+      if k and mv[off] & 0xC0 == 0x80:
+        raise CorruptFileError(f"{self.name}: {what} item {i} at offset {off} is not UTF-8: it starts inside a character")
       blob += mv[off:off + k]
-      ends.append(len(blob))
+      offsets.append(len(blob))
       off += k
-    offsets = np.zeros(n + 1, PackedStrings.offsets_dtype(len(blob)))
-    if n: offsets[1:] = np.frombuffer(ends, np.int64)
     data = bytes(blob)
     del blob
-    # each item must be UTF-8 on its own: the whole blob decodes, and no item starts inside a character (on a continuation byte)
     try: data.decode("utf-8")
     except UnicodeDecodeError as e:
-      i = int(np.searchsorted(offsets, e.start, "right")) - 1
-      raise CorruptFileError(f"{self.name}: {what} item {i} is not UTF-8: {e.reason} at byte {e.start - int(offsets[i])}") from None
-    starts = offsets[:-1][offsets[:-1] < offsets[1:]]   # the non-empty items
-    if len(bad := np.flatnonzero(np.frombuffer(data, np.uint8)[starts] & 0xC0 == 0x80)):
-      i = int(np.searchsorted(offsets, starts[bad[0]], "right")) - 1
-      raise CorruptFileError(f"{self.name}: {what} item {i} is not UTF-8: it starts inside a character that an earlier item began")
+      i = bisect.bisect_right(offsets, e.start) - 1
+      raise CorruptFileError(f"{self.name}: {what} item {i} is not UTF-8: {e.reason} at byte {e.start - offsets[i]}") from None
     self.off = off
-    return PackedStrings(data, offsets)
+    return PackedStrings(data, offsets if len(data) >= 2**31 else array("i", offsets))
 
 _U64 = struct.Struct("<Q")
 _KV_FMT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
