@@ -126,7 +126,10 @@ def read_bandwidth_gbs() -> float:
 def _run_child(args: list[str], env: dict, timeout: float) -> dict:
   import subprocess
   t0 = time.time()
-  p = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
+  # this file imported as a module, not run as the script: a script is compiled afresh in the child (its parse and
+  # compile leave ~1 MiB of the interpreter's pools behind in the RSS being measured), a module's bytecode is cached
+  boot = f"import sys; sys.path.insert(0, {HERE!r}); from llm import child_main; sys.exit(child_main(sys.argv[1:]))"
+  p = subprocess.run([sys.executable, "-c", boot, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
   if p.returncode != 0: return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
   r = json.loads(p.stdout.strip().splitlines()[-1])
   if "first_token_at" in r: r["ttft_s"] = r.pop("first_token_at") - t0   # process start (interpreter, imports, load) to the first token
