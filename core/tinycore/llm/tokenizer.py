@@ -129,7 +129,7 @@ class Tokenizer:
     self.special_pieces = [self.tokens[i] for i, ty in enumerate(self.types) if ty in (3, 4)]   # control and user-defined, by id
     sp = sorted({t for t in self.special_pieces if t}, key=len, reverse=True)
     self.special_re = _longest_of(sp) if sp else None
-    self.stop = {i for t in STOP_PIECES for i in self.tokens.all_ids_of(t)}
+    self.stop = {i for t in STOP_PIECES for i in self.tokens.scan_ids_of(t)}
     if self.eos is not None: self.stop.add(self.eos)
 
   def encode(self, text: str, add_bos: bool | None = None) -> list[int]:

@@ -3,6 +3,7 @@ and the piece -> id lookup as a sorted array of string hashes. As a list of str 
 vocabulary costs ~6.5 MiB of Python objects (a str is ~50 bytes of header, a dict slot and an int object more per piece);
 so, ~1 MiB. Built from a GGUF's packed string table it shares that blob: no piece is ever a Python object for long."""
 from __future__ import annotations
+import bisect
 from collections.abc import Sequence
 import numpy as np
 from tinycore.nn.packed_strings import PackedStrings
@@ -17,12 +18,20 @@ class Vocab(PackedStrings):
   def __init__(self, pieces: Sequence[str]):
     packed = PackedStrings.of(pieces)
     super().__init__(packed._blob, packed._off)
-    # str hashes are salted per process, and this table lives only in this process: they are stable for its lifetime.
-    # Their low 32 bits: half the bytes, and the rare extra collision costs a comparison of bytes (all_ids_of)
-    hashes = np.fromiter((_hash32(p) for p in self), np.int32, len(self))
-    self._order = np.argsort(hashes, kind="stable").astype(np.int32)   # equal hashes keep id order
-    self._keys = hashes[self._order]
+    self._keys: np.ndarray | None = None   # the hash index, built on the first lookup by text (encoding)
+    self._order: np.ndarray | None = None
     self.ids = _Ids(self)
+
+  def _index(self) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted hash keys, ids in that order). Built when text is first looked up, not at load: a process that only
+    decodes (a benchmark, a server fed token ids) never holds it (~0.4 MiB for 49k pieces), and loading skips hashing
+    every piece. str hashes are salted per process, and this table lives only in this process: they are stable for
+    its lifetime. Their low 32 bits: half the bytes, and the rare extra collision costs a comparison of bytes."""
+    if self._keys is None or self._order is None:
+      hashes = np.fromiter((_hash32(p) for p in self), np.int32, len(self))
+      self._order = np.argsort(hashes, kind="stable").astype(np.int32)   # equal hashes keep id order
+      self._keys = hashes[self._order]
+    return self._keys, self._order
 
   def __getitem__(self, i):
     if isinstance(i, int) and not -len(self) <= i < len(self): raise IndexError(f"token id {i} is not in the vocabulary of {len(self)}")
@@ -30,12 +39,26 @@ class Vocab(PackedStrings):
 
   def all_ids_of(self, text: str) -> list[int]:
     """Every id whose piece is `text`, ascending."""
+    keys, order = self._index()
     h = _hash32(text)
-    lo, out, raw = int(np.searchsorted(self._keys, h)), [], None
-    while lo < len(self._keys) and self._keys[lo] == h:   # a hash collision is possible: compare the bytes
+    lo, out, raw = int(np.searchsorted(keys, h)), [], None
+    while lo < len(keys) and keys[lo] == h:   # a hash collision is possible: compare the bytes
       if raw is None: raw = text.encode("utf-8", "surrogatepass")   # only on a hit: most lookups (merge candidates) miss
-      if self.raw(i := int(self._order[lo])) == raw: out.append(i)
+      if self.raw(i := int(order[lo])) == raw: out.append(i)
       lo += 1
+    return out
+
+  def scan_ids_of(self, text: str) -> list[int]:
+    """all_ids_of(text) by a search of the blob, without the index: for a few lookups while loading."""
+    raw, off, out = text.encode("utf-8", "surrogatepass"), self._off, []
+    if not raw: return [i for i in range(len(self)) if off[i] == off[i + 1]]
+    pos = self._blob.find(raw)
+    while pos >= 0:
+      j = bisect.bisect_left(off, pos)
+      while j < len(self) and off[j] == pos:   # empty pieces share their offset with the next one
+        if off[j + 1] == pos + len(raw): out.append(j)
+        j += 1
+      pos = self._blob.find(raw, pos + 1)
     return out
 
   def id_of(self, text: str) -> int | None:
