@@ -37,5 +37,5 @@ class PackedStrings(Sequence):
   def __eq__(self, other) -> bool:
     if isinstance(other, PackedStrings): return self._blob == other._blob and self._off == other._off
     return isinstance(other, (list, tuple)) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
-  __hash__ = None   # type: ignore[assignment]   # equal to a list, which has no hash either
+  __hash__ = None   # equal to a list, which has no hash either
   def __repr__(self) -> str: return f"PackedStrings({len(self)} strings, {len(self._blob)} bytes)"
