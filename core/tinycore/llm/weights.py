@@ -47,7 +47,8 @@ class QWeight:
       if c.nbytes: buf.view(c.nbytes // dt.itemsize, dt, off).copyin(memoryview(c.data).cast("B"))
       off += c.nbytes
       _drop_pages(c)
-    self._device_buf = buf
+    # the device copy is read from now on (rows() too): the views of the mapping go, and with the last of them the mapping
+    self.host, self._device_buf = [], buf
     t = Tensor(UOp(Ops.BUFFER, dt, (), buf))
     if self.kind not in BLOCK_FORMATS: return t.reshape(self.shape)
     rows = prod(self.shape[:-1])   # the blocks as rows of the weight: the decode reshapes them per block
@@ -59,14 +60,15 @@ class QWeight:
     """Rows `idx` of the weight as a float32 Tensor (len(idx), *shape[1:]), gathered from the device copy or the mapped
     file and decoded on the host (nn.gguf's numpy decoders): an embedding lookup reads a few rows, where a one-hot product would read the
     whole table, and a device decode would schedule a kernel for every token."""
-    ids = np.asarray(idx, dtype=np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= self.shape[0]):
-      raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {ids.min()}..{ids.max()}")
+    # checked as Python ints: numpy's int64 min/max reductions were ~0.2 MiB of its code pages in the process's RSS
+    ids = [int(i) for i in idx]
+    if ids and (min(ids) < 0 or max(ids) >= self.shape[0]):
+      raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {min(ids)}..{max(ids)}")
     if self._device_buf is not None:   # on the device already (a tied output matrix): copy the rows out of it
       row = self._device_buf.nbytes // max(self.shape[0], 1)
       sel = np.empty((len(ids), row), np.uint8)
-      for j, i in enumerate(ids.tolist()): self._device_buf.view(row, dtypes.uint8, i * row).copyout(memoryview(sel[j]))
-    elif len(self.host) != 1: return self.dequant()[Tensor(ids)]   # built on the device (stacked weights): no host copy to read
+      for j, i in enumerate(ids): self._device_buf.view(row, dtypes.uint8, i * row).copyout(memoryview(sel[j]))
+    elif len(self.host) != 1: return self.dequant()[Tensor(np.array(ids, np.int64))]   # built on the device (stacked weights): no host copy to read
     else:
       # reading the mapping faults in a window of pages around each row (a transient ~15 MiB for a 32-token chunk of a
       # 49k-row table), dropped again right after
