@@ -208,9 +208,9 @@ def report(res: dict) -> str:
     held = r["file_mib"] + r["kv_cache_mib"] if "kv_cache_mib" in r else None   # what the model must hold: the RSS target's unit
     lines.append(f"| {k} | {r['file_mib']:.1f} | {f(r.get('ttft_cold_s'), '.2f')} | {f(r.get('ttft_warm_s'), '.2f')} | "
                  f"{f(r.get('prefill_tok_s'), '.1f')} | "
-                 f"{f(r.get('decode_tok_s'), '.1f')} | {f(r.get('decode_ms'), '.1f')} | {r['rss_mib']:.0f} | {r['bytes_per_token'] / 2**20:.1f} | "
+                 f"{f(r.get('decode_tok_s'), '.1f')} | {f(r.get('decode_ms'), '.1f')} | {r['rss_mib']:.1f} | {r['bytes_per_token'] / 2**20:.1f} | "
                  f"{f(100 * r['bound_fraction'] if 'bound_fraction' in r else None, '.1f')} | {f(r.get('kernels_per_step'), 'd')} | "
-                 f"{f(r.get('baseline_rss_mib'), '.0f')} | {f(r['rss_mib'] / held if held else None, '.2f')} | "
+                 f"{f(r.get('baseline_rss_mib'), '.0f')} | {f(r['rss_mib'] / held if held else None, '.3f')} | "
                  f"{f((r['rss_mib'] - r['baseline_rss_mib']) / held if held else None, '.2f')} |")
   t = res.get("torch")
   if t and "decode_tok_s" in t:
