@@ -14,13 +14,11 @@ table gives the steady run's RSS after each phase (interpreter, imports, device 
 decoded): the first four are a floor that no model size changes."""
 from __future__ import annotations
 
-import argparse
+# only what a child process needs at the top: it measures its own RSS from the start, and argparse, subprocess and
+# tempfile (~3 MiB before tinycore imports) are the parent's; the child parses its fixed arguments by hand (child_main)
 import json
 import os
-import resource
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,7 +37,9 @@ def peak_rss_mib() -> float:
   between fork and exec (the parent here holds the float weights it just quantized)."""
   try:
     with open("/proc/self/status") as f: return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
-  except (OSError, StopIteration): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # KiB on Linux
+  except (OSError, StopIteration):
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # KiB on Linux
 
 # ---- children: one fresh process per measurement, so RSS and the kernel cache are its own
 def rss_now_mib() -> float:
@@ -64,7 +64,7 @@ def child_tinycore(path: str, n_prompt: int, n_decode: int, steady: bool) -> dic
   phases["first token"] = rss_now_mib()
   out: dict = {"first_token_at": time.time(), "rss_phases_mib": phases}
   if steady:
-    from tinycore.llm.__main__ import benchmark
+    from tinycore.llm.benchmark import benchmark
     st = benchmark(llm, n_prompt, n_decode, warmup=True)
     out.update(prefill_tok_s=st["prefill_tok_s"], decode_tok_s=st["decode_tok_s"], decode_ms=st["decode_ms"])
     GlobalCounters.reset()
@@ -124,14 +124,28 @@ def read_bandwidth_gbs() -> float:
   return best / 1e9
 
 def _run_child(args: list[str], env: dict, timeout: float) -> dict:
+  import subprocess
   t0 = time.time()
-  p = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
+  # this file imported as a module, not run as the script: a script is compiled afresh in the child (its parse and
+  # compile leave ~1 MiB of the interpreter's pools behind in the RSS being measured), a module's bytecode is cached
+  boot = f"import sys; sys.path.insert(0, {HERE!r}); from llm import child_main; sys.exit(child_main(sys.argv[1:]))"
+  p = subprocess.run([sys.executable, "-c", boot, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
   if p.returncode != 0: return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
   r = json.loads(p.stdout.strip().splitlines()[-1])
   if "first_token_at" in r: r["ttft_s"] = r.pop("first_token_at") - t0   # process start (interpreter, imports, load) to the first token
   return r
 
+def child_main(argv: list[str]) -> int:
+  """A child: `--child KIND PATH [--steady] [--shape S] [--prompt N] [--decode N]`, as _run_child passes them."""
+  kind, path = argv[argv.index("--child") + 1:argv.index("--child") + 3]
+  opt = lambda name, default: argv[argv.index(name) + 1] if name in argv else default
+  shape, n_prompt, n_decode = opt("--shape", "smollm2-135m"), int(opt("--prompt", 64)), int(opt("--decode", 32))
+  r = child_torch(SHAPES[shape], n_prompt, n_decode) if kind == "torch" else child_tinycore(path, n_prompt, n_decode, "--steady" in argv)
+  print(json.dumps(r))
+  return 0
+
 def main(argv=None) -> int:
+  import argparse, tempfile
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                epilog=__doc__.split("\n\n", 1)[1])
   ap.add_argument("--kinds", default=",".join(KINDS), help="weight formats to run, comma-separated (default: all)")
@@ -148,11 +162,8 @@ def main(argv=None) -> int:
   if a.quick:
     a.shape, a.prompt, a.decode = "quick", min(a.prompt, 16), min(a.decode, 8)
     if a.kinds == ",".join(KINDS): a.kinds = "F32,Q8_0,Q4_K"
-  if a.child:
-    kind, path = a.child
-    r = child_torch(SHAPES[a.shape], a.prompt, a.decode) if kind == "torch" else child_tinycore(path, a.prompt, a.decode, a.steady)
-    print(json.dumps(r))
-    return 0
+  if a.child: return child_main(["--child", *a.child, "--shape", a.shape, "--prompt", str(a.prompt), "--decode", str(a.decode)]
+                                 + (["--steady"] if a.steady else []))
   kinds = [k for k in a.kinds.split(",") if k]
   if bad := [k for k in kinds if k not in KINDS]: ap.error(f"--kinds: unknown format {', '.join(bad)}; formats: {', '.join(KINDS)}")
   sys.path.insert(0, os.path.join(HERE, "..", "core"))
@@ -197,9 +208,9 @@ def report(res: dict) -> str:
     held = r["file_mib"] + r["kv_cache_mib"] if "kv_cache_mib" in r else None   # what the model must hold: the RSS target's unit
     lines.append(f"| {k} | {r['file_mib']:.1f} | {f(r.get('ttft_cold_s'), '.2f')} | {f(r.get('ttft_warm_s'), '.2f')} | "
                  f"{f(r.get('prefill_tok_s'), '.1f')} | "
-                 f"{f(r.get('decode_tok_s'), '.1f')} | {f(r.get('decode_ms'), '.1f')} | {r['rss_mib']:.0f} | {r['bytes_per_token'] / 2**20:.1f} | "
+                 f"{f(r.get('decode_tok_s'), '.1f')} | {f(r.get('decode_ms'), '.1f')} | {r['rss_mib']:.1f} | {r['bytes_per_token'] / 2**20:.1f} | "
                  f"{f(100 * r['bound_fraction'] if 'bound_fraction' in r else None, '.1f')} | {f(r.get('kernels_per_step'), 'd')} | "
-                 f"{f(r.get('baseline_rss_mib'), '.0f')} | {f(r['rss_mib'] / held if held else None, '.2f')} | "
+                 f"{f(r.get('baseline_rss_mib'), '.0f')} | {f(r['rss_mib'] / held if held else None, '.3f')} | "
                  f"{f((r['rss_mib'] - r['baseline_rss_mib']) / held if held else None, '.2f')} |")
   t = res.get("torch")
   if t and "decode_tok_s" in t:
@@ -216,4 +227,4 @@ def report(res: dict) -> str:
     lines += [f"| {k} | " + " | ".join(f"{ph.get(n, 0):.1f}" for n in names) + f" | {res['rows'][k]['rss_mib']:.1f} |" for k, ph in rows.items()]
   return "\n".join(lines)
 
-if __name__ == "__main__": sys.exit(main())
+if __name__ == "__main__": sys.exit(child_main(sys.argv[1:]) if "--child" in sys.argv else main())

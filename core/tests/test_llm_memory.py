@@ -60,7 +60,7 @@ def test_peak_rss_above_the_runtime_tracks_the_target(tmp_path):
   ~39 MiB, for the interpreter, imports and opened device (~37 MiB, the same for any model; bench/llm.py's RSS table
   shows the phases) plus what the model adds beyond its file and KV cache, so the model's share is checked here: load,
   the first prompt's capture (which once held every intermediate: +15 MiB on a 135M model) and decode in a fresh
-  process. Measured 1.15x here."""
+  process. Measured 1.08x here (1.15x before the vocabulary was read packed and the 2 MiB rounding of big buffers went)."""
   import json, subprocess, sys
   p = str(tmp_path / "m.gguf")
   # ~35 MiB: big enough that what every model adds once (tokenizer, ~100 compiled kernels' code and objects, ~9 MiB
@@ -71,5 +71,5 @@ def test_peak_rss_above_the_runtime_tracks_the_target(tmp_path):
   assert r.returncode == 0, r.stderr[-2000:]
   m = json.loads(r.stdout.strip().splitlines()[-1])
   ratio = (m["peak"] - m["base"]) / (file_mib + m["kv"])
-  assert ratio <= 1.25, (f"peak {m['peak']:.1f} MiB, {m['peak'] - m['base']:.1f} above the runtime's {m['base']:.1f}, "
+  assert ratio <= 1.15, (f"peak {m['peak']:.1f} MiB, {m['peak'] - m['base']:.1f} above the runtime's {m['base']:.1f}, "
                        f"for {file_mib:.1f} MiB file + {m['kv']:.2f} MiB KV: {ratio:.2f}x")

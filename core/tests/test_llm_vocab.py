@@ -24,3 +24,20 @@ def test_same_answers_as_list_and_dict():
 def test_empty():
   v = Vocab([])
   assert len(v) == 0 and list(v) == [] and v.id_of("a") is None
+
+def test_scan_matches_index():
+  """scan_ids_of (a search of the blob, used while loading) finds exactly the ids the hash index does: repeated pieces,
+  empty pieces, pieces that are substrings of or overlap their neighbours."""
+  pieces = _pieces(2000, seed=1) + ["ab", "b", "abab", "", "ab", "a", "ba"]
+  v = Vocab(pieces)
+  for text in set(pieces) | {"aba", "bab", "zz"}:
+    want = [i for i, p in enumerate(pieces) if p == text]
+    assert v.scan_ids_of(text) == want, text
+    assert v.all_ids_of(text) == want, text
+
+def test_index_built_on_first_lookup():
+  v = Vocab(_pieces(500))
+  assert v._keys is None   # loading (and decoding ids) doesn't build it
+  _ = v[3], list(v)[:3]
+  assert v._keys is None
+  assert v.id_of(v[7]) is not None and v._keys is not None

@@ -3,7 +3,7 @@
 Core knows no device. Names come from plugins (tinycore.plugins); which renderer, arch and interface a device
 uses comes from `DEV` (tinycore.devspec), resolved here and handed to the plugin's factory."""
 from __future__ import annotations
-import difflib, functools, os
+import functools, os
 from collections import defaultdict
 from typing import Any, TYPE_CHECKING
 from tinycore.helpers import DEV, GlobalCounters
@@ -147,6 +147,7 @@ class Compiled:
 # ***** the registry *****
 
 def _suggest(name: str, names) -> str:
+  import difflib   # only for an error message: ~0.2 MiB that a process which never mistypes a name needn't hold
   near = difflib.get_close_matches(name.upper(), [n.upper() for n in names], 1, 0.5)
   return f" Did you mean {near[0]!r}?" if near else ""
 

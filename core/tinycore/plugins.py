@@ -10,7 +10,7 @@ Plugin code (imports, hooks, factories) is isolated: anything it raises, BaseExc
 GeneratorExit, a KeyboardInterrupt it raises itself), marks that one plugin broken or that one answer lost, with a
 warning that names the distribution, its version and the cause. Only the user's own Ctrl-C (a real SIGINT) passes."""
 from __future__ import annotations
-import re, sys, time, inspect, difflib, warnings, importlib
+import re, sys, time, inspect, warnings, importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 import pluggy
@@ -169,6 +169,7 @@ def check_hooks(plugin: Any) -> None:
   for n in dir(plugin):
     if not n.startswith("tinycore_") or not inspect.isroutine(fn := getattr(plugin, n, None)): continue
     if n not in HOOKS:
+      import difflib   # only for the error message
       near = difflib.get_close_matches(n, HOOKS, 1)
       raise PluginInvalid(f"unknown hook {n}" + (f" (did you mean {near[0]}?)" if near else "") + f"; hooks are {', '.join(HOOKS)}")
     try: params = inspect.signature(fn).parameters.values()

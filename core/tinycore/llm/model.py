@@ -112,9 +112,11 @@ class Transformer:
         weights[k].realize()
         bar.advance(weights[k].nbytes)
     def inv_freq(theta: float, scale: float) -> Tensor:
-      inv = 1.0 / (theta ** (np.arange(0, cfg.rope_dim, 2, dtype=np.float64) / cfg.rope_dim))
+      # Python floats (float64, the same libm pow numpy calls): numpy's float64 power/divide loops are ~0.1 MiB of its
+      # code pages that nothing else in an LLM run touches
+      inv = np.array([1.0 / theta ** (i / cfg.rope_dim) for i in range(0, cfg.rope_dim, 2)], np.float64)
       if "rope_freqs.weight" in weights: inv = inv / weights["rope_freqs.weight"].numpy().astype(np.float64)   # llama 3.1 scaling
-      return Tensor((inv / scale).astype(np.float32)).realize()
+      return Tensor(np.array([x / scale for x in inv.tolist()], np.float32)).realize()
     self.inv_freq = inv_freq(cfg.theta, cfg.rope_scale)
     # gemma 3's sliding layers rotate with their own base and without the global layers' scaling
     self.inv_freq_local = inv_freq(cfg.theta_local, 1.0) if cfg.theta_local is not None else None

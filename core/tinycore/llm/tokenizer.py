@@ -9,6 +9,10 @@ from functools import lru_cache
 from typing import Any, Callable
 from tinycore.llm.pretokenize import PreTokenizer
 from tinycore.llm.vocab import Vocab
+from tinycore.nn.packed_strings import PackedStrings
+
+# end-of-turn pieces of the chat formats: generation stops at any of them (and at the eos token)
+STOP_PIECES = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
 
 @lru_cache(None)
 def _byte_chars() -> dict[int, str]:
@@ -83,16 +87,22 @@ class Tokenizer:
     if "tokenizer.ggml.tokens" not in kv: raise ValueError("GGUF file has no tokenizer (tokenizer.ggml.tokens)")
     self.model = kv.get("tokenizer.ggml.model", "llama")
     toks = kv["tokenizer.ggml.tokens"]
-    if not isinstance(toks, Vocab) and (not isinstance(toks, list) or not all(isinstance(t, str) for t in toks)):
+    # a PackedStrings (the GGUF reader's) holds UTF-8 text by construction
+    if not isinstance(toks, PackedStrings) and (not isinstance(toks, list) or not all(isinstance(t, str) for t in toks)):
       raise ValueError("tokenizer.ggml.tokens must be a list of strings")
-    # compact tables (llm/vocab.py, arrays): as Python lists and a dict they were ~9 MiB of objects for a 49k vocabulary
+    # compact tables (llm/vocab.py, arrays): as Python lists and a dict they were ~9 MiB of objects for a 49k vocabulary;
+    # a packed table from the reader becomes the Vocab without a copy
     self.tokens: Vocab = toks if isinstance(toks, Vocab) else Vocab(toks)
     n = len(self.tokens)
     self.ids = self.tokens.ids
     types = kv.get("tokenizer.ggml.token_type")
-    self.types: Sequence[int] = types if isinstance(types, array) else _numbers([1] * n if types is None else types)
+    compact = isinstance(types, array) and types.typecode in "bqd"   # already _numbers' (a Tokenizer's own table)
+    self.types: Sequence[int] = types if compact else _numbers([1] * n if types is None else types)
     # a NaN score would break the ordering of merges (NaN compares false both ways): it ranks last instead
-    self.scores: Sequence[float] = array("d", (-math.inf if math.isnan(x) else x for x in map(float, kv.get("tokenizer.ggml.scores", [0.0] * n))))
+    scores = kv.get("tokenizer.ggml.scores", [0.0] * n)
+    # float32 as the file stores them (half the bytes); numbers from elsewhere (a list, tokenizer.json) keep float64
+    code = "f" if isinstance(scores, array) and scores.typecode == "f" else "d"
+    self.scores: Sequence[float] = array(code, (-math.inf if math.isnan(x) else x for x in map(float, scores)))
     if len(self.types) != n or len(self.scores) != n:
       raise ValueError(f"tokenizer has {n} tokens but {len(self.types)} types and {len(self.scores)} scores")
     self.bos = kv.get("tokenizer.ggml.bos_token_id")
@@ -114,13 +124,12 @@ class Tokenizer:
     self.pre, self.ignore_merges = PreTokenizer.for_gguf(kv.get("tokenizer.ggml.pre")) if self.model == "gpt2" else (None, False)
     if self.model == "gpt2" and "tokenizer.pre_regexes" in kv:   # an HF tokenizer.json brings its own regexes (llm/hf.py)
       self.pre, self.ignore_merges = PreTokenizer(kv["tokenizer.pre_regexes"]), bool(kv.get("tokenizer.ignore_merges"))
-    # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization
-    pieces = toks if isinstance(toks, list) else list(self.tokens)   # iterated twice here: as str, not decoded twice
-    self.special_pieces = [t for t, ty in zip(pieces, self.types) if ty in (3, 4)]   # control and user-defined, by id
+    # control (3) and user-defined (4) tokens are matched as whole strings before normal tokenization; found by type
+    # and looked up by text, so building a tokenizer decodes only those pieces, not the whole vocabulary
+    self.special_pieces = [self.tokens[i] for i, ty in enumerate(self.types) if ty in (3, 4)]   # control and user-defined, by id
     sp = sorted({t for t in self.special_pieces if t}, key=len, reverse=True)
     self.special_re = _longest_of(sp) if sp else None
-    self.stop = {i for i, t in enumerate(pieces) if t in ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")}
-    del pieces
+    self.stop = {i for t in STOP_PIECES for i in self.tokens.scan_ids_of(t)}
     if self.eos is not None: self.stop.add(self.eos)
 
   def encode(self, text: str, add_bos: bool | None = None) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from tinycore.helpers import prod
 from tinycore.llm.quant_blocks import BLOCK_FORMATS, dequantize
 from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
 from tinycore.nn.gguf import _PLAIN, DEQUANT, GGML_TYPES, gguf_tensors
+from tinycore.nn.packed_strings import PackedStrings
 from tinycore.tensor import Tensor, _canon_device
 from tinycore.uop import Ops, UOp
 
@@ -45,7 +47,8 @@ class QWeight:
       if c.nbytes: buf.view(c.nbytes // dt.itemsize, dt, off).copyin(memoryview(c.data).cast("B"))
       off += c.nbytes
       _drop_pages(c)
-    self._device_buf = buf
+    # the device copy is read from now on (rows() too): the views of the mapping go, and with the last of them the mapping
+    self.host, self._device_buf = [], buf
     t = Tensor(UOp(Ops.BUFFER, dt, (), buf))
     if self.kind not in BLOCK_FORMATS: return t.reshape(self.shape)
     rows = prod(self.shape[:-1])   # the blocks as rows of the weight: the decode reshapes them per block
@@ -57,14 +60,15 @@ class QWeight:
     """Rows `idx` of the weight as a float32 Tensor (len(idx), *shape[1:]), gathered from the device copy or the mapped
     file and decoded on the host (nn.gguf's numpy decoders): an embedding lookup reads a few rows, where a one-hot product would read the
     whole table, and a device decode would schedule a kernel for every token."""
-    ids = np.asarray(idx, dtype=np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= self.shape[0]):
-      raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {ids.min()}..{ids.max()}")
+    # checked as Python ints: numpy's int64 min/max reductions were ~0.2 MiB of its code pages in the process's RSS
+    ids = [int(i) for i in idx]
+    if ids and (min(ids) < 0 or max(ids) >= self.shape[0]):
+      raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {min(ids)}..{max(ids)}")
     if self._device_buf is not None:   # on the device already (a tied output matrix): copy the rows out of it
       row = self._device_buf.nbytes // max(self.shape[0], 1)
       sel = np.empty((len(ids), row), np.uint8)
-      for j, i in enumerate(ids.tolist()): self._device_buf.view(row, dtypes.uint8, i * row).copyout(memoryview(sel[j]))
-    elif len(self.host) != 1: return self.dequant()[Tensor(ids)]   # built on the device (stacked weights): no host copy to read
+      for j, i in enumerate(ids): self._device_buf.view(row, dtypes.uint8, i * row).copyout(memoryview(sel[j]))
+    elif len(self.host) != 1: return self.dequant()[Tensor(np.array(ids, np.int64))]   # built on the device (stacked weights): no host copy to read
     else:
       # reading the mapping faults in a window of pages around each row (a transient ~15 MiB for a 32-token chunk of a
       # 49k-row table), dropped again right after
@@ -112,9 +116,11 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
   toks = kv.get("tokenizer.ggml.tokens")
   if toks is not None:
     # the element types as one set, built in C: a generator's isinstance per element took ~0.1 s of a 49k vocabulary's load
-    if not isinstance(toks, list) or not set(map(type, toks)) <= {str}: raise bad("tokenizer.ggml.tokens", "is not a list of strings")
+    # a PackedStrings came from the reader, which checked every item is UTF-8 text
+    if not isinstance(toks, PackedStrings) and not (isinstance(toks, list) and set(map(type, toks)) <= {str}):
+      raise bad("tokenizer.ggml.tokens", "is not a list of strings")
     for k in ("tokenizer.ggml.token_type", "tokenizer.ggml.scores"):
-      numbers = isinstance(v := kv.get(k), list) and set(map(type, v)) <= {int, float}
+      numbers = isinstance(v := kv.get(k), array) or (isinstance(v, list) and set(map(type, v)) <= {int, float})
       if k in kv and not (numbers and len(v) == len(toks)):
         raise bad(k, f"must be a list of {len(toks)} numbers, one per token")
     for k in ("bos", "eos", "unknown", "padding", "seperator", "separator"):
@@ -163,10 +169,13 @@ def check_llm_metadata(kv: dict[str, Any], w: dict[str, QWeight], name: str) -> 
     if t in w and tuple(w[t].shape) != shape:
       raise CorruptFileError(f"{name}: tensor {t!r} has shape {tuple(w[t].shape)}, but the metadata implies {shape}")
 
+VOCAB_KEYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type")
+
 def load_gguf_raw(fn) -> tuple[dict[str, Any], dict[str, QWeight]]:
   """(metadata, name -> QWeight) of a GGUF file, every weight kept in its stored format and left in the mapped file
-  until first used. The LLM's metadata and weight shapes are checked (check_llm_metadata)."""
-  kv, infos, _keep = gguf_tensors(fn)
+  until first used. The LLM's metadata and weight shapes are checked (check_llm_metadata). The vocabulary's pieces,
+  scores and types come back packed (nn/packed_strings.py, array.array), which the Tokenizer takes over as they are."""
+  kv, infos, _keep = gguf_tensors(fn, packed=VOCAB_KEYS)
   out: dict[str, QWeight] = {}
   for tn, shape, tt, raw in infos:
     kind = GGML_TYPES[tt][0]

@@ -2,7 +2,11 @@
 Layouts follow ggml's reference dequantizers (ggml-quants.c); a block is decoded for all blocks at once with numpy."""
 from __future__ import annotations
 
+import bisect
 import struct
+import sys
+from array import array
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -10,6 +14,7 @@ import numpy as np
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.nn.file_errors import CorruptFileError, UnsupportedFileError
+from tinycore.nn.packed_strings import PackedStrings
 from tinycore.tensor import Tensor
 
 QK, QK_K = 32, 256
@@ -143,12 +148,45 @@ class _Reader:
     self.off = off
     return out
 
+  def packed_strings(self, n: int, what: str) -> PackedStrings:
+    """n strings in a row, checked as strings() does, into one blob + offsets: no Python object per string (and no
+    numpy: its code pages for the few array ops this would take were ~0.4 MiB of the process's RSS)."""
+    mv, off, end, u64 = self.mv, self.off, len(self.mv), _U64.unpack_from
+    blob, offsets = bytearray(), array("q", [0])   # C values: appending leaves no int object behind
+    for i in range(n):
+      if end - off < 8:
+        raise CorruptFileError(f"{self.name}: truncated GGUF file: reading {what} length needs 8 bytes at offset {off}, file has {end}")
+      k = u64(mv, off)[0]
+      off += 8
+      if k > end - off:
+        raise CorruptFileError(f"{self.name}: truncated or corrupt GGUF file: {what} length {k} at offset {off - 8} can't fit in "
+                               f"the {end - off} bytes left")
+      # each item must be UTF-8 on its own: with the whole blob decoding (below), that is no item starting on a
+      # continuation byte, inside a character an earlier item began
+      if k and mv[off] & 0xC0 == 0x80:
+        raise CorruptFileError(f"{self.name}: {what} item {i} at offset {off} is not UTF-8: it starts inside a character")
+      blob += mv[off:off + k]
+      offsets.append(len(blob))
+      off += k
+    data = bytes(blob)
+    del blob
+    try: data.decode("utf-8")
+    except UnicodeDecodeError as e:
+      i = bisect.bisect_right(offsets, e.start) - 1
+      raise CorruptFileError(f"{self.name}: {what} item {i} is not UTF-8: {e.reason} at byte {e.start - offsets[i]}") from None
+    self.off = off
+    return PackedStrings(data, offsets if len(data) >= 2**31 else array("i", offsets))
+
 _U64 = struct.Struct("<Q")
 _KV_FMT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _MIN_BYTES = {**{t: struct.calcsize("<" + f) for t, f in _KV_FMT.items()}, 8: 8, 9: 12}   # a string is >= its length field
 MAX_NESTING = 8   # arrays of arrays: real files use one level
 
-def _read_value(r: _Reader, vtype: int, what: str, depth: int = 0) -> Any:
+# GGUF numeric item type -> array typecode of the same size (no bool: array has none)
+_ARRAY_CODE = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 10: "Q", 11: "q", 12: "d"}
+
+def _read_value(r: _Reader, vtype: int, what: str, depth: int = 0, packed: bool = False) -> Any:
+  """One value. `packed`: an array comes back compact, strings as PackedStrings and numbers as an array.array, not a list."""
   if vtype in _KV_FMT: return r.unpack(_KV_FMT[vtype], what)
   if vtype == 8: return r.string(what)
   if vtype == 9:
@@ -156,18 +194,24 @@ def _read_value(r: _Reader, vtype: int, what: str, depth: int = 0) -> Any:
     at, itype = r.off, r.unpack("I", what + " item type")
     if itype not in _MIN_BYTES: raise CorruptFileError(f"{r.name}: unknown GGUF value type {itype} for the items of {what} at offset {at}")
     n = r.count(what + " length", _MIN_BYTES[itype])
+    if packed and itype in _ARRAY_CODE and array(_ARRAY_CODE[itype]).itemsize == _MIN_BYTES[itype]:
+      a = array(_ARRAY_CODE[itype])
+      a.frombytes(r.take(n * _MIN_BYTES[itype], what))
+      if sys.byteorder == "big": a.byteswap()
+      return a
     if itype in _KV_FMT:  # numeric arrays in one read
       return list(struct.unpack(f"<{n}{_KV_FMT[itype]}", r.take(n * _MIN_BYTES[itype], what)))
-    if itype == 8: return r.strings(n, what)
+    if itype == 8: return r.packed_strings(n, what) if packed else r.strings(n, what)
     return [_read_value(r, itype, what, depth + 1) for _ in range(n)]
   raise CorruptFileError(f"{r.name}: unknown GGUF value type {vtype} for {what} at offset {r.off - 4}")
 
 MAX_DIMS = 8   # ggml's GGML_MAX_DIMS is 4
 
-def gguf_tensors(fn):
+def gguf_tensors(fn, packed: Collection[str] = ()):
   """Read a GGUF file's header: (metadata, [(name, shape in torch order, ggml type, raw bytes)], keepalive). Every count,
   length, type, dimension, alignment and byte range is checked against the file before it is used; `keepalive` holds
-  the file mapping the bytes live in."""
+  the file mapping the bytes live in. The array values of the keys in `packed` come back compact (a PackedStrings of
+  strings, an array.array of numbers) instead of as lists: a vocabulary's 50k+ pieces and scores without an object each."""
   from tinycore.nn.state import _open_bytes
   mv, name, keep = _open_bytes(fn)
   r = _Reader(mv, name)
@@ -179,7 +223,7 @@ def gguf_tensors(fn):
   kv: dict[str, Any] = {}
   for _ in range(n_kv):
     key = r.string("metadata key")
-    kv[key] = _read_value(r, r.unpack("I", f"type of {key!r}"), f"value of {key!r}")
+    kv[key] = _read_value(r, r.unpack("I", f"type of {key!r}"), f"value of {key!r}", packed=key in packed)
   infos = []
   for _ in range(n_tensors):
     tname = r.string("tensor name")

@@ -170,7 +170,12 @@ def safe_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | None = 
   # a failure part-way (full disk, file size limit, a kill) leaves an existing checkpoint as it was
   atomic_write(fn, write)
 
-from tinycore.nn.torch_load import torch_load  # noqa: E402
+def torch_load(fn) -> dict[str, Any]:
+  """A PyTorch checkpoint's state dict (nn/torch_load.py), imported on first use: its zipfile/pickle machinery is
+  ~1 MiB resident in every process that imports nn, the LLM runner among them, most of which never read one."""
+  from tinycore.nn.torch_load import torch_load as load
+  return load(fn)
+
 from tinycore.nn.gguf import gguf_load  # noqa: E402
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_load", "safe_save", "safe_load_metadata", "torch_load", "gguf_load",
            "tensor_from_bytes", "CorruptFileError", "UnsupportedFileError"]

@@ -38,10 +38,9 @@ def _call_cases() -> str:
 @functools.cache
 def _driver():
   """The compiled driver library (once per process, from the disk cache after the first), or None without a C compiler."""
-  from importlib import resources
   from tinycore_cpu.compiler_c import CCompiler, find_cc
   if find_cc() is None: return None
-  src = resources.files("tinycore_cpu").joinpath("graph_driver.c").read_text().replace("TC_CALL_CASES", _call_cases())
+  src = runtime.c_source("graph_driver.c").replace("TC_CALL_CASES", _call_cases())
   lib = runtime.CPUProgram("tc_graph_run", CCompiler().compile_cached(src)).lib
   lib.tc_graph_run.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
   lib.tc_graph_run.restype = ctypes.c_int64

@@ -8,8 +8,7 @@ The renderer declares them (CRenderer.quant_matmul names `quant_matmul` below), 
 never by device name. The C file is compiled once per machine through the renderer's compiler and its disk cache."""
 from __future__ import annotations
 import ctypes, functools, os, tempfile
-from importlib import resources
-from tinycore_cpu.runtime import CPUProgram, DYNAMIC_WORK
+from tinycore_cpu.runtime import CPUProgram, DYNAMIC_WORK, c_source
 
 # ggml type name -> (elements per block, bytes per block): the formats quant_matmul.c has a dot product for
 FORMATS: dict[str, tuple[int, int]] = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34),
@@ -38,7 +37,7 @@ def _dlopen(lib: bytes) -> ctypes.CDLL:
 
 @functools.cache
 def _library(compiler) -> ctypes.CDLL:
-  src = resources.files("tinycore_cpu").joinpath("quant_matmul.c").read_text()
+  src = c_source("quant_matmul.c")
   return compiler.load_cached(src, _dlopen)
 
 def quant_matmul(compiler, kind: str, norm: bool = False, swiglu: bool = False, res: bool = False) -> _Program | None:
