@@ -316,3 +316,17 @@ def test_coverage_is_written_per_process(gpu, tmp_path):
   a = s["archs"]["gfx1100"]
   assert a["code_objects"] == 2 and a["executed"] == ["s_endpgm", "v_dual_mov_b32", "v_dual_mul_f32"]
   if objdump(): assert {"global_load_b128", "global_store_b128", "s_endpgm"} <= set(a["emitted"]) and "s_code_end" not in a["emitted"]
+
+def test_a_dead_drivers_kfd_entry_dies_with_it():
+  """KFDGPU keeps one /dev/kfd per syscall layer. Keyed by id(), the entry outlived its driver, and a new mock driver
+  allocated at the dead one's address inherited it and was never opened (an ioctl on an fd it never handed out: the
+  order-dependent KFD failures of a full test run)."""
+  import gc
+  gc.collect()   # earlier tests' dead drivers leave first
+  before = len(kfd_device._kfd_fds)
+  m = MockKFD(("gfx1100",), dispatch=Fake())
+  g = KFDGPU(m, gpu_nodes(m)[0])
+  assert m.fds[g.kfd] == "/dev/kfd" and len(kfd_device._kfd_fds) == before + 1
+  del m, g
+  gc.collect()
+  assert len(kfd_device._kfd_fds) == before

@@ -7,7 +7,7 @@ packets whose kernarg segment (explicit arguments, then the hidden ones the meta
 ring. With MOCKGPU=1 the syscalls go to the mock driver (tinycore_amd.mockgpu), which runs the kernels on the ISA
 emulator. NOT yet run on AMD hardware: everything here is tested against the mock only."""
 from __future__ import annotations
-import ctypes, os, time
+import ctypes, os, time, weakref
 from tinycore.device import Compiled, LRUAllocator, DeviceUnavailable
 from tinycore_amd.kfd import aql, blit, ioctl as kio, loader
 from tinycore_amd.kfd.memory import GPUMemory
@@ -36,16 +36,18 @@ def syscalls():
     return shared_mock()
   return LinuxSyscalls()
 
-_kfd_fds: dict[int, int] = {}
+# /dev/kfd's fd per syscall layer, keyed by the object itself: an id() outlives its object and is reused (a test's
+# dead MockKFD and the next one at the same address shared an entry, so the new driver was never opened)
+_kfd_fds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 class KFDGPU:
   """One GPU opened through KFD: its memory, its AQL queue and the blit kernel."""
   def __init__(self, sys, node: dict):
     self.sys, self.node, self.arch = sys, node, node["gfx"]
-    if id(sys) not in _kfd_fds:   # one /dev/kfd per process: every GPU is a node of the same KFD process
-      try: _kfd_fds[id(sys)] = sys.open("/dev/kfd")
+    if sys not in _kfd_fds:   # one /dev/kfd per process: every GPU is a node of the same KFD process
+      try: _kfd_fds[sys] = sys.open("/dev/kfd")
       except OSError as e: raise DeviceUnavailable(f"cannot open /dev/kfd: {e.strerror} (is this user in the 'render' group?)") from None
-    self.kfd = _kfd_fds[id(sys)]
+    self.kfd = _kfd_fds[sys]
     try: self.drm = sys.open(f"/dev/dri/renderD{node['drm_minor']}")
     except OSError as e: raise DeviceUnavailable(f"cannot open /dev/dri/renderD{node['drm_minor']}: {e.strerror}") from None
     v = kio.GetVersion()
