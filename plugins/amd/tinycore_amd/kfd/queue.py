@@ -6,7 +6,7 @@ Every packet has its barrier bit set, so the queue runs them in order: a kernel 
 Waiting reads the signal's value and, while it is not done, sleeps in WAIT_EVENTS on the event the packet processor
 raises when it completes a signal whose mailbox is set (interrupt signals, as the HSA runtime uses)."""
 from __future__ import annotations
-import ctypes, os, struct, time
+import ctypes, os, struct, time, weakref
 from dataclasses import dataclass
 from tinycore_amd.kfd import aql, ioctl as kio
 from tinycore_amd.kfd.memory import GPUAlloc, GPUMemory
@@ -35,17 +35,18 @@ class ProcessEvent:
   mailbox: int
   gpus: set               # GPU ids the page is mapped on
 
-_events: dict[int, ProcessEvent] = {}   # per syscalls object (one KFD process)
+# per syscalls object (one KFD process), keyed by the object: a dead mock driver's id() is reused by the next one
+_events: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def process_event(sys, kfd_fd: int, mem: GPUMemory) -> tuple[int, int]:
   """(event id, mailbox address) of the process's one signal event, shared by every queue of every GPU. KFD takes one
   event page per process (a second one is EINVAL): the first CREATE_EVENT names our GTT page by its handle, and the
   page is mapped on each GPU whose packet processor writes mailboxes into it."""
-  if (ev := _events.get(id(sys))) is None:
+  if (ev := _events.get(sys)) is None:
     page = mem.alloc(kio.SIGNAL_EVENT_LIMIT * 8, vram=False, cpu=True, uncached=True)
     args = kio.CreateEvent(event_page_offset=page.handle, event_type=kio.EVENT_SIGNAL, auto_reset=1)
     sys.ioctl(kfd_fd, kio.CREATE_EVENT, args)
-    _events[id(sys)] = ev = ProcessEvent(page, args.event_id, page.va + 8 * args.event_slot_index, {mem.gpu_id})
+    _events[sys] = ev = ProcessEvent(page, args.event_id, page.va + 8 * args.event_slot_index, {mem.gpu_id})
   if mem.gpu_id not in ev.gpus:
     ids = (ctypes.c_uint32 * 1)(mem.gpu_id)
     sys.ioctl(kfd_fd, kio.MAP_MEMORY_TO_GPU, kio.MapMemory(handle=ev.page.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1))
