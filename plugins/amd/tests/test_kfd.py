@@ -323,10 +323,11 @@ def test_a_dead_drivers_kfd_entry_dies_with_it():
   order-dependent KFD failures of a full test run)."""
   import gc
   gc.collect()   # earlier tests' dead drivers leave first
-  before = len(kfd_device._kfd_fds)
+  from tinycore_amd.kfd import queue
+  before, events = len(kfd_device._kfd_fds), len(queue._events)
   m = MockKFD(("gfx1100",), dispatch=Fake())
   g = KFDGPU(m, gpu_nodes(m)[0])
-  assert m.fds[g.kfd] == "/dev/kfd" and len(kfd_device._kfd_fds) == before + 1
+  assert m.fds[g.kfd] == "/dev/kfd" and len(kfd_device._kfd_fds) == before + 1 and len(queue._events) == events + 1
   del m, g
   gc.collect()
-  assert len(kfd_device._kfd_fds) == before
+  assert len(kfd_device._kfd_fds) == before and len(queue._events) == events   # the process's signal event too
