@@ -231,7 +231,7 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
   return _simplify(k.substitute(repl))
 
 # ---- actions: ("VEC", axis, n) | ("VEC_S", axis, n) (lanes stored one by one) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n)
-#      | ("SWAP", axis, axis); axes are RANGE args
+#      | ("SWAP", axis, axis) | ("GROUP", axis, n) (outer loop where axis was, inner n innermost); axes are RANGE args
 Opt = tuple
 
 class InvalidOpt(ValueError):
@@ -243,7 +243,7 @@ def _range(k: UOp, arg) -> UOp:
     if u.op is Ops.RANGE and u.arg == arg: return u
   raise InvalidOpt(f"no range {arg!r} in kernel (it has {sorted(str(u.arg) for u in k.toposort() if u.op is Ops.RANGE)})")
 
-_AXIS_KIND = {"VEC": "g", "VEC_S": "g", "UPCAST": "g", "UPCAST_R": "r", "VEC_R": "r", "SWAP": "g"}
+_AXIS_KIND = {"VEC": "g", "VEC_S": "g", "UPCAST": "g", "UPCAST_R": "r", "VEC_R": "r", "SWAP": "g", "GROUP": "g"}
 
 def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
   """(the range `opt` acts on, its amount or second range) after checking that `opt` is well formed and fits `k`:
@@ -271,8 +271,18 @@ def apply_opt(k: UOp, opt: Opt) -> UOp:
   if kind == "UPCAST": return upcast_global(k, r, arg)  # type: ignore[arg-type]
   if kind == "UPCAST_R": return upcast_reduce(k, r, arg)  # type: ignore[arg-type]
   if kind == "VEC_R": return vectorize_reduce(k, r, arg)  # type: ignore[arg-type]
+  if kind == "GROUP": return group_global(k, r, arg)  # type: ignore[arg-type]
   # SWAP, loop order: the outermost global loop is the one split across threads; swapping changes what stays in cache
   return k.substitute({r: UOp(Ops.RANGE, r.dtype, r.src, arg.arg), arg: UOp(Ops.RANGE, arg.dtype, arg.src, r.arg)})  # type: ignore[dict-item, union-attr]
+
+def group_global(k: UOp, r: UOp, amt: int) -> UOp:
+  """Output loop `r` in groups of `amt`: r = outer * amt + inner, the outer loop where `r` was, the inner one innermost
+  of the output loops. A matmul's panel loop grouped so: each row tile of the left operand (in L1) meets `amt` panels
+  of the right one (in L2) before the next row tile, so the left operand streams from memory once per group of panels
+  instead of once per panel."""
+  outer = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // amt),), r.arg)
+  inner = UOp(Ops.RANGE, dtypes.index, (index_const(amt),), ("g", max(g.arg[1] for g in _globals(k)) + 1))
+  return _simplify(k.substitute({r: outer * amt + inner}))
 
 def apply_opts(k: UOp, opts: tuple[Opt, ...]) -> UOp:
   k = merge_reduce_loops(k)
@@ -461,6 +471,12 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     if glob and len(panel) == 1 and glob[0].arg != panel[0].arg and (big > (8 << 20) or packed):
       swap = ("SWAP", glob[0].arg, panel[0].arg)
       k3, opts = apply_opt(k3, swap), opts + (swap,)
+      # and packed panels visited in groups by each row tile (Renderer.matmul_panel_group): the panel loop, now
+      # outermost, split so that its inner part runs inside the row tiles' loop
+      n_panels = _bound(panel[0]) or 1
+      if packed and (grp := renderer.matmul_panel_group(big // n_panels, n_panels)) > 1 and n_panels % grp == 0:
+        group = ("GROUP", glob[0].arg, grp)
+        k3, opts = apply_opt(k3, group), opts + (group,)
     return opts, k3
   reds = [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]
   for r in reversed(reds):

@@ -1,8 +1,9 @@
 """BEAM search: time real compiled variants of a kernel and keep the fastest (`BEAM=n`, n = beam width).
 
 Each round extends every kept candidate by one more optimization action (tile axis and width, a wider tile of several
-vectors, a second tile axis, then the loop order), compiles and times the new variants on scratch buffers, and keeps the n fastest. The winner is
-cached on disk per (renderer, kernel) so a later process pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
+vectors, a second tile axis, then the loop order and the outer loop's grouping), compiles and times the new variants
+on scratch buffers, and keeps the n fastest. The winner is cached on disk per (renderer, kernel) so a later process
+pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
 from __future__ import annotations
 import contextlib, json, os, time, warnings
 from tinycore.uop import UOp, Ops
@@ -55,6 +56,11 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
     # packed panels the vector walks inside, so one panel stays in cache per thread
     glob = O._globals(k)
     return [("SWAP", glob[0].arg, g.arg) for g in glob[1:]] if glob else []
+  if kinds[-1] == "SWAP":
+    # the new outermost loop in groups, the inner part innermost (a row tile meets several packed panels in turn)
+    glob = O._globals(k)
+    b = O._bound(glob[0]) if glob else None
+    return [("GROUP", glob[0].arg, a) for a in (2, 4, 8) if b and b % a == 0 and b // a >= 2]
   return []
 
 def beam_cache_path(renderer, unoptimized_src: str) -> str:

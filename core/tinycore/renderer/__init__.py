@@ -105,6 +105,11 @@ class Renderer:
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).
     `transposed`: the operand is a transposed view (x @ W.T)."""
     return 0
+  def matmul_panel_group(self, panel_bytes: int, panels: int) -> int:
+    """For a float32 matmul whose right operand is packed in `panels` panels of `panel_bytes` each, with the panel loop
+    outermost: how many panels each row tile of the left operand visits before the next row tile (codegen/opt.py's
+    GROUP), so the left operand streams once per group of panels instead of once per panel. 1: no grouping (default)."""
+    return 1
   def matmul_narrow_transpose(self, M: int, K: int, N: int) -> bool:
     """For a float32 matmul (M, K) @ (K, N) with few columns (a classifier head) whose left operand is row-major: copy
     the right operand transposed, (N, K) contiguous, so both operands run contiguously along the reduce (dot products

@@ -42,10 +42,16 @@ def test_heuristic_picks_the_register_block(monkeypatch):
   if not r.vector_types: pytest.skip("the renderer has no vector types")
   monkeypatch.setattr(r, "register_block", (8, 32))
   monkeypatch.setattr(r, "matmul_panels", lambda *a: 32)
+  monkeypatch.setattr(r, "matmul_panel_group", lambda *a: 1)
   a, b = Tensor.empty(1024, 1024, device="CPU"), Tensor.empty(1024, 1024, device="CPU")
+  tile = (("VEC", ("g", 2), 16), ("UPCAST", ("g", 2), 2), ("UPCAST", ("g", 0), 8), ("SWAP", ("g", 0), ("g", 1)))
   for rhs in (b, b.T):
     opts = heuristic_opts(_kernel(a @ rhs), r)
-    assert opts == (("VEC", ("g", 2), 16), ("UPCAST", ("g", 2), 2), ("UPCAST", ("g", 0), 8), ("SWAP", ("g", 0), ("g", 1))), opts
+    assert opts == tile, opts
+  # where the renderer groups the panels (32 panels of 128 KiB here), the panel loop is split last
+  seen = []
+  monkeypatch.setattr(r, "matmul_panel_group", lambda nbytes, n: seen.append((nbytes, n)) or 8)
+  assert heuristic_opts(_kernel(a @ b), r) == tile + (("GROUP", ("g", 0), 8),) and seen == [(128 << 10, 32)]
   monkeypatch.setattr(r, "register_block", (4, 16))   # 16 registers (AVX2): 4 rows of one vector
   opts = heuristic_opts(_kernel(a @ b), r)
   assert ("UPCAST", ("g", 0), 4) in opts and not any(o[0] == "UPCAST" and o[1] == ("g", 2) for o in opts), opts
@@ -156,6 +162,52 @@ def test_panel_policy(monkeypatch):
   assert p(512, 64, 64, True) == 0 and p(512, 4, 512, True) == 0           # 2 panels; a reduce too short
   assert p(256, 10, 512, True) == 32 and p(64, 10, 128, True) == 0         # a short reduce: once the output is big
   assert p(256, 16384, 512, True) == 0                                      # a panel bigger than half of L2
+
+def test_panel_group_policy():
+  """How many packed panels a row tile meets in turn (Tiling.panel_group): as many as fit in half of L2, while the
+  8-row tile of the left operand (8 x K floats) fits in L1, leaving at least 4 groups for the threads."""
+  t = Tiling(8, 32, CacheSizes(48 << 10, 2 << 20, 64 << 20))
+  panel = lambda K: K * 32 * 4
+  assert t.panel_group(panel(1024), 32) == 8      # 8 x 128 KiB = half of L2; the row tile 32 KiB
+  assert t.panel_group(panel(512), 32) == 8       # 16 would leave 2 groups
+  assert t.panel_group(panel(512), 128) == 16
+  assert t.panel_group(panel(1024), 12) == 2      # 12 panels: 6 groups of 2; 3 groups of 4 would be too few
+  assert t.panel_group(panel(1024), 6) == 1       # 3 groups of 2: too few
+  assert t.panel_group(panel(2048), 64) == 1      # a 64 KiB row tile comes from L2 anyway
+  assert t.panel_group(panel(1024), 16) == 4
+  assert Tiling(4, 16, CacheSizes(32 << 10, 256 << 10, 8 << 20)).panel_group(256 * 16 * 4, 64) == 8
+
+@pytest.mark.parametrize("group", [2, 4, 8])
+@pytest.mark.parametrize("M,K,N,T", [(64, 96, 256, False), (24, 33, 512, True), (1024, 64, 512, False), (40, 17, 1024, True)])
+def test_grouped_panels(M, K, N, T, group, monkeypatch):
+  """The panel loop split in groups (GROUP, the inner part innermost) computes the same values: forced on the packed
+  matmul at sizes that are not multiples of the row tile, for a @ b and a @ b.T, against numpy in float64."""
+  r = Device["CPU"].renderer
+  if not r.vector_types or r.register_block is None: pytest.skip("no register block")
+  monkeypatch.setattr(r, "matmul_panels", lambda *a: 32)
+  monkeypatch.setattr(r, "matmul_panel_group", lambda *a: group)
+  rng = np.random.default_rng(M + K + N + group)
+  a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+  rhs = Tensor(np.ascontiguousarray(b.T), device="CPU").T if T else Tensor(b, device="CPU")
+  out = Tensor(a, device="CPU") @ rhs
+  assert ("GROUP", ("g", 0), group) in heuristic_opts(_kernel(out), r)
+  tol = 1e-5 * np.sqrt(K) + 1e-5
+  np.testing.assert_allclose(out.numpy(), _ref(a, b), rtol=tol, atol=tol)
+
+def test_beam_reaches_the_group():
+  """BEAM's action space (codegen/search.py) offers the grouping after the loop swap, so it can find the heuristic's
+  kernel: the heuristic's actions are a path through next_actions."""
+  from tinycore.codegen.search import next_actions
+  from tinycore.codegen.opt import apply_opt
+  r = Device["CPU"].renderer
+  if not r.vector_types or r.register_block is None: pytest.skip("no register block")
+  a, b = Tensor.empty(1024, 1024, device="CPU"), Tensor.empty(1024, 1024, device="CPU")
+  k = _kernel(a @ b.T)
+  path = (("VEC", ("g", 2), 16), ("UPCAST", ("g", 2), 2), ("UPCAST", ("g", 0), 8), ("SWAP", ("g", 0), ("g", 1)), ("GROUP", ("g", 0), 8))
+  for i, o in enumerate(path):
+    assert o in next_actions(k, r, path[:i]), (o, next_actions(k, r, path[:i]))
+    k = apply_opt(k, o)
+  assert not next_actions(k, r, path)
 
 def test_dot_form_takes_a_4x4_block():
   """g @ W.T with both operands contiguous along the reduce (a backward pass's input gradient, unpacked): 16-lane
