@@ -9,7 +9,7 @@ multiplies per channel pair instead of 9 m^2 (F(2,3): 2.25x fewer, F(4,3): 4x). 
   output   A^T M A per tile, written straight into (bs, cout, th, m, tw, m) = NCHW, 8 columns a vector store (the rows
            and columns past the output, where the tiles overhang it, are cut by a view)
 The transforms are sums of shifted views with constant coefficients (zeros skipped), stacked along the point axis;
-codegen unrolls such a stacked axis whole (codegen/opt.py `_stacked_axes`) so each point's gates fold away.
+codegen unrolls such a stacked axis whole (codegen/opt_elementwise.py `_stacked_axes`) so each point's gates fold away.
 Accuracy against float64, unit-variance inputs, weights scaled 1/sqrt(9 cin), error relative to the output's largest
 value: F(2,3) 3e-7..1e-6 (below the direct conv's ~2e-6); F(4,3), whose matrices reach 8 (A^T) and 1/24 (G), 6.5e-6
 at 64 channels, 1.4e-5 at 256, 1.8e-5 at 512 (~8e-7 sqrt(cin)); torch's oneDNN conv ~3e-7."""

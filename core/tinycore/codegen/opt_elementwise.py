@@ -1,0 +1,67 @@
+"""Optimizer actions for kernels outside the matmul register tile (codegen/opt.py's `_heuristic` sends them here):
+elementwise kernels, and kernels whose output axes select between stacked expressions. Two things pay there:
+- short stacked axes (Tensor.stack of computed slices, Winograd's transform points) unrolled whole, so each copy's
+  gates fold to constants; when what the copies store runs along another axis than the loads, lanes along the load
+  axis stored lane by lane (VEC_S) and runs of them grouped into vector stores;
+- explicit 16-lane vectors on the innermost contiguous output axis (the C compiler doesn't always vectorize inlined
+  helpers such as exp2 by itself)."""
+from __future__ import annotations
+from tinycore.uop import UOp, Ops
+from tinycore.helpers import getenv
+from tinycore.renderer import Renderer
+from tinycore.codegen.opt import (Opt, CantVectorize, _bound, _globals, _loads, _range, _simplify, _terms, _unit_stride,
+                                  upcast_global, vectorize_global)
+
+def _stacked_axes(k: UOp) -> list[UOp]:
+  """Short output axes that select between different expressions without indexing memory: Tensor.stack of n computed
+  slices (Winograd's transform points, conv_winograd.py) pads each and adds them, so every output evaluates all n
+  gated branches. Unrolled whole, each copy's gates are constants and fold away (36 points x 16 terms: 1.2 s -> ms).
+  A pad or a cat of longer pieces also indexes memory along the axis, and is left alone."""
+  topo = k.toposort()
+  gates = [u.src[0] for u in topo if u.op is Ops.WHERE] + [i.src[2] for i in _loads(k) if len(i.src) > 2]
+  if not gates: return []
+  axes: list[UOp] = []
+  n = 1
+  for g in _globals(k):
+    b = _bound(g)
+    if b is None or b > 64 or n * b > 64 or any(g in i.src[1].toposort() for i in _loads(k)): continue
+    if any(g in c.toposort() for c in gates): axes, n = axes + [g], n * b
+  return axes
+
+def _drop_true_gates(k: UOp) -> UOp:
+  """Loads whose gate folded to true (a stacked axis unrolled) become plain loads, which can be vectorized."""
+  repl = {i: i.replace(src=i.src[:2]) for i in _loads(k) if len(i.src) > 2 and i.src[2].op is Ops.CONST and i.src[2].arg is True}
+  return k.substitute(repl) if repl else k
+
+def elementwise_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
+  """The actions for a kernel the register-tile heuristic doesn't take, and the kernel with them applied."""
+  vec = renderer.vector_types and getenv("VEC", 1)
+  opts: tuple[Opt, ...] = ()
+  for g in _stacked_axes(k):
+    opts, k = opts + (("UPCAST", g.arg, _bound(g)),), upcast_global(k, g, _bound(g))
+  if opts:
+    k = _drop_true_gates(k)
+    glob = _globals(k)
+    if vec and renderer.register_block is not None and glob and not any(glob[-1] in _terms(st.src[0].src[1]) for st in k.src):
+      # what the copies store isn't contiguous along the last axis, but the loads are along another (Winograd's output
+      # transform: channels-last products written to NCHW): lanes along that axis, stored lane by lane (VEC_S)
+      for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g)):
+        try: k2, opts2 = vectorize_global(k, g, 16, scatter=True), opts + (("VEC_S", g.arg, 16),)
+        except CantVectorize: continue
+        # the unrolled copies store a run of `step` consecutive addresses per step of the last axis (F(4,3): 4 output
+        # columns a tile): upcast that axis so the runs make 8, which lane_stores.py turns into 8-wide vector stores
+        # (one 8x16 shuffle transpose) instead of 16 scalar lane stores each
+        last = _range(k2, glob[-1].arg)
+        step = _simplify(k2.src[0].src[0].src[1].substitute({last: last + 1}) - k2.src[0].src[0].src[1])
+        if step.op is Ops.CONST and isinstance(step.arg, int) and 1 < step.arg < 8 and 8 % step.arg == 0 \
+           and (_bound(last) or 0) % (8 // step.arg) == 0:
+          k2, opts2 = upcast_global(k2, last, 8 // step.arg), opts2 + (("UPCAST", glob[-1].arg, 8 // step.arg),)
+        return opts2, k2
+  # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
+  # vectorize inlined helpers like exp2 on its own)
+  if vec and not any(u.op is Ops.REDUCE for u in k.toposort()):
+    glob = _globals(k)
+    if glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
+      try: return opts + (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+      except CantVectorize: pass
+  return opts, k
