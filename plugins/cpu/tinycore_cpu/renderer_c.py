@@ -106,8 +106,8 @@ class CRenderer(CStyleRenderer):
     if transposed: return w if K >= 64 or M * N >= (1 << 16) else 0
     return w if K * N * 4 > self.tiling.caches.l2 // 2 else 0
   def matmul_panel_group(self, panel_bytes: int, panels: int) -> int:
-    # the matmul kernel alone, GFLOP per CPU-second (2 threads, loaded machine): 1024^3 (128 KB panels) 195 -> 207 in
-    # groups of 8, 204 in groups of 4
+    # the matmul kernel alone on one core, GFLOP per CPU-second, interleaved runs at load ~7: 1024^3 (128 KB panels)
+    # 186 ungrouped, 194 in groups of 8, 196 in groups of 4 (the L1-resident 8x32 microkernel's ceiling is ~212)
     return self.tiling.panel_group(panel_bytes, panels)
   def matmul_narrow_transpose(self, M: int, K: int, N: int) -> bool:
     # fewer columns than a vector (a 10-class head): without the copy each output row is N scalar accumulators fed by

@@ -53,12 +53,13 @@ class Tiling:
 
   def panel_group(self, panel_bytes: int, panels: int) -> int:
     """Panels a row tile of the left operand meets before the next one: the most (a power of two) whose panels together
-    stay in half of L2, leaving at least 4 groups for the threads to share out. Only while the row tile (rows x K, K =
+    stay in a quarter of L2 (the rest holds the rows of the left operand streaming past and the output tiles), leaving
+    at least 4 groups for the threads to share out. Only while the row tile (rows x K, K =
     panel_bytes / (cols * 4)) fits in L1: then each of its elements comes from memory once per group instead of once
     per panel. A longer row tile comes from L2 anyway (2048^3: no gain in groups of 2 or 4, a loss at 8)."""
     if self.rows * panel_bytes // self.cols > self.caches.l1d: return 1
     g = 1
-    while panels % (2 * g) == 0 and panels // (2 * g) >= 4 and 2 * g * panel_bytes <= self.caches.l2 // 2: g *= 2
+    while panels % (2 * g) == 0 and panels // (2 * g) >= 4 and 2 * g * panel_bytes <= self.caches.l2 // 4: g *= 2
     return g
 
 def tiling_for(flags: set[str], caches: CacheSizes) -> Tiling:
