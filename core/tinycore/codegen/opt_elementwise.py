@@ -33,30 +33,46 @@ def _drop_true_gates(k: UOp) -> UOp:
   repl = {i: i.replace(src=i.src[:2]) for i in _loads(k) if len(i.src) > 2 and i.src[2].op is Ops.CONST and i.src[2].arg is True}
   return k.substitute(repl) if repl else k
 
+def _lanes_along_loads(k: UOp, opts: tuple[Opt, ...], glob: list[UOp], whole_runs: bool = False) -> tuple[tuple[Opt, ...], UOp] | None:
+  """16 lanes along an output axis the loads are contiguous in, stored lane by lane (VEC_S); where each step of the
+  last axis stores a run of `step` consecutive addresses (F(4,3): 4 output columns a tile; a transpose: 1), that axis
+  upcast so the runs make 8, which lane_stores.py turns into 8-wide vector stores (one 8x16 shuffle transpose) instead
+  of 16 scalar lane stores each. None where no axis takes the lanes (or, `whole_runs`, where the last axis doesn't
+  store consecutive addresses: only a plain transpose's runs of 1 are taken there)."""
+  for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g)):
+    try: k2, opts2 = vectorize_global(k, g, 16, scatter=True), opts + (("VEC_S", g.arg, 16),)
+    except CantVectorize: continue
+    last = _range(k2, glob[-1].arg)
+    step = _simplify(k2.src[0].src[0].src[1].substitute({last: last + 1}) - k2.src[0].src[0].src[1])
+    if step.op is Ops.CONST and isinstance(step.arg, int) and (step.arg == 1 if whole_runs else 1 < step.arg < 8 and 8 % step.arg == 0) \
+       and (_bound(last) or 0) % (8 // step.arg) == 0:
+      return opts2 + (("UPCAST", glob[-1].arg, 8 // step.arg),), upcast_global(k2, last, 8 // step.arg)
+    if whole_runs: return None
+    return opts2, k2
+  return None
+
 def elementwise_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   """The actions for a kernel the register-tile heuristic doesn't take, and the kernel with them applied."""
   vec = renderer.vector_types and getenv("VEC", 1)
   opts: tuple[Opt, ...] = ()
   for g in _stacked_axes(k):
     opts, k = opts + (("UPCAST", g.arg, _bound(g)),), upcast_global(k, g, _bound(g))
+  lane_stores = vec and renderer.register_block is not None
   if opts:
     k = _drop_true_gates(k)
     glob = _globals(k)
-    if vec and renderer.register_block is not None and glob and not any(glob[-1] in _terms(st.src[0].src[1]) for st in k.src):
-      # what the copies store isn't contiguous along the last axis, but the loads are along another (Winograd's output
-      # transform: channels-last products written to NCHW): lanes along that axis, stored lane by lane (VEC_S)
-      for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g)):
-        try: k2, opts2 = vectorize_global(k, g, 16, scatter=True), opts + (("VEC_S", g.arg, 16),)
-        except CantVectorize: continue
-        # the unrolled copies store a run of `step` consecutive addresses per step of the last axis (F(4,3): 4 output
-        # columns a tile): upcast that axis so the runs make 8, which lane_stores.py turns into 8-wide vector stores
-        # (one 8x16 shuffle transpose) instead of 16 scalar lane stores each
-        last = _range(k2, glob[-1].arg)
-        step = _simplify(k2.src[0].src[0].src[1].substitute({last: last + 1}) - k2.src[0].src[0].src[1])
-        if step.op is Ops.CONST and isinstance(step.arg, int) and 1 < step.arg < 8 and 8 % step.arg == 0 \
-           and (_bound(last) or 0) % (8 // step.arg) == 0:
-          k2, opts2 = upcast_global(k2, last, 8 // step.arg), opts2 + (("UPCAST", glob[-1].arg, 8 // step.arg),)
-        return opts2, k2
+    # what the copies store isn't contiguous along the last axis, but the loads are along another (Winograd's output
+    # transform: channels-last products written to NCHW)
+    if lane_stores and glob and not any(glob[-1] in _terms(st.src[0].src[1]) for st in k.src) and \
+       (got := _lanes_along_loads(k, opts, glob)) is not None: return got
+  elif lane_stores and len(k.src) == 1 and not any(u.op is Ops.REDUCE for u in k.toposort()):
+    # a transposing copy (x.T.contiguous(), a transposed matmul operand copied into panels): the output runs along the
+    # last axis, the input along another. Scalar, each element is a load and a store; in lanes along the input's axis
+    # with runs of 8 outputs grouped, 16 x 8 of them move with 16 vector loads, an 8x16 shuffle transpose and 16 vector
+    # stores (one core, 1024x1024 into 32-wide panels: 0.76 -> 0.47 ms)
+    glob = _globals(k)
+    if glob and _bound(glob[-1]) and _bound(glob[-1]) % 8 == 0 and not _unit_stride(k, glob[-1]) and \
+       (got := _lanes_along_loads(k, opts, glob, whole_runs=True)) is not None: return got
   # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
   # vectorize inlined helpers like exp2 on its own)
   if vec and not any(u.op is Ops.REDUCE for u in k.toposort()):
