@@ -73,6 +73,33 @@ def test_matmul_shapes(M, K, N, packed, monkeypatch):
   bt = np.ascontiguousarray(b.T)   # x @ W.T: the weight stored (N, K)
   np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(bt, device="CPU").T).numpy(), _ref(a, b), rtol=tol, atol=tol)
 
+EDGES = [1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 255, 257]
+
+@pytest.mark.parametrize("n", EDGES)
+def test_sizes_around_the_tile(n):
+  """Each size around the vector (16), the tile (8 x 32) and one off each, as M, K and N in turn (the other two 64 or
+  96: non-square), through the default policy for a @ b and a @ b.T, and a batch of 3, against numpy in float64."""
+  rng = np.random.default_rng(n)
+  for M, K, N in ((n, 64, 96), (64, n, 96), (96, 64, n), (n, n, n)):
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    tol = 1e-5 * np.sqrt(K) + 1e-5
+    np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=tol, atol=tol)
+    bt = np.ascontiguousarray(b.T)
+    np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(bt, device="CPU").T).numpy(), _ref(a, b), rtol=tol, atol=tol)
+  a, b = rng.standard_normal((3, n, 40)).astype(np.float32), rng.standard_normal((3, 40, 48)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
+
+@pytest.mark.slow
+@pytest.mark.parametrize("M,K,N", [(1024, 1024, 1024), (1000, 1024, 1056), (2048, 512, 1024)])
+def test_big_default_policy(M, K, N):
+  """The bench's sizes through the default policy (packed panels visited in groups, the transposed copy in lanes)."""
+  rng = np.random.default_rng(M + N)
+  a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+  tol = 1e-5 * np.sqrt(K) + 1e-5
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=tol, atol=tol)
+  bt = np.ascontiguousarray(b.T)
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(bt, device="CPU").T).numpy(), _ref(a, b), rtol=tol, atol=tol)
+
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16])
 def test_half_inputs(dt, monkeypatch):
   monkeypatch.setattr(Device["CPU"].renderer, "matmul_panels", lambda *a: 32)
