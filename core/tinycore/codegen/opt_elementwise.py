@@ -70,8 +70,10 @@ def elementwise_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], 
     # last axis, the input along another. Scalar, each element is a load and a store; in lanes along the input's axis
     # with runs of 8 outputs grouped, 16 x 8 of them move with 16 vector loads, an 8x16 shuffle transpose and 16 vector
     # stores (one core, 1024x1024 into 32-wide panels: 0.76 -> 0.47 ms)
+    # (plain copies only: a padded one's gated loads and selects keep the scalar loop)
     glob = _globals(k)
-    if glob and _bound(glob[-1]) and _bound(glob[-1]) % 8 == 0 and not _unit_stride(k, glob[-1]) and \
+    plain = not any(u.op is Ops.WHERE for u in k.toposort()) and all(len(i.src) == 2 for i in _loads(k))
+    if plain and glob and _bound(glob[-1]) and _bound(glob[-1]) % 8 == 0 and not _unit_stride(k, glob[-1]) and \
        (got := _lanes_along_loads(k, opts, glob, whole_runs=True)) is not None: return got
   # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
   # vectorize inlined helpers like exp2 on its own)

@@ -328,3 +328,18 @@ def test_sgd_fused_weight_gradient_stores_lanes():
   out = w - (h.relu().T @ g) * 0.01
   assert _opts_of(out)[0][0] == "VEC_S", _opts_of(out)
   np.testing.assert_allclose(out.numpy(), wn - 0.01 * (np.maximum(hn, 0).T.astype(np.float64) @ gn), rtol=1e-5, atol=1e-5)
+
+def test_panel_loads_prefetched():
+  """The C renderer prefetches a packed panel's rows ahead of the microkernel (its loads step 128 bytes a reduce step):
+  both 16-float loads of a 32-wide panel, 2 KiB ahead; a row-major operand's 64-byte steps and fused programs don't."""
+  r = Device["CPU"].renderer
+  if not hasattr(r, "PREFETCH_AHEAD") or r.register_block != (8, 32): pytest.skip("not the AVX-512 C renderer")
+  from tinycore.codegen import get_program
+  a, b = Tensor.empty(256, 1024, device="CPU"), Tensor.empty(1024, 1024, device="CPU")
+  src = get_program([si for si in (a @ b).schedule() if not si.is_copy][-1].ast, r).src
+  assert src.count("__builtin_prefetch(") == 2 and "+512);" in src, src   # 16 steps of 32 floats ahead
+  q = Tensor.empty(1, 2, 256, 64, device="CPU")
+  for si in q.scaled_dot_product_attention(q, q).schedule():
+    if not si.is_copy: assert "__builtin_prefetch(" not in get_program(si.ast, r).src
+  v, w = Tensor.empty(1, 512, device="CPU"), Tensor.empty(512, 512, device="CPU")
+  assert "__builtin_prefetch(" not in get_program([si for si in (v @ w).schedule() if not si.is_copy][-1].ast, r).src

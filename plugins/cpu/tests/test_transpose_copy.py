@@ -51,3 +51,13 @@ def test_transposed_operand_panels(monkeypatch):
     k = split_ranges(graph_rewrite(lower_kernel(kernels[0].ast), symbolic))
     assert any(o[0] == "VEC_S" for o in heuristic_opts(k, Device["CPU"].renderer))
   np.testing.assert_allclose(out.numpy(), a.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("shape,pad", [((16, 8), ((0, 0), (0, 8))), ((32, 16), ((0, 8), (0, 0))), ((7, 70), ((0, 9), (0, 0)))])
+def test_padded_transpose(shape, pad):
+  """Transposed copies with padding (gated loads, a select of 0) keep the scalar loop, against numpy. (A padded copy
+  in fused attention's backward, test_fused_attention.py, once took the lanes and rendered lane reads of a scalar
+  constant, which gcc refused.)"""
+  rng = np.random.default_rng(9)
+  x = rng.standard_normal(shape).astype(np.float32)
+  out = Tensor(x, device="CPU").T.pad(pad).contiguous()
+  np.testing.assert_array_equal(out.numpy(), np.pad(x.T, pad))
