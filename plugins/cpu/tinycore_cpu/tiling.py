@@ -5,7 +5,15 @@ The microkernel is rows x cols float32 accumulators held in vector registers: ea
 vectors of the packed right operand, broadcasts `rows` elements of the left one and issues rows*cols/16 FMAs. With
 AVX-512 (32 registers of 16 floats) 8x32 keeps 16 accumulators + 2 operand vectors + a broadcast in registers and
 issues 16 FMAs per 10 loads (one thread at 1024^3: 146-155 GFLOP per CPU-second against 122-127 for the 8x16 tile over
-16-column panels); with 16 registers (AVX2, NEON) 4x16 is the biggest tile that doesn't spill."""
+16-column panels); with 16 registers (AVX2, NEON) 4x16 is the biggest tile that doesn't spill.
+
+Around the microkernel: the right operand is packed in panels as wide as the tile (`panel_width`), the panel loop is
+outermost, and each row tile of the left operand meets a group of panels in turn (`panel_group`, codegen/opt.py's
+GROUP), so the left operand streams once per group; the C renderer prefetches the panel rows ahead (renderer_c.py).
+Bigger tiles were measured and lost or need tails this codegen doesn't make: in L1 (one core, GFLOP per CPU-second)
+8x32 212, 4x64 219, 14x32 222, 6x64 226, but 4x64 on 1024^3 184 against 194 (its 64-wide panels double the L2
+traffic per row), and 6, 12 or 14 rows don't divide a power of two. K blocking (C tiles accumulated across K blocks,
+a K block of a panel in L1) lost in a C model at 1024 and 2048 (the C tiles' read-modify-write, rows 4-8 KB apart)."""
 from __future__ import annotations
 import functools, os
 from dataclasses import dataclass
