@@ -7,6 +7,15 @@ import pytest
 
 class NVHarness:
   @staticmethod
+  def renderer(sync: bool = False, arch: str = "sm_90"):
+    """A CUDARenderer for `arch`; `sync` takes away cp.async and ldmatrix, as a GPU without them (AMD LDS, Metal)
+    declares: copies between two barriers, fragments gathered element by element."""
+    from tinycore_nv.renderer_cuda import CUDARenderer
+    r = CUDARenderer(arch)
+    if sync: r.async_copy, r.matrix_load = 0, False
+    return r
+
+  @staticmethod
   def program(ast, arch: str = "sm_90", tile=None, renderer=None, env: str = "GEMM_TILE"):
     """The kernel as codegen makes it for EMU+NV on `arch` (`renderer`: a CUDARenderer with edited capabilities);
     `tile` (a GemmTile or SimtTile, its fields in order) is forced through `env`."""
@@ -40,6 +49,17 @@ class NVHarness:
     Interpreter(decoded, model("NV", arch), name).run(tuple(bufs), (1, 1, 1), local, ())
 
   @staticmethod
+  def drop(pred):
+    """An `edit` for run(): every decoded node matching `pred` becomes a NOOP (a kernel with, say, a barrier removed);
+    finding none fails, so a test can't pass by removing nothing."""
+    from tinycore.uop import Ops
+    def edit(nodes):
+      hit = [n for n in nodes if pred(n)]
+      assert hit, "nothing to remove"
+      for n in hit: n.op = Ops.NOOP
+    return edit
+
+  @staticmethod
   def is_staged(p) -> bool: return any(u.op.name == "DEFINE_LOCAL" for u in p.uops)
 
   @staticmethod
@@ -58,3 +78,10 @@ class NVHarness:
 
 @pytest.fixture(scope="session")
 def nv() -> NVHarness: return NVHarness()
+
+@pytest.fixture
+def emu_nv(registry, nv) -> NVHarness:
+  """EMU+NV (the emulator with NVIDIA's execution model) as the default device for one test; the harness."""
+  from tinycore.helpers import DEV
+  DEV.value = "EMU+NV"
+  return nv

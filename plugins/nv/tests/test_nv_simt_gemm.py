@@ -25,15 +25,11 @@ DEV = "EMU+NV"
 NV = None   # conftest.py's harness (the `nv` fixture), bound for each test below
 
 @pytest.fixture(autouse=True)
-def _emu_default(registry, nv):
+def _emu_default(emu_nv):
   global NV
-  from tinycore.helpers import DEV as DEV_VAR
-  DEV_VAR.value, NV = DEV, nv
+  NV = emu_nv
 
-def _renderer(sync: bool = False) -> CUDARenderer:
-  r = CUDARenderer("sm_90")
-  if sync: r.async_copy, r.matrix_load = 0, False   # a GPU without cp.async: copies between two barriers
-  return r
+def _renderer(sync: bool = False) -> CUDARenderer: return NV.renderer(sync)
 
 def _ast(M, K, N, ta=False, tb=False, batch=None, epilogue=False):
   bs = (batch,) if batch else ()
