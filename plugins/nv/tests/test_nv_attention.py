@@ -13,6 +13,7 @@ u * max|v| in each output) and rounds the output to it (<= u * |out| <= u * max|
 Hence |err| <= 2 u max|v| (+ a little for the accumulation order), which is what is asserted."""
 import numpy as np
 import pytest
+from _nv_harness import NVHarness as NV
 from tinycore import Tensor, dtypes
 from tinycore.codegen import get_program
 from tinycore.codegen.attention_tc import AttentionTCArg
@@ -23,12 +24,7 @@ from tinycore_nv.nvrtc import find_nvrtc, NVRTCCompiler
 from tinycore_nv.ptxas import find_ptxas, ptxas_with_log
 from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_tool
 
-NV = None   # conftest.py's harness (the `nv` fixture), bound for each test below
-
-@pytest.fixture(autouse=True)
-def _emu_default(emu_nv):
-  global NV
-  NV = emu_nv
+pytestmark = pytest.mark.usefixtures("emu_nv")   # EMU+NV the default device (conftest.py)
 
 def _ast(shape_q, shape_kv, dt, causal):
   q, k, v = Tensor.empty(*shape_q, dtype=dt), Tensor.empty(*shape_kv, dtype=dt), Tensor.empty(*shape_kv, dtype=dt)

@@ -8,6 +8,7 @@
 import re
 import numpy as np
 import pytest
+from _nv_harness import NVHarness as NV
 from tinycore import Tensor
 from tinycore.helpers import Context
 from tinycore.codegen import get_program
@@ -22,12 +23,7 @@ from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_to
 
 DEV = "EMU+NV"
 
-NV = None   # conftest.py's harness (the `nv` fixture), bound for each test below
-
-@pytest.fixture(autouse=True)
-def _emu_default(emu_nv):
-  global NV
-  NV = emu_nv
+pytestmark = pytest.mark.usefixtures("emu_nv")   # EMU+NV the default device (conftest.py)
 
 def _renderer(sync: bool = False) -> CUDARenderer: return NV.renderer(sync)
 
