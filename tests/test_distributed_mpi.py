@@ -32,9 +32,18 @@ def rank_data(r: int, shape, dtype=np.float32) -> np.ndarray:
   rng = np.random.default_rng(1000 + r)
   return (rng.standard_normal(shape) * 10).astype(dtype) if np.dtype(dtype).kind == "f" else rng.integers(-1000, 1000, shape).astype(dtype)
 
+def _report_torch_groups_at_exit() -> None:
+  """Registered before dist.init, so it runs after the engines' own exit handlers (atexit is last in, first out): any
+  torch.distributed group still alive now would be torn down in the interpreter's finalization, which can abort a
+  rank that finished (gloo_engine.py's docstring)."""
+  td = sys.modules.get("torch.distributed")
+  if td is not None and td.is_available(): print(f"torch groups alive at exit: {int(td.is_initialized())}")
+
 def scenario_collectives() -> None:
+  import atexit
   from tinycore import Tensor, TinyJit
   from tinycore import distributed as dist
+  atexit.register(_report_torch_groups_at_exit)
   dist.init(timeout=60)
   r, W = dist.rank(), dist.world_size()
   close = np.testing.assert_allclose

@@ -9,9 +9,13 @@ Buffers are handed to gloo as torch tensors over their host views (torch.from_nu
 is issued asynchronously and waited with the deadline, so a dead or wedged peer raises CollectiveTimeout (gloo reports
 a closed connection as an error, which becomes CollectiveError). The engine works on its own process group, so the
 user's torch.distributed traffic can't match ours. gloo has no reduce_scatter on CPU: it is an allreduce followed by
-this rank's part (world_size times the bytes of a native one)."""
+this rank's part (world_size times the bytes of a native one).
+
+The groups are destroyed at exit (or shutdown()) while the interpreter is still alive: left to its finalization, gloo's
+worker threads can be torn down after Python is gone and the process dies with SIGABRT ("terminate called without an
+active exception", pytorch/pytorch#190489), so a rank that finished its work still failed the job, now and then."""
 from __future__ import annotations
-import os
+import atexit, os
 from datetime import timedelta
 from typing import Any
 from tinycore.device import Buffer
@@ -46,6 +50,8 @@ class GlooEngine(CollectiveEngine):
       raise CollectiveError(f"torchrun says rank {launch.rank} of {launch.world_size} but gloo says {self._rank} of {self._size}")
     self._ops = {"sum": td.ReduceOp.SUM, "mean": td.ReduceOp.SUM, "max": td.ReduceOp.MAX, "min": td.ReduceOp.MIN}
     self.broken: str | None = None
+    self.closed = False
+    atexit.register(self.close)   # a script that never calls distributed.shutdown() (see the module's docstring)
 
   @property
   def rank(self) -> int: return self._rank
@@ -135,6 +141,9 @@ class GlooEngine(CollectiveEngine):
     self._finish(self._issue("barrier", lambda: self.td.barrier(group=self.group, async_op=True)))
 
   def close(self) -> None:
+    if self.closed: return
+    self.closed = True
+    atexit.unregister(self.close)
     if self.broken is not None: return
     try:
       self.td.destroy_process_group(self.group)

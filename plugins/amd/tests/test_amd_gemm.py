@@ -10,7 +10,7 @@ import pytest
 from tinycore import Tensor, dtypes
 from tinycore.codegen import get_program
 from tinycore.uop import Ops
-from tinycore_amd.compiler import find_clang, find_lld
+from _amd_tools import renderer, on_isa
 from tinycore_amd.renderer_hip import HIPRenderer
 
 D = "EMU+AMD"
@@ -20,17 +20,6 @@ ARCHS = ("gfx1100", "gfx1201")
 def _emu_default(registry):
   from tinycore.helpers import DEV as DEV_VAR
   DEV_VAR.value = D
-
-try: import llvmlite.binding  # noqa: F401
-except ImportError: llvmlite = None
-
-def renderer(kind: str, arch: str):
-  if kind == "LLVM":
-    if llvmlite is None: pytest.skip("llvmlite not installed")
-    from tinycore_amd.renderer_llvm import AMDLLVMRenderer
-    return AMDLLVMRenderer(arch)
-  if find_clang(arch) is None: pytest.skip(f"no clang with the amdgcn target for {arch} (apt-get install clang-19)")
-  return HIPRenderer(arch)
 
 def ints(shape, seed, dt=np.float16):
   return np.random.default_rng(seed).integers(-3, 4, shape).astype(dt)
@@ -50,11 +39,6 @@ def test_hip_gated_vector_stores_keep_their_gate():
   p = staged_program((64, 32), (32, 48), r)
   stores = [ln.strip() for ln in p.src.splitlines() if "*(tc__Float16_8*)(data0" in ln]
   assert len(stores) == 4 and all(s.startswith("if (") for s in stores), stores
-
-def on_isa(t, r):
-  if find_lld() is None: pytest.skip("no ld.lld: code objects cannot be linked (apt-get install lld-19)")
-  from tinycore_amd.isa.run_tensor import realize_on_isa
-  return realize_on_isa(t, r)
 
 KINDS = ["LLVM", "HIP"]
 

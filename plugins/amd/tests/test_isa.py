@@ -7,7 +7,7 @@ renderer and arch plus the checks of what the emulator refuses."""
 import numpy as np
 import pytest
 from tinycore import Tensor, dtypes
-from tinycore_amd.compiler import find_clang, find_lld
+from _amd_tools import renderer, on_isa
 
 pytestmark = pytest.mark.needs_device
 D = "EMU+AMD"   # where the inputs live before they are copied into the emulator's memory
@@ -18,22 +18,7 @@ def _emu_default(registry):
   from tinycore.helpers import DEV as DEV_VAR
   DEV_VAR.value = D
 
-try: import llvmlite.binding  # noqa: F401
-except ImportError: llvmlite = None
-
-def renderer(kind: str, arch: str):
-  if find_lld() is None: pytest.skip("no ld.lld: code objects cannot be linked (apt-get install lld-19)")
-  if kind == "LLVM":
-    if llvmlite is None: pytest.skip("llvmlite not installed")
-    from tinycore_amd.renderer_llvm import AMDLLVMRenderer
-    return AMDLLVMRenderer(arch)
-  if find_clang(arch) is None: pytest.skip(f"no clang with the amdgcn target for {arch} (apt-get install clang-19)")
-  from tinycore_amd.renderer_hip import HIPRenderer
-  return HIPRenderer(arch)
-
-def run(t, kind, arch, opts=None):
-  from tinycore_amd.isa.run_tensor import realize_on_isa
-  return realize_on_isa(t, renderer(kind, arch), opts)
+def run(t, kind, arch, opts=None): return on_isa(t, renderer(kind, arch, linked=True), opts)
 
 rng = np.random.default_rng(7)
 def F(*shape, dt=np.float32, lo=-2.0, hi=2.0): return rng.uniform(lo, hi, shape).astype(dt)
@@ -146,7 +131,7 @@ extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, 256))) void 
 }
 """
 def compile_hip(src: str, arch: str) -> bytes:
-  renderer("HIP", arch)   # skips without clang / lld
+  renderer("HIP", arch, linked=True)   # skips without clang / lld
   from tinycore_amd.compiler import HIPCompiler
   return HIPCompiler(arch).compile(src)
 
@@ -177,7 +162,7 @@ def test_isa_lds_out_of_bounds_is_caught(arch):
 # ---- what the emulator refuses, and says why
 def _add_kernel(arch: str):
   from tinycore_amd.isa import ArenaMemory
-  r = renderer("HIP", arch)
+  r = renderer("HIP", arch, linked=True)
   from tinycore.codegen import get_program
   p = get_program((T(a32) + T(b32)).schedule()[-1].ast, r)
   mem = ArenaMemory()
@@ -275,7 +260,7 @@ def test_isa_behind_the_emu_device():
   """hostdev.use_isa: Tensor code on DEV=EMU+AMD:<renderer>:<arch> runs as machine code on the emulator (in a child
   process: the swap lasts as long as the opened device)."""
   import subprocess, sys, textwrap
-  renderer("LLVM", "gfx1201")
+  renderer("LLVM", "gfx1201", linked=True)
   code = textwrap.dedent("""
     import numpy as np
     from tinycore import Tensor

@@ -7,6 +7,7 @@ import subprocess
 import tempfile
 import pytest
 from tinycore.testing.kernel_cases import kernel_cases
+from _amd_tools import renderer
 
 pytestmark = pytest.mark.needs_device
 D = "EMU+AMD"
@@ -18,17 +19,6 @@ needs_objdump = pytest.mark.skipif(OBJDUMP is None, reason="no llvm-objdump-19 (
 def _emu_default(registry):
   from tinycore.helpers import DEV as DEV_VAR
   DEV_VAR.value = D
-
-def _renderer(kind, arch):
-  from tinycore_amd.compiler import find_clang, find_lld
-  if find_lld() is None: pytest.skip("no ld.lld: code objects cannot be linked (apt-get install lld-19)")
-  if kind == "LLVM":
-    pytest.importorskip("llvmlite")
-    from tinycore_amd.renderer_llvm import AMDLLVMRenderer
-    return AMDLLVMRenderer(arch)
-  if find_clang(arch) is None: pytest.skip(f"no clang with the amdgcn target for {arch} (apt-get install clang-19)")
-  from tinycore_amd.renderer_hip import HIPRenderer
-  return HIPRenderer(arch)
 
 def objdump(lib: bytes, arch: str) -> dict[int, tuple[str, int]]:
   """address -> (LLVM's text of the instruction, its length in bytes)."""
@@ -83,7 +73,7 @@ CASES = kernel_cases(D)
 
 def decode_cases(kind: str, arch: str, names) -> int:
   from tinycore.codegen import get_program
-  r = _renderer(kind, arch)
+  r = renderer(kind, arch, linked=True)
   total = 0
   for case in names:
     if kind == "LLVM" and case == "fp8": continue   # the LLVM renderer refuses fp8 (use HIP)

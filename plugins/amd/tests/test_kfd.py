@@ -331,3 +331,14 @@ def test_a_dead_drivers_kfd_entry_dies_with_it():
   del m, g
   gc.collect()
   assert len(kfd_device._kfd_fds) == before and len(queue._events) == events   # the process's signal event too
+
+def test_one_syscall_layer_per_process(monkeypatch):
+  """The real kernel's syscall layer is one object per process, as the mock's is: the /dev/kfd fd and the signal event
+  are kept per layer, so a new layer for each GPU opened would open /dev/kfd again and ask KFD for a second event page
+  (EINVAL on a real machine: one per process)."""
+  from tinycore_amd.kfd.syscalls import LinuxSyscalls
+  monkeypatch.delenv("MOCKGPU", raising=False)
+  real = kfd_device.syscalls()
+  assert isinstance(real, LinuxSyscalls) and kfd_device.syscalls() is real
+  monkeypatch.setenv("MOCKGPU", "1")
+  assert isinstance(kfd_device.syscalls(), MockKFD) and kfd_device.syscalls() is kfd_device.syscalls()

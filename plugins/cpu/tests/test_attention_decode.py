@@ -2,24 +2,12 @@
 code paths (AVX2 where -march=native or x86-64-v3 has it, plain C with x86-64) with warnings as errors: the cache row
 written at pos and nothing else, each query head's attention over rows 0..pos, and a position outside the cache
 giving NaN without a write."""
-import ctypes, os, shutil, struct, subprocess
+import ctypes, struct
 import numpy as np
 import pytest
+from _c_library import library_fixture
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "tinycore_cpu", "attention_decode.c")
-CC = shutil.which(os.environ.get("CC", "") or "gcc") or shutil.which("clang") or shutil.which("cc")
-
-@pytest.fixture(scope="module", params=["-march=native", "-march=x86-64-v3", "-march=x86-64"])
-def lib(request, tmp_path_factory):
-  if CC is None: pytest.skip("no C compiler")
-  import platform
-  if request.param != "-march=native" and platform.machine() not in ("x86_64", "AMD64"): pytest.skip("x86 flags")
-  out = str(tmp_path_factory.mktemp("attn") / "attn.so")
-  cmd = [CC, "-O2", request.param, "-fPIC", "-shared", "-std=gnu11", "-Wall", "-Werror", SRC, "-o", out, "-lm"]
-  p = subprocess.run(cmd, capture_output=True, text=True)
-  if p.returncode != 0 and request.param != "-march=native" and "unrecognized" in p.stderr + p.stdout: pytest.skip(f"{CC} lacks {request.param}")
-  assert p.returncode == 0, p.stderr
-  return ctypes.CDLL(out)
+lib = library_fixture("attention_decode.c")
 
 def _call(lib, out, qkv, cache, cs, sn, nh, nkv, hd, rd, M, neox, scale, pos, start, end):
   P = lambda a: a.ctypes.data_as(ctypes.c_void_p)

@@ -5,30 +5,17 @@ gives, AVX2 without VNNI, plain C) built here with the system compiler.
 Activations chosen on the int8 grid (one element per block at +-127 times a power of two) quantize exactly, so the
 kernel must equal W . x up to float rounding; random activations through the norm are held to the quantization error
 bound, computed per output from the weights."""
-import ctypes, os, shutil, struct, subprocess
+import ctypes, struct
 import numpy as np
 import pytest
+from _c_library import library_fixture
 from tinycore.llm.quant_encode import quantize
 from tinycore.nn.gguf import DEQUANT, GGML_TYPES
 
 FORMATS = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q2_K": (256, 84), "Q3_K": (256, 110),
            "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
 TYPE_ID = {name: t for t, (name, _, _) in GGML_TYPES.items()}
-SRC = os.path.join(os.path.dirname(__file__), "..", "tinycore_cpu", "quant_matmul.c")
-CC = shutil.which(os.environ.get("CC", "") or "gcc") or shutil.which("clang") or shutil.which("cc")
-
-@pytest.fixture(scope="module", params=["-march=native", "-march=x86-64-v3", "-march=x86-64"])
-def lib(request, tmp_path_factory):
-  """The kernel library built for one instruction set (x86-64-v3: AVX2 without VNNI; x86-64: the plain C loops)."""
-  if CC is None: pytest.skip("no C compiler")
-  import platform
-  if request.param != "-march=native" and platform.machine() not in ("x86_64", "AMD64"): pytest.skip("x86 flags")
-  out = str(tmp_path_factory.mktemp("qmm") / "qmm.so")
-  cmd = [CC, "-O2", request.param, "-fPIC", "-shared", "-std=gnu11", "-Wall", "-Werror", SRC, "-o", out, "-lm"]
-  p = subprocess.run(cmd, capture_output=True, text=True)
-  if p.returncode != 0 and request.param != "-march=native" and "unrecognized" in p.stderr + p.stdout: pytest.skip(f"{CC} lacks {request.param}")
-  assert p.returncode == 0, p.stderr
-  return ctypes.CDLL(out)
+lib = library_fixture("quant_matmul.c")   # x86-64-v3: AVX2 without VNNI; x86-64: the plain C loops
 
 def weights(kind: str, n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
   """(raw blocks (n, bytes per row), the weights they decode to (n, k) float64)."""

@@ -249,6 +249,14 @@ static inline void scales_mins_k4(const uint8_t *q, __m256 *sc, __m256 *mn) {
   *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s)));
   *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
 }
+/* Q4_K / Q5_K: super-block sb's 8 sub-block factors d * sc * dx into f (stored, then broadcast from memory: a load, not
+   a shuffle), and its mins' term dmin * m * (dx * sum x) added to *cacc as one vector fma */
+static inline void factors_k4(const uint8_t *blk, act_t a, int sb, float *f, __m256 *cacc) {
+  __m256 sc, mn;
+  scales_mins_k4(blk + 4, &sc, &mn);
+  _mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk)), sc), _mm256_loadu_ps(a.d + sb * 8)));
+  *cacc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk + 2)), mn), _mm256_loadu_ps(a.u32 + sb * 8), *cacc);
+}
 /* Q4_K / Q5_K: sub-blocks 2j (unsigned weights `lo`) and 2j+1 (`hi`) against their 32 activations each at x, scaled by
    their factors f[0] and f[1], into one accumulator each */
 static inline void dot_k_pair(__m256i lo, __m256i hi, const int8_t *x, const float *f, __m256 *acc0, __m256 *acc1) {
@@ -260,18 +268,14 @@ static inline void dot_k_pair(__m256i lo, __m256i hi, const int8_t *x, const flo
 #endif
 static float dot_q4_k(const uint8_t *row, act_t a, int K) {
 #if defined(DOT_U8S8)
-  /* per super-block: the 8 sub-block factors d * sc * dx in one vector op (stored, then broadcast from memory: a load,
-     not a shuffle), the mins' term dmin * m * (dx * sum x) as one vector fma; two accumulators against fma latency */
+  /* per super-block: the 8 sub-block factors and the mins' term (factors_k4); two accumulators against fma latency */
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), cacc = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15);
   for (int sb = 0; sb < K / 256; sb++) {
     const uint8_t *blk = row + sb * 144;
     PREFETCH(blk + 1024);
-    __m256 sc, mn;
-    scales_mins_k4(blk + 4, &sc, &mn);
     float f[8];
-    _mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk)), sc), _mm256_loadu_ps(a.d + sb * 8)));
-    cacc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk + 2)), mn), _mm256_loadu_ps(a.u32 + sb * 8), cacc);
+    factors_k4(blk, a, sb, f, &cacc);
     const int8_t *x = a.q + sb * 256;
     for (int j = 0; j < 4; j++) {
       __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));
@@ -434,11 +438,8 @@ static float dot_q5_k(const uint8_t *row, act_t a, int K) {
   for (int sb = 0; sb < K / 256; sb++) {
     const uint8_t *blk = row + sb * 176;
     PREFETCH(blk + 1024);
-    __m256 sc, mn;
-    scales_mins_k4(blk + 4, &sc, &mn);
     float f[8];
-    _mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk)), sc), _mm256_loadu_ps(a.d + sb * 8)));
-    cacc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(f16_to_f32(blk + 2)), mn), _mm256_loadu_ps(a.u32 + sb * 8), cacc);
+    factors_k4(blk, a, sb, f, &cacc);
     __m256i hbits = _mm256_loadu_si256((const __m256i *)(blk + 16));
     const int8_t *x = a.q + sb * 256;
     for (int j = 0; j < 4; j++) {

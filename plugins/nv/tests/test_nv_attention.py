@@ -13,25 +13,18 @@ u * max|v| in each output) and rounds the output to it (<= u * |out| <= u * max|
 Hence |err| <= 2 u max|v| (+ a little for the accumulation order), which is what is asserted."""
 import numpy as np
 import pytest
+from _nv_harness import NVHarness as NV
 from tinycore import Tensor, dtypes
 from tinycore.codegen import get_program
 from tinycore.codegen.attention_tc import AttentionTCArg
-from tinycore.emulator import EmulatedRenderer, MissingBarrier, AsyncCopyPending
-from tinycore.emulator.interp import Interpreter
-from tinycore.emulator import serialize
+from tinycore.emulator import MissingBarrier, AsyncCopyPending
 from tinycore.uop import Ops
 from tinycore_nv.renderer_cuda import CUDARenderer
-from tinycore_nv.emulator import model as nv_model
 from tinycore_nv.nvrtc import find_nvrtc, NVRTCCompiler
 from tinycore_nv.ptxas import find_ptxas, ptxas_with_log
 from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_tool
 
-DEV = "EMU+NV"
-
-@pytest.fixture(autouse=True)
-def _emu_default(registry):
-  from tinycore.helpers import DEV as DEV_VAR
-  DEV_VAR.value = DEV
+pytestmark = pytest.mark.usefixtures("emu_nv")   # EMU+NV the default device (conftest.py)
 
 def _ast(shape_q, shape_kv, dt, causal):
   q, k, v = Tensor.empty(*shape_q, dtype=dt), Tensor.empty(*shape_kv, dtype=dt), Tensor.empty(*shape_kv, dtype=dt)
@@ -55,10 +48,8 @@ def _check(S, D, causal, dt=dtypes.half, batch=(2, 2), seed=0):
   q, k, v = (_bits(rng.standard_normal(batch + (S, D)).astype(np.float32), dt) for _ in range(3))
   ast = _ast(batch + (S, D), batch + (S, D), dt, causal)
   assert isinstance(ast.src[0].arg, AttentionTCArg), "not the tensor-core attention kernel"
-  p = get_program(ast, EmulatedRenderer(CUDARenderer("sm_90"), nv_model("NV", "sm_90")))
   out = np.zeros(batch + (S, D), q.dtype)
-  name, nodes = serialize.decode(serialize.decode_bytes(p.src))
-  Interpreter(nodes, nv_model("NV", "sm_90"), name).run((out, q, k, v), p.global_size, p.local_size, ())
+  NV.run(NV.program(ast), (out, q, k, v))
   qv, kv, vv = (_values(x, dt) for x in (q, k, v))
   want, got = _reference(qv, kv, vv, causal), _values(out, dt)
   u = 2.0 ** -11 if dt == dtypes.half else 2.0 ** -8
@@ -128,30 +119,20 @@ def test_bench_attention_row_uses_it():
 
 def _broken(edit):
   S, D = 130, 64
-  p = get_program(_ast((1, 1, S, D), (1, 1, S, D), dtypes.half, True), EmulatedRenderer(CUDARenderer("sm_90"), nv_model("NV", "sm_90")))
-  name, nodes = serialize.decode(serialize.decode_bytes(p.src))
-  edit(nodes)
   bufs = [np.zeros((S, D), np.float16)] + [np.ones((S, D), np.float16)] * 3
-  Interpreter(nodes, nv_model("NV", "sm_90"), name).run(tuple(bufs), p.global_size, p.local_size, ())
-
-def _drop(pred):
-  def edit(nodes):
-    hit = [n for n in nodes if pred(n)]
-    assert hit, "nothing to remove"
-    for n in hit: n.op = Ops.NOOP
-  return edit
+  NV.run(NV.program(_ast((1, 1, S, D), (1, 1, S, D), dtypes.half, True)), bufs, edit=edit)
 
 @pytest.mark.needs_device
 def test_emulator_reports_missing_barriers_and_waits():
   _broken(lambda nodes: None)   # intact, it runs
   with pytest.raises(MissingBarrier, match=r"missing barrier: .*local \d+ index \d+"):
-    _broken(_drop(lambda n: n.op is Ops.BARRIER and n.arg is None))
+    _broken(NV.drop(lambda n: n.op is Ops.BARRIER and n.arg is None))
   # the barrier closing each key tile: without it the next tile's copies overwrite a stage other warps still read
   def closing(n): return n.op is Ops.BARRIER and n.arg is None and n.src and all(x.op is Ops.LOAD for x in n.src)
   with pytest.raises(MissingBarrier, match=r"missing barrier: write to local \d+ index \d+ read by"):
-    _broken(_drop(closing))
+    _broken(NV.drop(closing))
   with pytest.raises(AsyncCopyPending, match=r"ldmatrix read of local \d+ index \d+ while an async copy into it is in flight"):
-    _broken(_drop(lambda n: n.op is Ops.BARRIER and n.arg is not None and n.arg[0] == "async_wait"))
+    _broken(NV.drop(lambda n: n.op is Ops.BARRIER and n.arg is not None and n.arg[0] == "async_wait"))
 
 # ---- structure: what ptxas and the SASS say for sm_90
 

@@ -7,6 +7,7 @@
 - the SASS has HMMA, LDSM and LDGSTS (cuobjdump/nvdisasm from the nvidia-cuda-cuobjdump/-nvdisasm wheels)."""
 import numpy as np
 import pytest
+from _nv_harness import NVHarness as NV
 from tinycore import Tensor, dtypes
 from tinycore.helpers import Context
 from tinycore.codegen import get_program
@@ -21,18 +22,9 @@ from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_to
 
 DEV = "EMU+NV"
 
-NV = None   # conftest.py's harness (the `nv` fixture), bound for each test below
+pytestmark = pytest.mark.usefixtures("emu_nv")   # EMU+NV the default device (conftest.py)
 
-@pytest.fixture(autouse=True)
-def _emu_default(registry, nv):
-  global NV
-  from tinycore.helpers import DEV as DEV_VAR
-  DEV_VAR.value, NV = DEV, nv
-
-def _renderer(sync: bool = False) -> CUDARenderer:
-  r = CUDARenderer("sm_90")
-  if sync: r.async_copy, r.matrix_load = 0, False   # what a GPU without cp.async/ldmatrix (AMD LDS, Metal) declares
-  return r
+def _renderer(sync: bool = False) -> CUDARenderer: return NV.renderer(sync)
 
 def _ast(a_shape, b_shape, dt, trans_b=False, batch=None, epilogue=False):
   ta = Tensor.empty(*((batch,) if batch else ()), *a_shape, dtype=dt)
@@ -111,18 +103,11 @@ def _broken(edit, sync=False):
   bufs = [np.zeros((M, N), np.float16), np.ones((M, K), np.float16), np.ones((K, N), np.float16)]
   _run(p, bufs, edit)
 
-def _drop(pred):
-  def edit(nodes):
-    hit = [n for n in nodes if pred(n)]
-    assert hit, "nothing to remove"
-    for n in hit: n.op = Ops.NOOP
-  return edit
-
 @pytest.mark.needs_device
 def test_emulator_reports_missing_barrier():
   _broken(None)   # intact, it runs
   with pytest.raises(MissingBarrier, match=r"missing barrier: .*local \d+ index \d+ .*by thread group"):
-    _broken(_drop(lambda n: n.op is Ops.BARRIER and n.arg is None))
+    _broken(NV.drop(lambda n: n.op is Ops.BARRIER and n.arg is None))
   # the synchronous path's second barrier guards the next step's copies against warps still reading (write after read)
   def second_barrier(nodes):
     bars = [n for n in nodes if n.op is Ops.BARRIER]
@@ -147,7 +132,7 @@ def test_emulator_reports_missing_c_tile_barrier(which):
 @pytest.mark.needs_device
 def test_emulator_reports_missing_async_wait():
   with pytest.raises(AsyncCopyPending, match=r"ldmatrix read of local \d+ index \d+ while an async copy into it is in flight"):
-    _broken(_drop(lambda n: n.op is Ops.BARRIER and n.arg is not None and n.arg[0] == "async_wait"))
+    _broken(NV.drop(lambda n: n.op is Ops.BARRIER and n.arg is not None and n.arg[0] == "async_wait"))
 
 @pytest.mark.needs_device
 def test_emulator_reports_out_of_bounds_shared_access():

@@ -8,6 +8,7 @@
 import re
 import numpy as np
 import pytest
+from _nv_harness import NVHarness as NV
 from tinycore import Tensor
 from tinycore.helpers import Context
 from tinycore.codegen import get_program
@@ -22,18 +23,9 @@ from tinycore_nv.occupancy import ptxas_usage, blocks_per_sm, H200, find_sass_to
 
 DEV = "EMU+NV"
 
-NV = None   # conftest.py's harness (the `nv` fixture), bound for each test below
+pytestmark = pytest.mark.usefixtures("emu_nv")   # EMU+NV the default device (conftest.py)
 
-@pytest.fixture(autouse=True)
-def _emu_default(registry, nv):
-  global NV
-  from tinycore.helpers import DEV as DEV_VAR
-  DEV_VAR.value, NV = DEV, nv
-
-def _renderer(sync: bool = False) -> CUDARenderer:
-  r = CUDARenderer("sm_90")
-  if sync: r.async_copy, r.matrix_load = 0, False   # a GPU without cp.async: copies between two barriers
-  return r
+def _renderer(sync: bool = False) -> CUDARenderer: return NV.renderer(sync)
 
 def _ast(M, K, N, ta=False, tb=False, batch=None, epilogue=False):
   bs = (batch,) if batch else ()

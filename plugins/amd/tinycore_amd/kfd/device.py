@@ -7,7 +7,7 @@ packets whose kernarg segment (explicit arguments, then the hidden ones the meta
 ring. With MOCKGPU=1 the syscalls go to the mock driver (tinycore_amd.mockgpu), which runs the kernels on the ISA
 emulator. NOT yet run on AMD hardware: everything here is tested against the mock only."""
 from __future__ import annotations
-import ctypes, os, time, weakref
+import ctypes, functools, os, time, weakref
 from tinycore.device import Compiled, LRUAllocator, DeviceUnavailable
 from tinycore_amd.kfd import aql, blit, ioctl as kio, loader
 from tinycore_amd.kfd.memory import GPUMemory
@@ -30,11 +30,17 @@ def gpu_nodes(sys) -> list[dict]:
   return out
 
 def syscalls():
-  """The real kernel, or the mock driver when MOCKGPU=1 (one per process: it is the 'machine')."""
+  """The process's syscall layer: the real kernel, or the mock driver when MOCKGPU=1 (the mock 'machine'). One object
+  per process either way: KFD keeps one process per address space, and what is kept per layer (the /dev/kfd fd below,
+  queue.py's signal event) is that process's. A second layer would open /dev/kfd again for the next GPU and have its
+  CREATE_EVENT refused (one event page per process)."""
   if os.environ.get("MOCKGPU", "0") not in ("", "0"):
     from tinycore_amd.mockgpu.driver import shared_mock
     return shared_mock()
-  return LinuxSyscalls()
+  return _linux()
+
+@functools.cache
+def _linux() -> LinuxSyscalls: return LinuxSyscalls()
 
 # /dev/kfd's fd per syscall layer, keyed by the object itself: an id() outlives its object and is reused (a test's
 # dead MockKFD and the next one at the same address shared an entry, so the new driver was never opened)
@@ -188,7 +194,10 @@ class KFDDevice(Compiled):
     super().__init__(device_name, KFDAllocator(gpu), renderer, lambda name, lib: KFDProgram(gpu, name, lib))
   def synchronize(self) -> None: self.gpu.queue.synchronize()
 
-_gpus: dict[tuple[int, int], KFDGPU] = {}   # (topology GPU id, syscalls object) -> the opened GPU
+# the opened GPUs by (topology GPU id, syscall layer), which is the layer object itself, not its id(): held here, it
+# cannot die and have its id() reused by a new driver. Not weak like _kfd_fds: each KFDGPU holds its layer (self.sys),
+# so a weak key would never be dropped anyway; opened GPUs are never closed, they last as long as the process.
+_gpus: dict[tuple[int, object], KFDGPU] = {}
 def open_kfd(device_name: str, spec) -> KFDDevice:
   sys = syscalls()
   if sys.mock: sys.configure(spec.arch)
@@ -200,6 +209,6 @@ def open_kfd(device_name: str, spec) -> KFDDevice:
   node = nodes[phys]
   if spec.arch and spec.arch.split(":")[0].lower() != node["gfx"]:
     raise DeviceUnavailable(f"DEV asks for {spec.arch} but KFD GPU {phys} is {node['gfx']}")
-  if (key := (node["gpu_id"], id(sys))) not in _gpus: _gpus[key] = KFDGPU(sys, node)
+  if (key := (node["gpu_id"], sys)) not in _gpus: _gpus[key] = KFDGPU(sys, node)
   from tinycore.renderer.build import build_renderer
   return KFDDevice(device_name, _gpus[key], build_renderer(spec, arch=node["gfx"]))
