@@ -93,6 +93,12 @@ class _Program:
       self.out.append(UOp(Ops.ASSIGN, r.dtype, (r, val)))
       for s in self.scopes: s.difference_update(self.readers[r])
     for r, _ in pairs: self.readers[r] = set()
+  def scratch(self, n: int) -> UOp:
+    """A per-thread array of n floats (rendered as a local array: memory, not registers)."""
+    r = UOp(Ops.DEFINE_REG, dtypes.float32.ptr(n, "reg"), (UOp(Ops.NOOP, dtypes.void, (), ("reg", self.n_reg)),), (self.n_reg, None))
+    self.n_reg += 1
+    self.readers[r] = set()   # its loads, stale after a store to it
+    return self.emit(r)
   def loop(self, bound: UOp, kind: str = "r") -> UOp:
     self.emit(bound)
     rng = UOp(Ops.RANGE, dtypes.index, (bound,), ("g", 0) if kind == "g" else ("r", self.n_range, 0))
@@ -107,6 +113,9 @@ class _Program:
     n = val.dtype.count
     ind = UOp(Ops.INDEX, buf.dtype, (buf, idx), ("vec", n) if n > 1 else None)
     self.emit(UOp(Ops.STORE, dtypes.void, (ind, val)))
+    if buf.op is Ops.DEFINE_REG:   # a scratch array: values loaded from it before are stale now
+      for s in self.scopes: s.difference_update(self.readers[buf])
+      self.readers[buf] = set()
 
 def _f(x: float) -> UOp: return UOp.const(dtypes.float32, x)
 def _i(x: int) -> UOp: return index_const(x)
@@ -195,6 +204,7 @@ def attention_program(ast: UOp, renderer=None) -> list[UOp]:
   # every buffer declared up front: one emitted inside a loop goes out of scope at its end, and a second input that
   # is the same buffer (self-attention with v = q) would declare it again
   for buf in (out, qb, kb, vb): P.emit(buf)
+  pbuf = P.scratch(R * TK)   # each tile's p, so p @ v broadcasts p[row, key] with a load, not a lane shuffle
   g = P.loop(_i(bh * nqt), "g")
   # query tiles alternate from both ends (0, n-1, 1, n-2, ...): with a causal mask a tile's work grows with its row, and
   # the runtime gives each thread a contiguous range of g, which now holds as many long tiles as short ones
@@ -227,12 +237,14 @@ def attention_program(ast: UOp, renderer=None) -> list[UOp]:
     P.assign(l[r], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, l[r], alpha), _tree(Ops.ADD, p)))
     alpha_dv = alpha if dvw == W else UOp(Ops.GEP, f, (alpha,), (0,))
     for c in range(dv // dvw): P.assign(acc[r][c], _alu(Ops.MUL, fdv, acc[r][c], alpha_dv))
+    for c in range(TK // W): P.store(pbuf, _i(r * TK + c * W), p[c])
     p_all.append((p, m_new))
+  P.emit(UOp(Ops.BARRIER, dtypes.void, ()))   # p is read back from memory: broadcast loads, not lane shuffles
   # p @ v[tile]: one v row (dv/dvw vectors) per key shared by every row, p[row, key] broadcast from its lane
   for jj in range(TK):
     vv = [P.emit(_load(vb, b * (skp * dv) + (j0 + jj) * dv + c * dvw, dvw)) for c in range(dv // dvw)]
     for r in range(R):
-      pj = UOp(Ops.GEP, f, (p_all[r][0][jj // W],), (jj % W,))
+      pj = P.emit(_load(pbuf, _i(r * TK + jj), 1))
       for c in range(dv // dvw): P.assign(acc[r][c], _alu(Ops.ADD, fdv, _alu(Ops.MUL, fdv, pj, vv[c]), acc[r][c]))
   for r in range(R): P.assign(m[r], p_all[r][1])   # last: p above was computed from the old max
   P.end(t)
