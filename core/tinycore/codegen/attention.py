@@ -8,11 +8,14 @@ with each row's log-sum-exp (natural log, of the scaled scores) in its last colu
 instead of recomputing the row statistics.
 
 `attention_program` writes the kernel's linearized program directly (it has loops carrying several accumulators with a
-rescale per tile, which the reduce lowering can't express): for a tile of `rows` query rows, a loop over tiles of
-`keys` keys keeps per row the running max m, a vector of partial sums l and `Dv` output accumulators in vector
-registers. Per key tile: scores = q_rows @ kT[:, tile] (one vector FMA per row and head dim, kT's tile loaded once for
-all rows), masked, m' = max(m, rowmax), p = 2^(scores - m'), acc = acc * 2^(m - m') + p @ v[tile]. The S x S scores
-never leave registers. Scores are kept in base 2 (scaled by log2(e)) so each exponential is one exp2.
+rescale per tile, which the reduce lowering can't express). A program instance owns a band of query rows, cut into
+register blocks of `rows` rows; per row a per-thread scratch array (L1) keeps the running max m, a vector of partial
+sums l and the Dv output accumulators. For each tile of `keys` keys, each register block in turn (the tile's kT and v
+stay in L1 for all of them): scores = q_rows @ kT[:, tile] in registers (one vector FMA per row and head dim, kT's tile
+loaded once for all rows), masked, m' = max(m, rowmax), p = 2^(scores - m') stored to scratch, then
+acc = acc * 2^(m - m') + p @ v[tile] with the accumulators loaded into registers for the tile and p[row, key]
+broadcast from scratch (a load, where a lane of a register would be a shuffle on an FMA port). The S x S scores never
+leave the instance's scratch. Scores are kept in base 2 (scaled by log2(e)) so each exponential is one exp2.
 
 The register budget comes from the renderer (`Renderer.attention_vector`: the vector width and the number of vector
 registers); nothing here knows a device."""
@@ -37,17 +40,31 @@ class AttentionArg:
   width: int                   # lanes of a score vector
 
 def plan_tiles(d: int, dv: int, vector: tuple[int, int]) -> tuple[int, int, int, int]:
-  """(rows, keys, width, dv_width) for head dims d, dv under a (vector width, vector registers) budget: the output
-  accumulators (rows x dv/dv_width vectors) take half the registers, the scores (rows x keys/width) the other half:
-  a long key tile spreads each row's max, rescale and exps over more multiply-adds (measured on AVX-512 at D = 64,
-  one thread: 64 keys x 4 rows 5% faster than 32 x 4; two register blocks of 4 rows per tile, the compiler spilling
-  one, 10% slower)."""
+  """(rows, keys, width, dv_width) for head dims d, dv under a (vector width, vector registers) budget. The output
+  accumulators live in a per-thread scratch array (L1) between key tiles, so each phase has the registers to itself:
+  q k^T holds rows x keys/width score vectors plus one kT vector per chunk and a broadcast, p @ v rows x (up to 4)
+  output vectors plus the v vectors. Keys: 4 vectors, a long tile spreading each row's max, rescale and exps over more
+  multiply-adds (one thread, AVX-512: 64 keys 8% faster than 32 at D = 64, 5% at D = 128); rows: as many as fit
+  (6 rows x 64 keys; 4 or 5 rows were as fast within the noise)."""
   width, regs = vector
   dvw = next(w for w in (width, 8, 4, 2, 1) if w <= width and dv % w == 0)
-  per_row = dv // dvw
-  rows = max(1, min(4, (regs // 2) // max(per_row, 1)))
-  keys = width * max(1, min(4, (regs // 2) // rows))
-  return rows, keys, width, dvw
+  nc = 4 if regs >= 16 else 2
+  rows = max(1, min(6, (regs - nc - 2) // nc))
+  return rows, width * nc, width, dvw
+
+def _pv_group(rows: int, chunks: int, regs: int) -> int:
+  """Output vectors per row in one pass of p @ v: rows x group accumulators, the group's v vectors and a broadcast fit
+  the registers; a wider head dim takes more passes over the tile's keys (the p broadcasts are L1 loads)."""
+  return max(1, min(chunks, (regs - 1) // (rows + 1)))
+
+def _row_blocks(bh: int, sq: int, rows: int) -> int:
+  """Register blocks of rows per program instance. They take turns on each key tile, which then stays in L1 (and the
+  head's K and V in L2) for all of them instead of streaming once per block: up to 16 blocks (96 rows on AVX-512; one
+  thread, 4096 keys at D = 128: 146 -> 182 GFLOP/s against 4 blocks), as even as the row count allows, and at least 16
+  instances so every core gets work."""
+  blocks = -(-sq // rows)
+  most = max(1, min(16, (bh * blocks) // 16))
+  return -(-blocks // -(-blocks // most))
 
 class _Program:
   """A linearized program being written: every UOp is appended after its sources, once per scope (a loop's values go
@@ -93,6 +110,12 @@ class _Program:
       self.out.append(UOp(Ops.ASSIGN, r.dtype, (r, val)))
       for s in self.scopes: s.difference_update(self.readers[r])
     for r, _ in pairs: self.readers[r] = set()
+  def scratch(self, n: int) -> UOp:
+    """A per-thread array of n floats (rendered as a local array: memory, not registers)."""
+    r = UOp(Ops.DEFINE_REG, dtypes.float32.ptr(n, "reg"), (UOp(Ops.NOOP, dtypes.void, (), ("reg", self.n_reg)),), (self.n_reg, None))
+    self.n_reg += 1
+    self.readers[r] = set()   # its loads, stale after a store to it
+    return self.emit(r)
   def loop(self, bound: UOp, kind: str = "r") -> UOp:
     self.emit(bound)
     rng = UOp(Ops.RANGE, dtypes.index, (bound,), ("g", 0) if kind == "g" else ("r", self.n_range, 0))
@@ -107,12 +130,20 @@ class _Program:
     n = val.dtype.count
     ind = UOp(Ops.INDEX, buf.dtype, (buf, idx), ("vec", n) if n > 1 else None)
     self.emit(UOp(Ops.STORE, dtypes.void, (ind, val)))
+    if buf.op is Ops.DEFINE_REG:
+      # a scratch array: a load of it emitted before reads the old contents, so asking for it again means a new load;
+      # values computed from the old contents stay what they are (alpha from the old max, after the new one is stored)
+      stale = {u for u in self.readers[buf] if u.op in (Ops.INDEX, Ops.LOAD)}
+      for s in self.scopes: s.difference_update(stale)
+      self.readers[buf] = set()
 
 def _f(x: float) -> UOp: return UOp.const(dtypes.float32, x)
 def _i(x: int) -> UOp: return index_const(x)
 def _alu(op: Ops, dt: DType, *src: UOp) -> UOp: return UOp(op, dt, tuple(src))
 def _load(buf: UOp, idx: UOp, n: int) -> UOp:
   return UOp(Ops.LOAD, dtypes.float32.vec(n) if n > 1 else dtypes.float32, (UOp(Ops.INDEX, buf.dtype, (buf, idx), ("vec", n) if n > 1 else None),))
+def _vec(x: float, n: int) -> UOp:
+  return UOp(Ops.VECTORIZE, dtypes.float32.vec(n), tuple(_f(x) for _ in range(n))) if n > 1 else _f(x)
 def _min(a: UOp, b: UOp) -> UOp: return a.lt(b).where(a, b)
 def _max(a: UOp, b: UOp) -> UOp:
   # a compare and select (one vmaxps), not MAX's NaN-propagating form: a NaN score makes its row's p, l and output NaN anyway
@@ -185,64 +216,105 @@ def attention_program(ast: UOp, renderer=None) -> list[UOp]:
   skp, dv = node.src[2].shape[-2:]
   bh = prod(batch)
   R, TK, W = a.rows, a.keys, a.width
+  NC = TK // W
   dvw = next(w for w in (W, 8, 4, 2, 1) if w <= W and dv % w == 0)
+  DC = dv // dvw
+  regs = getattr(renderer, "attention_vector", None) or (W, 32)
+  G = _pv_group(R, DC, regs[1])
+  NB = _row_blocks(bh, sq, R)
+  SB = NB * R   # rows per program instance
   ocols = dv + (1 if a.with_lse else 0)
   out = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(prod(a.out_shape)), (), 0)
   f, fv, fdv = dtypes.float32, dtypes.float32.vec(W), dtypes.float32.vec(dvw)
   log2e = 1.4426950408889634
-  nqt = (sq + R - 1) // R
+  nsb = (sq + SB - 1) // SB
+  masked = a.causal or a.sk % TK != 0   # else every key of every tile is visible: no compare and select per score
   P = _Program()
   # every buffer declared up front: one emitted inside a loop goes out of scope at its end, and a second input that
   # is the same buffer (self-attention with v = q) would declare it again
   for buf in (out, qb, kb, vb): P.emit(buf)
-  g = P.loop(_i(bh * nqt), "g")
-  # query tiles alternate from both ends (0, n-1, 1, n-2, ...): with a causal mask a tile's work grows with its row, and
-  # the runtime gives each thread a contiguous range of g, which now holds as many long tiles as short ones
-  b, tq = g // nqt, g % nqt
-  q0 = (tq % 2).ne(0).where(_i(nqt - 1) - tq // 2, tq // 2) * R
-  # rows past the end of a partial tile redo the last row (same values, same thread): no bounds checks in the loops
-  rows = [_min(q0 + r, _i(sq - 1)) for r in range(R)]
-  m = [P.reg(fv, -math.inf) for _ in range(R)]   # the running max in every lane: rescales are vector ops
-  l = [P.reg(fv, 0.0) for _ in range(R)]
-  acc = [[P.reg(fdv, 0.0) for _ in range(dv // dvw)] for _ in range(R)]
-  # visible keys per row: all real ones, or up to the row itself when causal; key tiles past the last row's bound are skipped
-  bound = [_min(i + 1, _i(a.sk)) if a.causal else _i(a.sk) for i in rows]
-  ntiles = (bound[-1] + (TK - 1)) // TK if a.causal else _i(skp // TK)
+  # per-thread scratch: each tile's p (so p @ v broadcasts p[row, key] with a load, not a lane shuffle), and each row's
+  # output accumulators, running max and partial sums between key tiles
+  pbuf, obuf, mbuf, lbuf = P.scratch(R * TK), P.scratch(SB * dv), P.scratch(SB * W), P.scratch(SB * W)
+  g = P.loop(_i(bh * nsb), "g")
+  # row blocks alternate from both ends (0, n-1, 1, n-2, ...): with a causal mask a block's work grows with its row,
+  # and the runtime gives each thread a contiguous range of g, which now holds as many long blocks as short ones
+  b, ts = g // nsb, g % nsb
+  q0 = (ts % 2).ne(0).where(_i(nsb - 1) - ts // 2, ts // 2) * SB
+  nblk = _min(_i(NB), _i(-(-sq // R)) - q0 // R)   # the last instance's row blocks: those holding real rows
+  for i in range(SB):
+    P.store(mbuf, _i(i * W), _vec(-math.inf, W))
+    P.store(lbuf, _i(i * W), _vec(0.0, W))
+    for c in range(DC): P.store(obuf, _i(i * dv + c * dvw), _vec(0.0, dvw))
+  # key tiles past the last row's bound are skipped; rows past the end of a partial block redo the last row (same
+  # values, same thread): no bounds checks in the loops
+  last = _min(q0 + (SB - 1), _i(sq - 1))
+  ntiles = (_min(last + 1, _i(a.sk)) + (TK - 1)) // TK if a.causal else _i(skp // TK)
   t = P.loop(ntiles)
   j0 = t * TK
-  iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(TK // W)]
-  jf = [P.emit(_alu(Ops.ADD, fv, j0.cast(f), iota[c])) for c in range(TK // W)]
+  if a.causal:   # row blocks wholly above the diagonal see nothing of this tile
+    rb0 = j0.lt(q0).where(_i(0), (j0 - q0) // R)
+    rbl = P.loop(nblk - rb0)
+    rb = rb0 + rbl
+  else: rb = rbl = P.loop(nblk)
+  rows = [_min(q0 + rb * R + r, _i(sq - 1)) for r in range(R)]
+  slot = [rb * R + r for r in range(R)]   # the row's place in the scratch arrays
   # scores: one kT vector per (head dim, column chunk) shared by every row, q[row, k] broadcast from memory
-  s = dot_tile(P, d, R, TK // W, fv, lambda k, c: _load(kb, b * (d * skp) + t * (d * TK) + k * TK + c * W, W),
+  s = dot_tile(P, d, R, NC, fv, lambda k, c: _load(kb, b * (d * skp) + t * (d * TK) + k * TK + c * W, W),
                lambda k, r: _load(qb, b * (sq * d) + rows[r] * d + k, 1))
   sc = _f(a.scale * log2e)
-  p_all = []
+  if masked:
+    iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(NC)]
+    jf = [P.emit(_alu(Ops.ADD, fv, j0.cast(f), iota[c])) for c in range(NC)]
+  alphas = []
   for r in range(R):
-    bf = bound[r].cast(f)
-    sr = [P.emit(_alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), jf[c], bf), _alu(Ops.MUL, fv, s[r][c], sc), _f(-math.inf)))
-          for c in range(TK // W)]
-    m_new = P.emit(_max(m[r], _allmax(_tree(Ops.MAX, sr))))
-    alpha = P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, m[r], m_new)))
-    p = [P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, x, m_new))) for x in sr]
-    P.assign(l[r], _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, l[r], alpha), _tree(Ops.ADD, p)))
-    alpha_dv = alpha if dvw == W else UOp(Ops.GEP, f, (alpha,), (0,))
-    for c in range(dv // dvw): P.assign(acc[r][c], _alu(Ops.MUL, fdv, acc[r][c], alpha_dv))
-    p_all.append((p, m_new))
-  # p @ v[tile]: one v row (dv/dvw vectors) per key shared by every row, p[row, key] broadcast from its lane
-  for jj in range(TK):
-    vv = [P.emit(_load(vb, b * (skp * dv) + (j0 + jj) * dv + c * dvw, dvw)) for c in range(dv // dvw)]
-    for r in range(R):
-      pj = UOp(Ops.GEP, f, (p_all[r][0][jj // W],), (jj % W,))
-      for c in range(dv // dvw): P.assign(acc[r][c], _alu(Ops.ADD, fdv, _alu(Ops.MUL, fdv, pj, vv[c]), acc[r][c]))
-  for r in range(R): P.assign(m[r], p_all[r][1])   # last: p above was computed from the old max
+    # a positive scale commutes with the max: the tree runs on the raw scores and the scaling folds into each
+    # exponent's subtraction (one FMA); otherwise the scores are scaled first
+    pos = a.scale > 0
+    sr = [s[r][c] if pos else _alu(Ops.MUL, fv, s[r][c], sc) for c in range(NC)]
+    if masked:
+      bf = (_min(rows[r] + 1, _i(a.sk)) if a.causal else _i(a.sk)).cast(f)
+      sr = [_alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), jf[c], bf), x, _f(-math.inf)) for c, x in enumerate(sr)]
+    sr = [P.emit(x) for x in sr]
+    m_old = P.emit(_load(mbuf, slot[r] * W, W))
+    tmax = _allmax(_tree(Ops.MAX, sr))
+    m_new = P.emit(_max(m_old, _alu(Ops.MUL, fv, tmax, sc) if pos else tmax))
+    alpha = P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, m_old, m_new)))
+    p = [P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, _alu(Ops.MUL, fv, x, sc) if pos else x, m_new))) for x in sr]
+    P.store(lbuf, slot[r] * W, _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, _load(lbuf, slot[r] * W, W), alpha), _tree(Ops.ADD, p)))
+    P.store(mbuf, slot[r] * W, m_new)
+    for c in range(NC): P.store(pbuf, _i(r * TK + c * W), p[c])
+    alphas.append(alpha if dvw == W else UOp(Ops.GEP, f, (alpha,), (0,)))
+  P.emit(UOp(Ops.BARRIER, dtypes.void, ()))   # p is read back from memory: broadcast loads, not lane shuffles
+  # p @ v[tile], G output vectors per row at a time: one v row piece per key shared by every row, p[row, key] broadcast
+  # the key loop unrolled by 8, not fully: a quarter of the code (gcc's time) at the same speed
+  PU = next(x for x in (8, 4, 2, 1) if TK % x == 0)
+  for g0 in range(0, DC, G):
+    cs = range(g0, min(DC, g0 + G))
+    acc = {(r, c): P.reg(fdv, 0.0) for r in range(R) for c in cs}
+    P.assign_all([(acc[r, c], _alu(Ops.MUL, fdv, _load(obuf, slot[r] * dv + c * dvw, dvw), alphas[r])) for r in range(R) for c in cs])
+    jl = P.loop(_i(TK // PU))
+    for u in range(PU):
+      jj = jl * PU + u
+      vv = {c: P.emit(_load(vb, b * (skp * dv) + (j0 + jj) * dv + c * dvw, dvw)) for c in cs}
+      for r in range(R):
+        pj = P.emit(_load(pbuf, _i(r * TK) + jj, 1))
+        for c in cs: P.assign(acc[r, c], _alu(Ops.ADD, fdv, _alu(Ops.MUL, fdv, pj, vv[c]), acc[r, c]))
+    P.end(jl)
+    for (r, c), x in acc.items(): P.store(obuf, slot[r] * dv + c * dvw, x)
+  P.end(rbl)
   P.end(t)
+  fb = P.loop(nblk)
   for r in range(R):
-    lsum = P.emit(_tree(Ops.ADD, [UOp(Ops.GEP, f, (l[r],), (x,)) for x in range(W)]))
+    i, row = fb * R + r, _min(q0 + fb * R + r, _i(sq - 1))
+    lv = P.emit(_load(lbuf, i * W, W))
+    lsum = P.emit(_tree(Ops.ADD, [UOp(Ops.GEP, f, (lv,), (x,)) for x in range(W)]))
     inv = P.emit(_alu(Ops.RECIP, f, lsum))
-    base = b * (sq * ocols) + rows[r] * ocols
-    for c in range(dv // dvw): P.store(out, base + c * dvw, _alu(Ops.MUL, fdv, acc[r][c], inv))
+    base = b * (sq * ocols) + row * ocols
+    for c in range(DC): P.store(out, base + c * dvw, _alu(Ops.MUL, fdv, _load(obuf, i * dv + c * dvw, dvw), inv))
     if a.with_lse:   # the natural log-sum-exp of the scaled scores: (m + log2 l) in base 2, times ln 2
-      lse2 = _alu(Ops.ADD, f, UOp(Ops.GEP, f, (m[r],), (0,)), _alu(Ops.LOG2, f, lsum))
+      lse2 = _alu(Ops.ADD, f, _load(mbuf, i * W, 1), _alu(Ops.LOG2, f, lsum))
       P.store(out, base + dv, _alu(Ops.MUL, f, lse2, _f(math.log(2))))
+  P.end(fb)
   P.end(g)
   return P.out

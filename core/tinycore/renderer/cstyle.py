@@ -193,6 +193,12 @@ class CStyleRenderer(Renderer):
         depth -= 1
         line("}")
         continue
+      if op is Ops.DEFINE_REG and isinstance(u.dtype, PtrDType):
+        # a per-thread array (fused attention's scratch tiles), read and written through INDEX like a buffer; aligned
+        # for whole-vector access
+        r[u] = r[u.src[0]] = f"tmp{u.arg[0]}"
+        line(f"{self.ctype(u.dtype.base)} {r[u]}[{u.dtype.size}] __attribute__((aligned(64)));")
+        continue
       if op is Ops.DEFINE_REG:
         r[u] = r[u.src[0]] = f"acc{u.arg[0]}"
         init = self.literal(u.arg[1], u.dtype.scalar())

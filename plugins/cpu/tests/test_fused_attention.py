@@ -25,7 +25,9 @@ SHAPES = [  # B, H, Sq, Sk, D, Dv, causal
   (1, 1, 1, 1, 32, 32, False), (1, 3, 15, 15, 64, 64, True), (1, 1, 16, 16, 32, 32, False), (3, 1, 17, 17, 80, 80, True),
   (1, 1, 63, 63, 128, 128, False), (1, 1, 64, 64, 64, 64, True), (1, 3, 65, 65, 32, 32, False), (1, 1, 511, 511, 64, 64, True),
   (1, 1, 511, 511, 64, 64, False), (1, 1, 17, 40, 64, 64, True), (1, 1, 40, 17, 64, 64, True), (1, 1, 5, 33, 16, 48, False),
-  (1, 3, 33, 7, 20, 12, False)]
+  (1, 3, 33, 7, 20, 12, False),
+  # many register blocks per program instance (codegen/attention.py _row_blocks), the last instance holding fewer
+  (2, 8, 200, 200, 64, 64, True), (2, 8, 200, 137, 64, 64, False), (2, 8, 137, 200, 48, 80, True)]
 
 @pytest.mark.parametrize("B,H,Sq,Sk,D,Dv,causal", SHAPES)
 def test_forward_matches_torch(B, H, Sq, Sk, D, Dv, causal):

@@ -42,6 +42,15 @@ static inline float __tc_exp2(float x) {
   return x != x ? x : x < -126.0f ? 0.0f : (p * 2.0f) * sc; }
 """,
 "fp8": fp8_helpers("static inline"),
+"__tc_maxsel_v16": """/* a < b ? b : a on 16 lanes (fused attention's running max): one vmaxps, which returns its second operand a when
+   either is nan, as the select does */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline tc_float_16 __tc_maxsel_v16(tc_float_16 b, tc_float_16 a) { return (tc_float_16)_mm512_max_ps((__m512)b, (__m512)a); }
+#else
+static inline tc_float_16 __tc_maxsel_v16(tc_float_16 b, tc_float_16 a) { tc_mask_16 m = a < b; return (tc_float_16)((m & (tc_mask_16)b) | (~m & (tc_mask_16)a)); }
+#endif
+""",
 "__tc_t8x16": """/* 8 vectors of 16 lanes (a conv tile's 8 pixels x 16 output channels) -> 16 vectors of 8 (each channel's 8 pixels),
    in three rounds of two-source shuffles: lane pairs, then quads, then 8-wide halves. Written out without arrays or
    loops: at -O2 GCC keeps those on the stack. */
@@ -66,11 +75,30 @@ static inline void __tc_t8x16(tc_float_16 a0, tc_float_16 a1, tc_float_16 a2, tc
 """,
 }
 
+_EXP2_COEF = ["1.5403530393381606e-4f", "1.3333558146428441e-3f", "9.618129107628477e-3f", "5.5504108664821576e-2f", "0.2402265069591007f",
+              "0.6931471805599453f", "1.0f"]
+
+def _exp2_avx512() -> str:
+  """__tc_exp2_v16 with AVX-512's own instructions: n = round(x) in one vrndscaleps and 2^n * p(f) in one vscalefps
+  (which takes any exponent and overflows to inf itself), ~13 instructions instead of ~28 for the integer exponent
+  assembly; fused attention evaluates one per score. Same polynomial, same results at the edges (below -126: 0, above
+  128: inf, nan stays nan: vmaxps/vminps return their second operand when one is nan)."""
+  poly = "".join(f" p = _mm512_fmadd_ps(p, f, _mm512_set1_ps({c}));" for c in _EXP2_COEF[1:])
+  return f"""static inline tc_float_16 __tc_exp2_v16(tc_float_16 x) {{
+  __m512 v = (__m512)x, xc = _mm512_min_ps(_mm512_set1_ps(128.0f), _mm512_max_ps(_mm512_set1_ps(-127.0f), v));
+  __m512 n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), f = _mm512_sub_ps(xc, n);
+  __m512 p = _mm512_set1_ps({_EXP2_COEF[0]});{poly}
+  return (tc_float_16)_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ), _mm512_scalef_ps(p, n)); }}
+"""
+
 def _exp2_vec(n: int) -> str:
   """__tc_exp2 on n lanes with vector extensions: the same polynomial, floor and exponent bits done lane-wise."""
+  if n == 16: return f"#if defined(__AVX512F__)\n#include <immintrin.h>\n{_exp2_avx512()}#else\n{_exp2_generic(n)}#endif\n"
+  return _exp2_generic(n)
+
+def _exp2_generic(n: int) -> str:
   F, M = f"tc_float_{n}", f"tc_mask_{n}"
-  coef = ["1.5403530393381606e-4f", "1.3333558146428441e-3f", "9.618129107628477e-3f", "5.5504108664821576e-2f", "0.2402265069591007f",
-          "0.6931471805599453f", "1.0f"]
+  coef = _EXP2_COEF
   poly = f"{F} p = z + {coef[0]};" + "".join(f" p = p*f + {c};" for c in coef[1:])
   return f"""static inline {F} __tc_exp2_v{n}({F} x) {{
   {F} z = ({F}){{0}};
@@ -189,6 +217,10 @@ class CRenderer(CStyleRenderer):
       # lanes gathered into a vector (fused attention's lane numbers): a compound literal, no statement
       r[u] = f"(({self.ctype(u.dtype)}){{{', '.join(r[s] for s in u.src)}}})"
       return []
+    if u.op is Ops.BARRIER:
+      # one thread's scratch array is read back through memory after this (a compiler barrier): without it gcc forwards
+      # fused attention's stored p vectors to the scalar loads after them as lane shuffles, the port the FMAs need
+      return ['__asm__ volatile("" ::: "memory");']
     # lanes of one vector permuted (fused attention's butterfly row max): one shuffle (gcc >= 12, clang)
     if u.op is Ops.GEP and len(u.arg) > 1 and u.src[0].op is not Ops.WMMA:
       r[u] = f"__builtin_shufflevector({r[u.src[0]]}, {r[u.src[0]]}, {', '.join(str(i) for i in u.arg)})"
@@ -227,6 +259,12 @@ class CRenderer(CStyleRenderer):
           parts += (f"static inline void __tc_to_{dt.name}_v{n}({ct}* p, tc_float_{n} v) {{ "
                     f"for (int i = 0; i < {n}; i++) p[i] = __tc_to_{dt.name}(v[i]); }}\n")
     return self.prelude + self.typedefs + parts + f"void {name}({', '.join(params)}) {{\n" + text + "\n}\n"
+  def vec_select(self, op: Ops, u: UOp, a: list[str]) -> str:
+    # WHERE(a < b, b, a): a max of 16 float lanes in one instruction (the generic mask select is a compare and a blend)
+    if op is Ops.WHERE and u.dtype == dtypes.float32.vec(16) and u.src[0].op is Ops.CMPLT and u.src[0].src == (u.src[2], u.src[1]) \
+       and u.src[1].dtype == u.src[2].dtype == u.dtype:
+      return f"__tc_maxsel_v16({a[1]}, {a[2]})"
+    return super().vec_select(op, u, a)
   def cast(self, x: str, src, dt) -> str:
     # a C cast between vector types reinterprets bits: int8 lanes -> float lanes need a lane-wise conversion
     if dt.count > 1 and src.count > 1 and src.scalar() not in self.emulated and src.scalar() != dt.scalar() and dt.scalar() != dtypes.bool:
