@@ -21,8 +21,32 @@ STREAM_ROWS = 8   # up to this many rows, `x @ W` (W row-major) is cut into row 
 ROW_STREAMS = 4   # x @ W.T at one activation row: long weight rows streamed side by side by each thread
 ACCS = 16         # vector accumulators in registers: half of AVX-512's 32, leaving room for the loads and broadcasts
 CHUNK_ACCS = 512  # in a row chunk: rows x vectors accumulators, spilled to L1: 32 KiB of them stay there and keep up with DRAM
+CHUNK_UNROLL = 4  # in a row chunk: weight rows per load and store of the accumulators (UNROLL), streamed side by side
 
 def _bound(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
+
+def unroll_reduce(k: UOp, r: UOp, amt: int) -> UOp:
+  """UNROLL: `amt` consecutive steps of the reduce `r` per loop trip, summed into the same accumulator (unlike UPCAST_R,
+  which gives each copy its own). A row chunk's accumulators live in L1, so this reads `amt` rows of the weight per
+  load and store of each accumulator, and streams them side by side."""
+  from tinycore.codegen.opt import _simplify, index_const
+  from tinycore.codegen.mma_accumulate import FMA_CHAIN
+  nr = UOp(Ops.RANGE, r.dtype, (index_const(_bound(r) // amt),), r.arg)
+  repl = {}
+  for red in k.toposort():
+    if red.op is not Ops.REDUCE or r not in red.src[1:]: continue
+    parts = [red.src[0].substitute({r: nr * amt + u}) for u in range(amt)]
+    if red.arg is Ops.ADD and all(p.op is Ops.MUL for p in parts):
+      # products: one FMA chain, which the program stage starts from the running sum (mma_accumulate.py), so the
+      # accumulator takes the copies in order, exactly the sum of the loop without the unroll
+      body = parts[0]
+      for p in parts[1:]: body = UOp(Ops.MULACC, red.dtype, (p.src[0], p.src[1], body), FMA_CHAIN)
+    else:
+      while len(parts) > 1:   # a balanced tree: the copies' sum is short, then one update of the accumulator
+        parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+      body = parts[0]
+    repl[red] = UOp(Ops.REDUCE, red.dtype, (body, *(nr if x is r else x for x in red.src[1:])), red.arg)
+  return _simplify(k.substitute(repl)) if repl else k
 
 def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
   """(opts, optimized kernel) for a small-batch matrix-vector product; None for anything else."""
@@ -50,7 +74,7 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
   # M <= MAX_ROWS rows
   if M > MAX_ROWS or size > weight.src[0].dtype.size or N is None: return None   # type: ignore[attr-defined]
   # one row: only a product read along the reduce (x @ W.T); x @ W is the row-chunk kernel opt.py tiles
-  if M == 1 and (r not in terms or len({ind.src[0] for ind in loads}) < 2): return None
+  if M == 1 and ((r not in terms and len(cols) == 1) or len({ind.src[0] for ind in loads}) < 2): return None
   opts: list = []
   try:
     if r in terms and K % 16 == 0 and K // 16 >= 4:
@@ -79,11 +103,14 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
         k = apply_opt(k, opts[-1])
       return tuple(opts), k
     if n in terms and N % 16 == 0:
+      from tinycore.helpers import getenv
+      inner = getenv("GEMV_ROWS_INNER", 0)
       opts.append(("VEC", n.arg, 16))
       k = apply_opt(k, opts[-1])
-      for g in rows:
-        opts.append(("UPCAST", g.arg, _bound(g)))
-        k = apply_opt(k, opts[-1])
+      if not inner:
+        for g in rows:
+          opts.append(("UPCAST", g.arg, _bound(g)))
+          k = apply_opt(k, opts[-1])
       # vectors side by side along the outputs: each row of the weight read in longer runs, rows x vectors accumulators
       vecs = N // 16
       if len(cols) > 1:
@@ -92,6 +119,13 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
       else: w = next((v for v in (8, 4, 2) if v * M <= ACCS and vecs % v == 0 and vecs // v >= 2), 1)
       if w > 1:
         opts.append(("UPCAST", n.arg, w))
+        k = apply_opt(k, opts[-1])
+      if inner:
+        for g in rows:
+          opts.append(("UPCAST", g.arg, _bound(g)))
+          k = apply_opt(k, opts[-1])
+      if len(cols) > 1 and (u := getenv("GEMV_UNROLL", CHUNK_UNROLL)) > 1 and K % u == 0 and K // u >= 2:
+        opts.append(("UNROLL", r.arg, u))
         k = apply_opt(k, opts[-1])
       return tuple(opts), k
   except CantVectorize: return None
