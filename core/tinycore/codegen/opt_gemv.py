@@ -10,8 +10,12 @@ twice the traffic), or tiled 4 of 8 rows (two passes). Here:
   thread streams whole rows of W, two long rows at once) or along the outputs (x @ W, W [K, N]: VEC plus vectors side
   by side; in a row chunk of schedule.py, most of each row at once);
 - enough independent accumulators to cover the FMA latency, few enough to stay in registers (rows x vectors <= ACCS)
-  or, in a row chunk, in L1 (CHUNK_ACCS).
-A single row of x @ W (W row-major) is left to the general heuristic and to the row-chunk split of schedule.py."""
+  or, in a row chunk, in L1 (CHUNK_ACCS);
+- in a row chunk, CHUNK_UNROLL weight rows per trip summed into the same accumulators (UNROLL), the activation rows
+  innermost: one load and store of an L1 accumulator per CHUNK_UNROLL weight vectors, and several rows streamed side by
+  side (2 threads, 1x4096 @ 4096x4096 from DRAM: a plain C read of 64 MB reaches ~54 GB/s as one stream per thread,
+  ~57-60 with four; at 8 activation rows the old tile was bound by L1 loads and stores, not by memory).
+A single row of x @ W (W row-major) outside a row chunk (a short reduce) is left to the general heuristic."""
 from __future__ import annotations
 from tinycore.uop import UOp, Ops
 from tinycore.renderer import Renderer
@@ -47,6 +51,14 @@ def unroll_reduce(k: UOp, r: UOp, amt: int) -> UOp:
       body = parts[0]
     repl[red] = UOp(Ops.REDUCE, red.dtype, (body, *(nr if x is r else x for x in red.src[1:])), red.arg)
   return _simplify(k.substitute(repl)) if repl else k
+
+def _upcast_rows(k: UOp, rows: list[UOp], opts: list) -> tuple[list, UOp]:
+  """Every activation row unrolled (UPCAST by its full size)."""
+  from tinycore.codegen.opt import apply_opt
+  for g in rows:
+    opts.append(("UPCAST", g.arg, _bound(g)))
+    k = apply_opt(k, opts[-1])
+  return opts, k
 
 def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
   """(opts, optimized kernel) for a small-batch matrix-vector product; None for anything else."""
@@ -103,30 +115,27 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
         k = apply_opt(k, opts[-1])
       return tuple(opts), k
     if n in terms and N % 16 == 0:
-      from tinycore.helpers import getenv
-      inner = getenv("GEMV_ROWS_INNER", 0)
+      chunk = len(cols) > 1
       opts.append(("VEC", n.arg, 16))
       k = apply_opt(k, opts[-1])
-      if not inner:
-        for g in rows:
-          opts.append(("UPCAST", g.arg, _bound(g)))
-          k = apply_opt(k, opts[-1])
       # vectors side by side along the outputs: each row of the weight read in longer runs, rows x vectors accumulators
       vecs = N // 16
-      if len(cols) > 1:
+      if chunk:
         # a row chunk: as much of each row at once as CHUNK_ACCS allows, so the rows stream (half a row per pass at 2 rows)
         w = max(v for v in range(1, vecs + 1) if vecs % v == 0 and v * M <= CHUNK_ACCS)
-      else: w = next((v for v in (8, 4, 2) if v * M <= ACCS and vecs % v == 0 and vecs // v >= 2), 1)
+      else:
+        w = next((v for v in (8, 4, 2) if v * M <= ACCS and vecs % v == 0 and vecs // v >= 2), 1)
+        opts, k = _upcast_rows(k, rows, opts)
       if w > 1:
         opts.append(("UPCAST", n.arg, w))
         k = apply_opt(k, opts[-1])
-      if inner:
-        for g in rows:
-          opts.append(("UPCAST", g.arg, _bound(g)))
+      if chunk:
+        # the rows innermost: each weight vector is loaded once and feeds every row's accumulator, instead of one pass
+        # over the chunk's part of the weight per row, which at 8 rows was bound by L1 loads and stores, not by memory
+        opts, k = _upcast_rows(k, rows, opts)
+        if CHUNK_UNROLL > 1 and K % CHUNK_UNROLL == 0 and K // CHUNK_UNROLL >= 2:
+          opts.append(("UNROLL", r.arg, CHUNK_UNROLL))
           k = apply_opt(k, opts[-1])
-      if len(cols) > 1 and (u := getenv("GEMV_UNROLL", CHUNK_UNROLL)) > 1 and K % u == 0 and K // u >= 2:
-        opts.append(("UNROLL", r.arg, u))
-        k = apply_opt(k, opts[-1])
       return tuple(opts), k
   except CantVectorize: return None
   return None
