@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse, json, os, statistics, subprocess, sys, time
 import numpy as np
 
-SHAPES = [(1, 4096, 4096), (1, 576, 1536), (1, 1536, 576), (1, 4096, 11008), (2, 4096, 4096), (8, 4096, 4096),
+SHAPES = [(1, 4096, 4096), (1, 576, 1536), (1, 1536, 576), (1, 4096, 11008), (2, 4096, 4096), (4, 4096, 4096), (8, 4096, 4096),
           (1, 4095, 4097), (1, 4097, 4095)]
 
 def _arrays(M: int, K: int, N: int, lay: str):
