@@ -85,7 +85,8 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
   # the weight (or the aligned part of it that ragged_matvec.py cut off) is read once per kernel, each element shared by
   # M <= MAX_ROWS rows
   if M > MAX_ROWS or size > weight.src[0].dtype.size or N is None: return None   # type: ignore[attr-defined]
-  # one row: only a product read along the reduce (x @ W.T); x @ W is the row-chunk kernel opt.py tiles
+  # one row: a product read along the reduce (x @ W.T) or a row chunk of x @ W; an unchunked x @ W (a short reduce) is
+  # opt.py's
   if M == 1 and ((r not in terms and len(cols) == 1) or len({ind.src[0] for ind in loads}) < 2): return None
   opts: list = []
   try:
@@ -121,7 +122,8 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
       # vectors side by side along the outputs: each row of the weight read in longer runs, rows x vectors accumulators
       vecs = N // 16
       if chunk:
-        # a row chunk: as much of each row at once as CHUNK_ACCS allows, so the rows stream (half a row per pass at 2 rows)
+        # a row chunk: as much of each row at once as CHUNK_ACCS allows, so the rows stream (4096 wide: all of it at 1..2
+        # activation rows, a quarter at 8)
         w = max(v for v in range(1, vecs + 1) if vecs % v == 0 and v * M <= CHUNK_ACCS)
       else:
         w = next((v for v in (8, 4, 2) if v * M <= ACCS and vecs % v == 0 and vecs // v >= 2), 1)
