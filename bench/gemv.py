@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse, json, os, statistics, subprocess, sys, time
 import numpy as np
 
-SHAPES = [(1, 4096, 4096), (1, 576, 1536), (1, 1536, 576), (1, 4096, 11008), (2, 4096, 4096), (8, 4096, 4096),
+SHAPES = [(1, 4096, 4096), (1, 576, 1536), (1, 1536, 576), (1, 4096, 11008), (2, 4096, 4096), (4, 4096, 4096), (8, 4096, 4096),
           (1, 4095, 4097), (1, 4097, 4095)]
 
 def _arrays(M: int, K: int, N: int, lay: str):
@@ -55,6 +55,29 @@ def worker(name: str) -> None:
       st = time.perf_counter(); fn(); ts.append(time.perf_counter() - st)
     print(json.dumps(statistics.median(ts)), flush=True)
 
+def _cpu_ns(pid: int) -> int | None:
+  """CPU time of all of a process's threads so far (Linux), or None where /proc can't tell."""
+  total = 0
+  try:
+    for tid in os.listdir(f"/proc/{pid}/task"):
+      try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as fh: total += int(fh.read().split()[0])
+      except (OSError, ValueError, IndexError): pass   # a thread that just exited
+  except OSError: return None
+  return total
+
+def wait_idle(pid: int, quiet_ns: int = 500_000, step_s: float = 0.005, limit_s: float = 1.0) -> None:
+  """Wait until a worker's threads stop spinning (under `quiet_ns` of CPU in `step_s`) before the next framework runs.
+  OpenBLAS's threads spin ~0.1 s after a call and OpenMP's (torch) a while too: a fixed 20 ms pause left them on the
+  cores, and torch, run right after numpy, measured 8.4 GB/s instead of ~59 on 1x4096 @ 4096x4096."""
+  last, end = _cpu_ns(pid), time.perf_counter() + limit_s
+  if last is None: time.sleep(0.2); return   # no /proc: longer than OpenBLAS's spin
+  while time.perf_counter() < end:
+    time.sleep(step_s)
+    now = _cpu_ns(pid)
+    if now is None or now - last < quiet_ns: return
+    last = now
+
 def main() -> None:
   ap = argparse.ArgumentParser()
   ap.add_argument("--rounds", type=int, default=7)
@@ -73,7 +96,7 @@ def main() -> None:
     p.stdin.write(f"{M} {K} {N} {lay} {reps}\n"); p.stdin.flush()   # type: ignore[union-attr]
     line = p.stdout.readline()   # type: ignore[union-attr]
     if not line: raise RuntimeError(f"{f} worker died (shape {M}x{K}x{N} {lay})")
-    time.sleep(0.02)   # let its threads stop spinning before the next framework starts
+    wait_idle(p.pid)
     return json.loads(line)
   print(f"load average before: {os.getloadavg()}")
   others = ", ".join(f for f in procs if f != "tinycore")

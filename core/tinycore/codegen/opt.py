@@ -243,7 +243,7 @@ def _range(k: UOp, arg) -> UOp:
     if u.op is Ops.RANGE and u.arg == arg: return u
   raise InvalidOpt(f"no range {arg!r} in kernel (it has {sorted(str(u.arg) for u in k.toposort() if u.op is Ops.RANGE)})")
 
-_AXIS_KIND = {"VEC": "g", "VEC_S": "g", "UPCAST": "g", "UPCAST_R": "r", "VEC_R": "r", "SWAP": "g", "GROUP": "g"}
+_AXIS_KIND = {"VEC": "g", "VEC_S": "g", "UPCAST": "g", "UPCAST_R": "r", "VEC_R": "r", "UNROLL": "r", "SWAP": "g", "GROUP": "g"}
 
 def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
   """(the range `opt` acts on, its amount or second range) after checking that `opt` is well formed and fits `k`:
@@ -272,6 +272,9 @@ def apply_opt(k: UOp, opt: Opt) -> UOp:
   if kind == "UPCAST_R": return upcast_reduce(k, r, arg)  # type: ignore[arg-type]
   if kind == "VEC_R": return vectorize_reduce(k, r, arg)  # type: ignore[arg-type]
   if kind == "GROUP": return group_global(k, r, arg)  # type: ignore[arg-type]
+  if kind == "UNROLL":
+    from tinycore.codegen.opt_gemv import unroll_reduce
+    return unroll_reduce(k, r, arg)  # type: ignore[arg-type]
   # SWAP, loop order: the outermost global loop is the one split across threads; swapping changes what stays in cache
   return k.substitute({r: UOp(Ops.RANGE, r.dtype, r.src, arg.arg), arg: UOp(Ops.RANGE, arg.dtype, arg.src, r.arg)})  # type: ignore[dict-item, union-attr]
 

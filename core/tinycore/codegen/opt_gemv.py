@@ -10,8 +10,12 @@ twice the traffic), or tiled 4 of 8 rows (two passes). Here:
   thread streams whole rows of W, two long rows at once) or along the outputs (x @ W, W [K, N]: VEC plus vectors side
   by side; in a row chunk of schedule.py, most of each row at once);
 - enough independent accumulators to cover the FMA latency, few enough to stay in registers (rows x vectors <= ACCS)
-  or, in a row chunk, in L1 (CHUNK_ACCS).
-A single row of x @ W (W row-major) is left to the general heuristic and to the row-chunk split of schedule.py."""
+  or, in a row chunk, in L1 (CHUNK_ACCS);
+- in a row chunk, CHUNK_UNROLL weight rows per trip summed into the same accumulators (UNROLL), the activation rows
+  innermost: one load and store of an L1 accumulator per CHUNK_UNROLL weight vectors, and several rows streamed side by
+  side (2 threads, 1x4096 @ 4096x4096 from DRAM: a plain C read of 64 MB reaches ~54 GB/s as one stream per thread,
+  ~57-60 with four; at 8 activation rows the old tile was bound by L1 loads and stores, not by memory).
+A single row of x @ W (W row-major) outside a row chunk (a short reduce) is left to the general heuristic."""
 from __future__ import annotations
 from tinycore.uop import UOp, Ops
 from tinycore.renderer import Renderer
@@ -21,8 +25,40 @@ STREAM_ROWS = 8   # up to this many rows, `x @ W` (W row-major) is cut into row 
 ROW_STREAMS = 4   # x @ W.T at one activation row: long weight rows streamed side by side by each thread
 ACCS = 16         # vector accumulators in registers: half of AVX-512's 32, leaving room for the loads and broadcasts
 CHUNK_ACCS = 512  # in a row chunk: rows x vectors accumulators, spilled to L1: 32 KiB of them stay there and keep up with DRAM
+CHUNK_UNROLL = 4  # in a row chunk: weight rows per load and store of the accumulators (UNROLL), streamed side by side
 
 def _bound(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
+
+def unroll_reduce(k: UOp, r: UOp, amt: int) -> UOp:
+  """UNROLL: `amt` consecutive steps of the reduce `r` per loop trip, summed into the same accumulator (unlike UPCAST_R,
+  which gives each copy its own). A row chunk's accumulators live in L1, so this reads `amt` rows of the weight per
+  load and store of each accumulator, and streams them side by side."""
+  from tinycore.codegen.opt import _simplify, index_const
+  from tinycore.codegen.mma_accumulate import FMA_CHAIN
+  nr = UOp(Ops.RANGE, r.dtype, (index_const(_bound(r) // amt),), r.arg)
+  repl = {}
+  for red in k.toposort():
+    if red.op is not Ops.REDUCE or r not in red.src[1:]: continue
+    parts = [red.src[0].substitute({r: nr * amt + u}) for u in range(amt)]
+    if red.arg is Ops.ADD and all(p.op is Ops.MUL for p in parts):
+      # products: one FMA chain, which the program stage starts from the running sum (mma_accumulate.py), so the
+      # accumulator takes the copies in order, exactly the sum of the loop without the unroll
+      body = parts[0]
+      for p in parts[1:]: body = UOp(Ops.MULACC, red.dtype, (p.src[0], p.src[1], body), FMA_CHAIN)
+    else:
+      while len(parts) > 1:   # a balanced tree: the copies' sum is short, then one update of the accumulator
+        parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+      body = parts[0]
+    repl[red] = UOp(Ops.REDUCE, red.dtype, (body, *(nr if x is r else x for x in red.src[1:])), red.arg)
+  return _simplify(k.substitute(repl)) if repl else k
+
+def _upcast_rows(k: UOp, rows: list[UOp], opts: list) -> tuple[list, UOp]:
+  """Every activation row unrolled (UPCAST by its full size)."""
+  from tinycore.codegen.opt import apply_opt
+  for g in rows:
+    opts.append(("UPCAST", g.arg, _bound(g)))
+    k = apply_opt(k, opts[-1])
+  return opts, k
 
 def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
   """(opts, optimized kernel) for a small-batch matrix-vector product; None for anything else."""
@@ -49,8 +85,9 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
   # the weight (or the aligned part of it that ragged_matvec.py cut off) is read once per kernel, each element shared by
   # M <= MAX_ROWS rows
   if M > MAX_ROWS or size > weight.src[0].dtype.size or N is None: return None   # type: ignore[attr-defined]
-  # one row: only a product read along the reduce (x @ W.T); x @ W is the row-chunk kernel opt.py tiles
-  if M == 1 and (r not in terms or len({ind.src[0] for ind in loads}) < 2): return None
+  # one row: a product read along the reduce (x @ W.T) or a row chunk of x @ W; an unchunked x @ W (a short reduce) is
+  # opt.py's
+  if M == 1 and ((r not in terms and len(cols) == 1) or len({ind.src[0] for ind in loads}) < 2): return None
   opts: list = []
   try:
     if r in terms and K % 16 == 0 and K // 16 >= 4:
@@ -79,20 +116,28 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
         k = apply_opt(k, opts[-1])
       return tuple(opts), k
     if n in terms and N % 16 == 0:
+      chunk = len(cols) > 1
       opts.append(("VEC", n.arg, 16))
       k = apply_opt(k, opts[-1])
-      for g in rows:
-        opts.append(("UPCAST", g.arg, _bound(g)))
-        k = apply_opt(k, opts[-1])
       # vectors side by side along the outputs: each row of the weight read in longer runs, rows x vectors accumulators
       vecs = N // 16
-      if len(cols) > 1:
-        # a row chunk: as much of each row at once as CHUNK_ACCS allows, so the rows stream (half a row per pass at 2 rows)
+      if chunk:
+        # a row chunk: as much of each row at once as CHUNK_ACCS allows, so the rows stream (4096 wide: all of it at 1..2
+        # activation rows, a quarter at 8)
         w = max(v for v in range(1, vecs + 1) if vecs % v == 0 and v * M <= CHUNK_ACCS)
-      else: w = next((v for v in (8, 4, 2) if v * M <= ACCS and vecs % v == 0 and vecs // v >= 2), 1)
+      else:
+        w = next((v for v in (8, 4, 2) if v * M <= ACCS and vecs % v == 0 and vecs // v >= 2), 1)
+        opts, k = _upcast_rows(k, rows, opts)
       if w > 1:
         opts.append(("UPCAST", n.arg, w))
         k = apply_opt(k, opts[-1])
+      if chunk:
+        # the rows innermost: each weight vector is loaded once and feeds every row's accumulator, instead of one pass
+        # over the chunk's part of the weight per row, which at 8 rows was bound by L1 loads and stores, not by memory
+        opts, k = _upcast_rows(k, rows, opts)
+        if CHUNK_UNROLL > 1 and K % CHUNK_UNROLL == 0 and K // CHUNK_UNROLL >= 2:
+          opts.append(("UNROLL", r.arg, CHUNK_UNROLL))
+          k = apply_opt(k, opts[-1])
       return tuple(opts), k
   except CantVectorize: return None
   return None

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.needs_device
 
 SHAPES = [(1, 4096, 4096), (1, 576, 1536), (1, 1536, 576), (2, 4096, 4096), (4, 1024, 1000), (8, 4096, 4096),
           (1, 4095, 4097), (1, 4097, 4095), (1, 4095, 4096), (1, 4096, 4097), (3, 4097, 4095), (1, 100, 70), (1, 64, 4097),
-          (1, 1024, 4098), (1, 1024, 1028)]
+          (1, 1024, 4098), (1, 1024, 1028), (1, 4096, 11008), (3, 2048, 1024), (5, 2048, 1024), (6, 1024, 512),
+          (7, 2048, 1024), (1, 1088, 256)]
 LAYOUTS = ["xw", "wx"]   # x @ W with W [K, N] row-major; x @ W.T with W [N, K] (each output reads a row of W)
 
 def _operands(M, K, N, lay, seed=0):
@@ -95,3 +96,64 @@ def test_long_rows_streamed_side_by_side(N, streams):
   ups = [o[2] for o in opts if o[0] == "UPCAST"]
   assert ups == ([streams] if streams > 1 else []), opts
   assert any(o[0] == "UPCAST_R" for o in opts) == (streams < 4), opts
+
+def _chunk_kernel(M: int, K: int, N: int):
+  x, w = Tensor.empty(M, K, device="CPU"), Tensor.empty(K, N, device="CPU")
+  return max(_kernels(_product(x, w, "xw")), key=lambda t: t[2])[0]
+
+@pytest.mark.parametrize("M", [1, 2, 5, 8])
+def test_row_chunk_streams_rows_side_by_side(M):
+  """x @ W in row chunks: CHUNK_UNROLL rows of the weight per trip of the reduce loop, all summed into the same
+  accumulators (UNROLL), and each accumulator updated by one FMA chain that starts from it (one load and store of an
+  L1-resident accumulator per CHUNK_UNROLL weight vectors, not one per vector)."""
+  from tinycore import Device
+  from tinycore.codegen import opt_gemv, get_program
+  from tinycore.codegen.mma_accumulate import FMA_CHAIN
+  r = Device["CPU"].renderer
+  if not r.vector_types: pytest.skip("the renderer has no vector types")
+  assert opt_gemv.CHUNK_UNROLL == 4
+  x, w = Tensor.empty(M, 4096, device="CPU"), Tensor.empty(4096, 4096, device="CPU")
+  it = max((it for it in _product(x, w, "xw").schedule() if it.ast.op is not Ops.COPY), key=lambda it: it.bufs[0].size)
+  k = split_ranges(graph_rewrite(lower_kernel(it.ast), symbolic))
+  opts, _ = _heuristic(k, r)
+  assert [o for o in opts if o[0] == "UNROLL"] == [("UNROLL", next(o[1] for o in opts if o[0] == "UNROLL"), 4)], opts
+  uops = get_program(it.ast, r).uops
+  accs = [u for u in uops if u.op is Ops.DEFINE_REG and u.dtype.count == 16]
+  assert accs and len(accs) % M == 0 and len(accs) <= opt_gemv.CHUNK_ACCS, len(accs)
+  starts = {u.src[2] for u in uops if u.op is Ops.MULACC and u.arg == FMA_CHAIN and u.src[2].op is Ops.DEFINE_REG}
+  assert starts == set(accs), f"{len(set(accs) - starts)} accumulators not updated by an FMA chain that starts from them"
+  chain = lambda u: 1 + chain(u.src[2]) if u.op is Ops.MULACC and u.arg == FMA_CHAIN else 0
+  ends = [u.src[1] for u in uops if u.op is Ops.ASSIGN and u.src[0] in starts]
+  assert ends and all(chain(e) == 4 for e in ends), sorted({chain(e) for e in ends})
+
+def test_unroll_replays_and_checks_its_amount():
+  """UNROLL is an action like the others: BEAM and the kernel cache replay it from the opts alone (same numbers as the
+  heuristic's kernel), and an amount that doesn't divide the reduce is refused, not applied to the wrong elements."""
+  from tinycore import Device
+  from tinycore.codegen.opt import apply_opt, InvalidOpt
+  r = Device["CPU"].renderer
+  if not r.vector_types: pytest.skip("the renderer has no vector types")
+  k = _chunk_kernel(1, 4096, 4096)
+  opts, _ = _heuristic(k, r)
+  rax = next(o[1] for o in opts if o[0] == "UNROLL")
+  with pytest.raises(InvalidOpt, match="doesn't divide"): apply_opt(k, ("UNROLL", rax, 3))
+  with pytest.raises(InvalidOpt, match="reduce axis"): apply_opt(k, ("UNROLL", next(o[1] for o in opts if o[0] == "VEC"), 2))
+  # replayed with other amounts: the same partial sums per row chunk as numpy's
+  from tinycore.codegen import get_program
+  dev = Device["CPU"]
+  x, w = _operands(1, 2048, 512, "xw", seed=3)
+  xt, wt = Tensor(x, device="CPU").realize(), Tensor(w, device="CPU").realize()
+  it = max((it for it in (xt @ wt).schedule() if it.ast.op is not Ops.COPY), key=lambda it: it.bufs[0].size)
+  k = split_ranges(graph_rewrite(lower_kernel(it.ast), symbolic))
+  opts, _ = _heuristic(k, r)
+  assert any(o[0] == "UNROLL" for o in opts), opts
+  out = it.bufs[0]
+  if not out.is_allocated(): out.allocate()
+  chunks = out.size // 512
+  ref = (x[0].astype(np.float64).reshape(chunks, -1, 1) * w.astype(np.float64).reshape(chunks, -1, 512)).sum(axis=1)
+  for amt in (2, 4, 8):
+    p = get_program(it.ast, r, tuple(o if o[0] != "UNROLL" else (o[0], o[1], amt) for o in opts))
+    prg = dev.compiler.load_cached(p.src, lambda lib, p=p: dev.runtime(p.name, lib))
+    prg(*[b._buf for b in it.bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True, work=p.ops + p.mem)
+    got = np.frombuffer(out.as_buffer(), dtype=np.float32).reshape(chunks, 512)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5 * np.abs(ref).max(), err_msg=f"UNROLL {amt}")
