@@ -126,7 +126,11 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
         src = n.src[1:] if n.op is Ops.ASSIGN else n.src
         stack.extend((s, e, r, False) for s in src)
     if not (new - realize): return realize
-    realize |= new
+    # a node realized in this pass cuts the paths through it, and the pass judged each reduction by those paths (a
+    # matmul seen from the kernels that read relu(matmul) before relu itself was realized): decide the reductions again
+    # once the other new buffers are in place, so the matmul stays fused into the one kernel that now reads it
+    cuts = {n for n in new - realize if n.op is not Ops.REDUCE_AXIS}
+    realize |= cuts or new
 
 def _streams_across(r: UOp) -> bool:
   """`r` reads a buffer as big as its whole input once (a matrix-vector product: no reuse between outputs) with unit
