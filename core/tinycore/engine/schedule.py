@@ -12,6 +12,7 @@ from tinycore.device import Buffer
 from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 from tinycore.engine.blocked_sum import blocked_float_sum
+from tinycore.engine.epilogue import epilogue_end, users_of
 from tinycore.engine.ragged_matvec import split_ragged_matvec
 from tinycore.engine.operand_strides import operand_reads
 from tinycore.codegen.opt_gemv import STREAM_ROWS
@@ -125,12 +126,24 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
         r = in_reduce or n.op is Ops.REDUCE_AXIS
         src = n.src[1:] if n.op is Ops.ASSIGN else n.src
         stack.extend((s, e, r, False) for s in src)
-    if not (new - realize): return realize
+    if not (new - realize):
+      if not _realize_epilogues(realize, targets, topo): return realize
+      continue
     # a node realized in this pass cuts the paths through it, and the pass judged each reduction by those paths (a
     # matmul seen from the kernels that read relu(matmul) before relu itself was realized): decide the reductions again
     # once the other new buffers are in place, so the matmul stays fused into the one kernel that now reads it
     cuts = {n for n in new - realize if n.op is not Ops.REDUCE_AXIS}
     realize |= cuts or new
+
+def _realize_epilogues(realize: set, targets: list[UOp], topo: list[UOp]) -> bool:
+  """Move each reduction's buffer to the end of the elementwise math all its readers apply (engine/epilogue.py)."""
+  reds = [u for u in realize if u.op is Ops.REDUCE_AXIS and u not in targets]
+  if not reds: return False
+  users, order, moved = users_of(topo), {u: i for i, u in enumerate(topo)}, False
+  for r in reds:
+    if (e := epilogue_end(r, users, order, realize)) is not None:
+      realize.discard(r); realize.add(e); moved = True
+  return moved
 
 def _streams_across(r: UOp) -> bool:
   """`r` reads a buffer as big as its whole input once (a matrix-vector product: no reuse between outputs) with unit
