@@ -13,6 +13,7 @@ from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 from tinycore.engine.blocked_sum import blocked_float_sum
 from tinycore.engine.epilogue import epilogue_end, users_of
+from tinycore.engine.assign_order import assign_order
 from tinycore.engine.ragged_matvec import split_ragged_matvec
 from tinycore.engine.operand_strides import operand_reads
 from tinycore.codegen.opt_gemv import STREAM_ROWS
@@ -214,8 +215,7 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
   realize = _find_realizes(targets, topo)
   buf_of: dict[UOp, UOp] = {}          # realized node -> BUFFER uop (reshaped to the node's shape)
   items: list[ScheduleItem] = []
-  for u in topo:
-    if u not in realize: continue
+  for u in assign_order(topo, realize):
     if u.op is Ops.ASSIGN:
       target = u.src[0]
       if target.base.op is not Ops.BUFFER: raise RuntimeError("scheduler bug: assign target is not a buffer view")
