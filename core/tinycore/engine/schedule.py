@@ -97,44 +97,64 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
     if u.op is Ops.COPY:
       realize.add(u)
       if not _is_view_of_buffer(u.src[0]): realize.add(u.src[0])
+  # each root's kernel-local walk, kept between passes: a pass walks again only the roots that saw a node realized
+  # since (their kernel now stops there) and the new roots
+  walks: dict[UOp, tuple[set, set, set]] = {}
+  dirty = set(realize)
   while True:
+    for root in dirty: walks[root] = _walk_root(root, realize)
+    readers: dict[UOp, UOp] = {}
     new: set[UOp] = set()
-    seen_from: dict[UOp, UOp] = {}
-    for root in realize:
-      stack = [(root, False, False, True)]
-      visited = set()
-      while stack:
-        n, expanded, in_reduce, is_root = stack.pop()
-        if (n, expanded, in_reduce) in visited: continue
-        visited.add((n, expanded, in_reduce))
-        if not is_root and (n in realize or n.op is Ops.BUFFER): continue
-        if n.op is Ops.REDUCE_AXIS and not is_root:
-          if expanded or in_reduce or seen_from.setdefault(n, root) is not root: new.add(n); continue
-        # a padded input read through a sliding window (conv, pooling) is cheaper padded once, in memory: the window
-        # kernel then has no per-element bounds checks and its loads vectorize
-        if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD and _prepads(n.device):
-          new.add(n); continue
-        # costly elementwise work broadcast into a reduction (gelu(h) @ w, softmax(s) @ v) would be recomputed for
-        # every output it is broadcast over: compute it once into a buffer instead. A register tile shares each value
-        # across ~16 outputs, so the recompute factor is the broadcast over 16 (softmax @ v with 64-wide heads: 4x).
-        if n.op is Ops.EXPAND and in_reduce and _really_expands(n):
-          b = n.src[0]
-          while b.op in GroupOp.Movement: b = b.src[0]
-          fan = prod(n.shape) // max(prod(n.src[0].shape), 1) if all_int(n.shape) and all_int(n.src[0].shape) else 16
-          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST and not _decompresses(b, realize):
-            new.add(b); continue
-        e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
-        r = in_reduce or n.op is Ops.REDUCE_AXIS
-        src = n.src[1:] if n.op is Ops.ASSIGN else n.src
-        stack.extend((s, e, r, False) for s in src)
+    for root, (_, reduces, must) in walks.items():
+      new |= must
+      # a reduction two kernels read is computed once, into a buffer
+      for n in reduces:
+        if readers.setdefault(n, root) is not root: new.add(n)
     if not (new - realize):
-      if not _realize_epilogues(realize, targets, topo): return realize
-      continue
+      # (no pass after it: a moved reduction is now read only by its epilogue's kernel, and nothing else changed)
+      _realize_epilogues(realize, targets, topo)
+      return realize
     # a node realized in this pass cuts the paths through it, and the pass judged each reduction by those paths (a
     # matmul seen from the kernels that read relu(matmul) before relu itself was realized): decide the reductions again
     # once the other new buffers are in place, so the matmul stays fused into the one kernel that now reads it
-    cuts = {n for n in new - realize if n.op is not Ops.REDUCE_AXIS}
-    realize |= cuts or new
+    added = {n for n in new - realize if n.op is not Ops.REDUCE_AXIS} or (new - realize)
+    realize |= added
+    dirty = added | {root for root, (seen, _, _) in walks.items() if not seen.isdisjoint(added)}
+
+def _walk_root(root: UOp, realize: set) -> tuple[set, set, set]:
+  """The kernel-local graph of `root`: (nodes walked, reductions it reads plainly, nodes it needs realized)."""
+  reduces: set[UOp] = set()
+  must: set[UOp] = set()
+  seen: set[UOp] = set()
+  stack = [(root, False, False, True)]
+  visited = set()
+  while stack:
+    n, expanded, in_reduce, is_root = stack.pop()
+    if (n, expanded, in_reduce) in visited: continue
+    visited.add((n, expanded, in_reduce))
+    seen.add(n)
+    if not is_root and (n in realize or n.op is Ops.BUFFER): continue
+    if n.op is Ops.REDUCE_AXIS and not is_root:
+      if expanded or in_reduce: must.add(n); continue
+      reduces.add(n)   # walked on: if no other kernel reads it, it is part of this one
+    # a padded input read through a sliding window (conv, pooling) is cheaper padded once, in memory: the window
+    # kernel then has no per-element bounds checks and its loads vectorize
+    if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD and _prepads(n.device):
+      must.add(n); continue
+    # costly elementwise work broadcast into a reduction (gelu(h) @ w, softmax(s) @ v) would be recomputed for
+    # every output it is broadcast over: compute it once into a buffer instead. A register tile shares each value
+    # across ~16 outputs, so the recompute factor is the broadcast over 16 (softmax @ v with 64-wide heads: 4x).
+    if n.op is Ops.EXPAND and in_reduce and _really_expands(n):
+      b = n.src[0]
+      while b.op in GroupOp.Movement: b = b.src[0]
+      fan = prod(n.shape) // max(prod(n.src[0].shape), 1) if all_int(n.shape) and all_int(n.src[0].shape) else 16
+      if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST and not _decompresses(b, realize):
+        must.add(b); seen.add(b); continue
+    e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
+    r = in_reduce or n.op is Ops.REDUCE_AXIS
+    src = n.src[1:] if n.op is Ops.ASSIGN else n.src
+    stack.extend((s, e, r, False) for s in src)
+  return seen, reduces, must
 
 def _realize_epilogues(realize: set, targets: list[UOp], topo: list[UOp]) -> bool:
   """Move each reduction's buffer to the end of the elementwise math all its readers apply (engine/epilogue.py)."""
