@@ -2,7 +2,10 @@
 
 Elementwise chains, movement ops and reductions fuse into one kernel. A node gets its own buffer only when it must:
 it was asked for, it is contiguous()/a copy/an assign, or it is a reduction whose result would otherwise be recomputed
-(it is broadcast back over the axes it reduced, it sits inside another reduction, or two kernels use it)."""
+(it is broadcast back over the axes it reduced, it sits inside another reduction, or two kernels use it). Where all the
+kernels reading a reduction apply the same elementwise math to it first (bias + relu), the buffer holds that result
+instead (epilogue.py), and kernels that read a buffer's old contents run before an assign overwrites it
+(assign_order.py)."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
