@@ -44,3 +44,13 @@ def test_jit_replays_keep_the_order():
     an, bn = an + 1, bn + 2 * an
   np.testing.assert_array_equal(a.numpy(), an)
   np.testing.assert_array_equal(b.numpy(), bn)
+
+def test_reader_of_old_and_new_contents_reads_a_copy_of_the_old():
+  # c needs a's old value (through v) and its new one: it can't run before the assign, so it reads a copy taken first
+  a = Tensor(np.ones(4, np.float32)).realize()
+  v = a * 2
+  a.assign(a + 1)
+  c = v + a
+  Tensor.realize(c, a)
+  np.testing.assert_array_equal(c.numpy(), np.full(4, 4, np.float32))
+  np.testing.assert_array_equal(a.numpy(), np.full(4, 2, np.float32))

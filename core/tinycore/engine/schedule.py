@@ -16,7 +16,7 @@ from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 from tinycore.engine.blocked_sum import blocked_float_sum
 from tinycore.engine.epilogue import epilogue_end, users_of
-from tinycore.engine.assign_order import assign_order
+from tinycore.engine.assign_order import assign_order, reading_copies
 from tinycore.engine.ragged_matvec import split_ragged_matvec
 from tinycore.engine.operand_strides import operand_reads
 from tinycore.codegen.opt_gemv import STREAM_ROWS
@@ -238,7 +238,11 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
   realize = _find_realizes(targets, topo)
   buf_of: dict[UOp, UOp] = {}          # realized node -> BUFFER uop (reshaped to the node's shape)
   items: list[ScheduleItem] = []
-  for u in assign_order(topo, realize):
+  order, stale = assign_order(topo, realize)
+  # old contents a kernel needs next to an assign's new ones: copied before anything runs, read from the copy
+  snaps = {b: _kernel_item(UOp(Ops.CONTIGUOUS, b.dtype, (b,)), Buffer(b.arg.device, b.arg.size, b.dtype), buf_of, items)
+           for b in dict.fromkeys(b for bs in stale.values() for b in bs)}
+  for u in order:
     if u.op is Ops.ASSIGN:
       target = u.src[0]
       if target.base.op is not Ops.BUFFER: raise RuntimeError("scheduler bug: assign target is not a buffer view")
@@ -260,7 +264,8 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       if u.size: items.append(ScheduleItem(UOp(Ops.COPY, u.dtype, (), (sb.device, u.device)), [out, sb]))
       buf_of[u] = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
       continue
-    _kernel_item(u, out, buf_of, items, out_node=u)
+    if u in stale: _kernel_item(reading_copies(u, {b: snaps[b] for b in stale[u]}, realize), out, buf_of, items, out_node=u)
+    else: _kernel_item(u, out, buf_of, items, out_node=u)
   if DEBUG >= 3:
     for i, it in enumerate(items): print(f"schedule {i}: {it}")
   if not return_outputs: return items
