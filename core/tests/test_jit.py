@@ -220,3 +220,15 @@ def test_upload_observer_is_removed_after_a_failed_call():
   def f(x): raise ValueError("boom")
   with pytest.raises(ValueError): f(Tensor.zeros(2).realize())
   assert tensormod.upload_observers == []
+
+@pytest.mark.needs_device
+def test_function_returning_none_replays_once_per_call():
+  # the fast replay's result None was taken for 'not a plain call', and the general path replayed the kernels again
+  acc = Tensor(np.zeros(4, np.float32)).realize()
+  @TinyJit
+  def step(x):
+    acc.assign(acc + x)
+    acc.realize()
+  one = Tensor(np.ones(4, np.float32)).realize()
+  for _ in range(5): step(one)
+  np.testing.assert_array_equal(acc.numpy(), np.full(4, 5, np.float32))

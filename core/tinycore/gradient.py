@@ -39,6 +39,21 @@ def _reduce_prod_grad(ctx: UOp, ret: UOp, x: UOp) -> UOp:
 def _expand_grad(ctx: UOp, ret: UOp, x: UOp) -> UOp:
   return _sum_to(ctx, tuple(i for i, (a, b) in enumerate(zip(x.shape, ret.shape)) if a != b)).reshape(x.shape)
 
+def _is_zero(u: UOp) -> bool:
+  while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
+  return u.op is Ops.CONST and u.arg == 0
+
+def _where_grad(ctx: UOp, ret: UOp, c: UOp, a: UOp, b: UOp) -> tuple:
+  # relu, where(x <= 0, 0, x) or where(x > 0, x, 0): the condition holds for the result exactly where it holds for x
+  # (0 <= 0, and NaN passes through as NaN), so the mask is read off the result, as torch's threshold_backward does. The
+  # pre-activation then needn't be kept for backward, and bias + relu can stay the epilogue of the matmul before them
+  x = None
+  if _is_zero(a) and c.op is Ops.OR and {s.op for s in c.src} == {Ops.CMPLT, Ops.CMPEQ} and \
+     all(s.src[0] is b and _is_zero(s.src[1]) for s in c.src): x = b                            # x <= 0 -> 0
+  elif _is_zero(b) and c.op is Ops.CMPLT and _is_zero(c.src[0]) and c.src[1] is a: x = a     # 0 < x -> x
+  if x is not None and x.op is not Ops.CONST: c = c.substitute({x: ret})
+  return (None, c.where(ctx, 0), c.where(0, ctx))
+
 def _cast_grad(ctx: UOp, x: UOp):
   return (ctx.cast(x.dtype),) if dtypes.is_float(x.dtype) else (None,)
 
@@ -88,7 +103,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.MAX, src=(UPat.var("x"), UPat.var("y"))), lambda ctx, x, y: (_max_split(ctx, x, y), _max_split(ctx, y, x))),
   (UPat(Ops.POW, src=(UPat.var("x"), UPat.var("y")), name="ret"), _pow_grad),
   (UPat(Ops.MULACC, src=(UPat.var("a"), UPat.var("b"), UPat.var("c"))), lambda ctx, a, b, c: (b * ctx, a * ctx, ctx)),
-  (UPat(Ops.WHERE, src=(UPat.var("c"), UPat(), UPat())), lambda ctx, c: (None, c.where(ctx, 0), c.where(0, ctx))),
+  (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("b")), name="ret"), _where_grad),
   (UPat(Ops.REDUCE_AXIS, src=(UPat.var("x"),), name="ret"), lambda ctx, ret, x:
     (ctx.expand(x.shape),) if ret.arg[0] is Ops.ADD else (_reduce_max_grad(ctx, ret, x),) if ret.arg[0] is Ops.MAX
     else (_reduce_prod_grad(ctx, ret, x),) if ret.arg[0] is Ops.MUL else None),

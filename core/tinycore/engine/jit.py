@@ -254,6 +254,8 @@ class _Entry:
     self.uploads: list = []         # call 1's uploads from host data (see _Uploads), compared with the capture's
     self.seen: list | None = None   # per input: a weak reference to the uop that last passed the fast replay's checks
 
+_NOT_PLAIN = object()   # _replay_plain_buffers: this call takes the general path
+
 class TinyJit(Generic[R]):
   """`@TinyJit` on a function of Tensors: call 1 runs it, call 2 captures its kernels, calls 3+ replay them.
   Each distinct set of non-Tensor argument values counts its calls and captures on its own (see the module doc)."""
@@ -305,7 +307,8 @@ class TinyJit(Generic[R]):
   def __call__(self, *args, **kwargs) -> R:
     if _capturing: raise JitError("a TinyJit function was called while another one is capturing; nested TinyJit is not supported")
     if not JIT.value: return self._run_plain(args, kwargs)
-    if not kwargs and (fast := self._replay_plain_buffers(args)) is not None: return fast
+    # (a sentinel, not None: a function returning None replayed on the fast path and then again on the general one)
+    if not kwargs and (fast := self._replay_plain_buffers(args)) is not _NOT_PLAIN: return fast
     tensors, binds, key, refs = _walk_args(args, kwargs)
     self._entry = e = self._entry_for(key, refs)
     if e.cnt == 0:
@@ -323,21 +326,21 @@ class TinyJit(Generic[R]):
 
   def _replay_plain_buffers(self, args: tuple) -> Any:
     """The common replay, cheaply: every argument a Tensor that is a realized buffer of the captured shape, dtype and
-    device (checked per call; a Tensor whose uop is the one last seen there was checked then). The result, or None
+    device (checked per call; a Tensor whose uop is the one last seen there was checked then). The result, or _NOT_PLAIN
     to take the general path (which also raises the errors)."""
-    if (e := self._entries.get(())) is None or (c := e.captured) is None or c.expected_vars or len(args) != len(c.expected_inputs): return None
+    if (e := self._entries.get(())) is None or (c := e.captured) is None or c.expected_vars or len(args) != len(c.expected_inputs): return _NOT_PLAIN
     if e.seen is None: e.seen = [None] * len(args)
     bufs = []
     for k, t in enumerate(args):
-      if (u := getattr(t, "uop", None)).__class__ is not UOp: return None   # not a Tensor: the general path says what it is
+      if (u := getattr(t, "uop", None)).__class__ is not UOp: return _NOT_PLAIN   # not a Tensor: the general path says what it is
       b = u if u.op is Ops.BUFFER else u.src[0] if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER else None
-      if b is None or not hasattr(b.arg, "_buf"): return None
+      if b is None or not hasattr(b.arg, "_buf"): return _NOT_PLAIN
       # weakly: the JIT must not keep a caller's input alive
       if (r := e.seen[k]) is None or r() is not u:
-        if (u.shape, t.dtype, t.device) != c.expected_inputs[k]: return None
+        if (u.shape, t.dtype, t.device) != c.expected_inputs[k]: return _NOT_PLAIN
         e.seen[k] = weakref.ref(u)
       bufs.append(b.arg)
-    if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs): return None
+    if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs): return _NOT_PLAIN
     self._entry = e
     e.cnt += 1
     c(bufs, {})

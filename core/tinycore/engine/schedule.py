@@ -2,7 +2,10 @@
 
 Elementwise chains, movement ops and reductions fuse into one kernel. A node gets its own buffer only when it must:
 it was asked for, it is contiguous()/a copy/an assign, or it is a reduction whose result would otherwise be recomputed
-(it is broadcast back over the axes it reduced, it sits inside another reduction, or two kernels use it)."""
+(it is broadcast back over the axes it reduced, it sits inside another reduction, or two kernels use it). Where all the
+kernels reading a reduction apply the same elementwise math to it first (bias + relu), the buffer holds that result
+instead (epilogue.py), and kernels that read a buffer's old contents run before an assign overwrites it
+(assign_order.py)."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
@@ -12,6 +15,8 @@ from tinycore.device import Buffer
 from tinycore.helpers import DEBUG, prod, all_int, ContextVar
 
 from tinycore.engine.blocked_sum import blocked_float_sum
+from tinycore.engine.epilogue import epilogue_end, users_of
+from tinycore.engine.assign_order import assign_order, reading_copies
 from tinycore.engine.ragged_matvec import split_ragged_matvec
 from tinycore.engine.operand_strides import operand_reads
 from tinycore.codegen.opt_gemv import STREAM_ROWS
@@ -95,38 +100,74 @@ def _find_realizes(targets: list[UOp], topo: list[UOp]) -> set[UOp]:
     if u.op is Ops.COPY:
       realize.add(u)
       if not _is_view_of_buffer(u.src[0]): realize.add(u.src[0])
+  # each root's kernel-local walk, kept between passes: a pass walks again only the roots that saw a node realized
+  # since (their kernel now stops there) and the new roots
+  walks: dict[UOp, tuple[set, set, set]] = {}
+  dirty = set(realize)
   while True:
+    for root in dirty: walks[root] = _walk_root(root, realize)
+    readers: dict[UOp, UOp] = {}
     new: set[UOp] = set()
-    seen_from: dict[UOp, UOp] = {}
-    for root in realize:
-      stack = [(root, False, False, True)]
-      visited = set()
-      while stack:
-        n, expanded, in_reduce, is_root = stack.pop()
-        if (n, expanded, in_reduce) in visited: continue
-        visited.add((n, expanded, in_reduce))
-        if not is_root and (n in realize or n.op is Ops.BUFFER): continue
-        if n.op is Ops.REDUCE_AXIS and not is_root:
-          if expanded or in_reduce or seen_from.setdefault(n, root) is not root: new.add(n); continue
-        # a padded input read through a sliding window (conv, pooling) is cheaper padded once, in memory: the window
-        # kernel then has no per-element bounds checks and its loads vectorize
-        if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD and _prepads(n.device):
-          new.add(n); continue
-        # costly elementwise work broadcast into a reduction (gelu(h) @ w, softmax(s) @ v) would be recomputed for
-        # every output it is broadcast over: compute it once into a buffer instead. A register tile shares each value
-        # across ~16 outputs, so the recompute factor is the broadcast over 16 (softmax @ v with 64-wide heads: 4x).
-        if n.op is Ops.EXPAND and in_reduce and _really_expands(n):
-          b = n.src[0]
-          while b.op in GroupOp.Movement: b = b.src[0]
-          fan = prod(n.shape) // max(prod(n.src[0].shape), 1) if all_int(n.shape) and all_int(n.src[0].shape) else 16
-          if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST and not _decompresses(b, realize):
-            new.add(b); continue
-        e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
-        r = in_reduce or n.op is Ops.REDUCE_AXIS
-        src = n.src[1:] if n.op is Ops.ASSIGN else n.src
-        stack.extend((s, e, r, False) for s in src)
-    if not (new - realize): return realize
-    realize |= new
+    for root, (_, reduces, must) in walks.items():
+      new |= must
+      # a reduction two kernels read is computed once, into a buffer
+      for n in reduces:
+        if readers.setdefault(n, root) is not root: new.add(n)
+    if not (new - realize):
+      # (no pass after it: a moved reduction is now read only by its epilogue's kernel, and nothing else changed)
+      _realize_epilogues(realize, targets, topo)
+      return realize
+    # a node realized in this pass cuts the paths through it, and the pass judged each reduction by those paths (a
+    # matmul seen from the kernels that read relu(matmul) before relu itself was realized): decide the reductions again
+    # once the other new buffers are in place, so the matmul stays fused into the one kernel that now reads it
+    added = {n for n in new - realize if n.op is not Ops.REDUCE_AXIS} or (new - realize)
+    realize |= added
+    dirty = added | {root for root, (seen, _, _) in walks.items() if not seen.isdisjoint(added)}
+
+def _walk_root(root: UOp, realize: set) -> tuple[set, set, set]:
+  """The kernel-local graph of `root`: (nodes walked, reductions it reads plainly, nodes it needs realized)."""
+  reduces: set[UOp] = set()
+  must: set[UOp] = set()
+  seen: set[UOp] = set()
+  stack = [(root, False, False, True)]
+  visited = set()
+  while stack:
+    n, expanded, in_reduce, is_root = stack.pop()
+    if (n, expanded, in_reduce) in visited: continue
+    visited.add((n, expanded, in_reduce))
+    seen.add(n)
+    if not is_root and (n in realize or n.op is Ops.BUFFER): continue
+    if n.op is Ops.REDUCE_AXIS and not is_root:
+      if expanded or in_reduce: must.add(n); continue
+      reduces.add(n)   # walked on: if no other kernel reads it, it is part of this one
+    # a padded input read through a sliding window (conv, pooling) is cheaper padded once, in memory: the window
+    # kernel then has no per-element bounds checks and its loads vectorize
+    if n.op is Ops.PAD and expanded and in_reduce and _is_movement_of_buffer(n.src[0]) and PREPAD and _prepads(n.device):
+      must.add(n); continue
+    # costly elementwise work broadcast into a reduction (gelu(h) @ w, softmax(s) @ v) would be recomputed for
+    # every output it is broadcast over: compute it once into a buffer instead. A register tile shares each value
+    # across ~16 outputs, so the recompute factor is the broadcast over 16 (softmax @ v with 64-wide heads: 4x).
+    if n.op is Ops.EXPAND and in_reduce and _really_expands(n):
+      b = n.src[0]
+      while b.op in GroupOp.Movement: b = b.src[0]
+      fan = prod(n.shape) // max(prod(n.src[0].shape), 1) if all_int(n.shape) and all_int(n.src[0].shape) else 16
+      if b not in realize and b.op in GroupOp.ALU and _alu_cost(b, realize) * max(1, fan // 16) >= EXPAND_COST and not _decompresses(b, realize):
+        must.add(b); seen.add(b); continue
+    e = expanded or (n.op is Ops.EXPAND and _really_expands(n))
+    r = in_reduce or n.op is Ops.REDUCE_AXIS
+    src = n.src[1:] if n.op is Ops.ASSIGN else n.src
+    stack.extend((s, e, r, False) for s in src)
+  return seen, reduces, must
+
+def _realize_epilogues(realize: set, targets: list[UOp], topo: list[UOp]) -> bool:
+  """Move each reduction's buffer to the end of the elementwise math all its readers apply (engine/epilogue.py)."""
+  reds = [u for u in realize if u.op is Ops.REDUCE_AXIS and u not in targets]
+  if not reds: return False
+  users, order, moved = users_of(topo), {u: i for i, u in enumerate(topo)}, False
+  for r in reds:
+    if (e := epilogue_end(r, users, order, realize)) is not None:
+      realize.discard(r); realize.add(e); moved = True
+  return moved
 
 def _streams_across(r: UOp) -> bool:
   """`r` reads a buffer as big as its whole input once (a matrix-vector product: no reuse between outputs) with unit
@@ -197,8 +238,11 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
   realize = _find_realizes(targets, topo)
   buf_of: dict[UOp, UOp] = {}          # realized node -> BUFFER uop (reshaped to the node's shape)
   items: list[ScheduleItem] = []
-  for u in topo:
-    if u not in realize: continue
+  order, stale = assign_order(topo, realize)
+  # old contents a kernel needs next to an assign's new ones: copied before anything runs, read from the copy
+  snaps = {b: _kernel_item(UOp(Ops.CONTIGUOUS, b.dtype, (b,)), Buffer(b.arg.device, b.arg.size, b.dtype), buf_of, items)
+           for b in dict.fromkeys(b for bs in stale.values() for b in bs)}
+  for u in order:
     if u.op is Ops.ASSIGN:
       target = u.src[0]
       if target.base.op is not Ops.BUFFER: raise RuntimeError("scheduler bug: assign target is not a buffer view")
@@ -220,7 +264,8 @@ def create_schedule(targets: list[UOp], return_outputs: bool = False):
       if u.size: items.append(ScheduleItem(UOp(Ops.COPY, u.dtype, (), (sb.device, u.device)), [out, sb]))
       buf_of[u] = UOp(Ops.BUFFER, u.dtype, (), out).reshape(u.shape)
       continue
-    _kernel_item(u, out, buf_of, items, out_node=u)
+    if u in stale: _kernel_item(reading_copies(u, {b: snaps[b] for b in stale[u]}, realize), out, buf_of, items, out_node=u)
+    else: _kernel_item(u, out, buf_of, items, out_node=u)
   if DEBUG >= 3:
     for i, it in enumerate(items): print(f"schedule {i}: {it}")
   if not return_outputs: return items
