@@ -1,5 +1,6 @@
 """TinyJit's memory plan (engine/jit_memory.py): a capture's intermediates share best-fit blocks when their lifetimes
 don't overlap; anything still referenced outside the kernels keeps its own buffer; replays compute what numpy does."""
+import gc
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -12,13 +13,16 @@ N = 1 << 16
 
 @pytest.mark.needs_device
 def test_replay_holds_a_few_blocks_not_every_intermediate():
-  # mem_peak counts every buffer in the process: what earlier tests left alive (in the same xdist worker) is not ours
+  # mem_peak counts every buffer in the process: what earlier tests left alive (in the same xdist worker) is not ours,
+  # and neither is cyclic garbage that a collection at some later point in the loop would have freed
+  gc.collect()
   before = GlobalCounters.mem_used
   f = TinyJit(lambda x: _chain(x).realize())
   rng = np.random.default_rng(0)
   for i in range(5):
     xn = rng.random(N, dtype=np.float32)
     x = Tensor(xn).realize()
+    gc.collect()
     GlobalCounters.reset()
     out = f(x)
     if i >= 2:   # replays: the input, the output and two shared blocks (8 kernels would otherwise hold 7 intermediates)
