@@ -53,6 +53,13 @@ class Tiling:
   rows: int           # output rows per register tile
   cols: int           # output columns per register tile (a multiple of the 16-float vector type codegen emits)
   caches: CacheSizes
+  tall_rows: int = 0  # rows of a taller tile of the same width for matmuls, its last tile clamped (0: none)
+
+  def tile_rows(self, M: int) -> int:
+    """The tall tile's rows for a matmul of M output rows where the rows its last tile repeats (past M) cost at most
+    2.5% of the work (1024: 86 tiles of 12, 0.8%; 784 and 2048 under 1%; 256 stays at 8: 3.1%), else 0 (`rows`)."""
+    t = self.tall_rows
+    return t if t and M >= 4 * t and -(-M // t) * t * 1000 <= M * 1025 else 0
 
   def panel_width(self, K: int) -> int:
     """Columns per packed panel of a matmul's right operand: the tile's width, while one panel (K x cols floats)
@@ -71,7 +78,7 @@ class Tiling:
     return g
 
 def tiling_for(flags: set[str], caches: CacheSizes) -> Tiling:
-  if "avx512f" in flags: return Tiling(8, 32, caches)
+  if "avx512f" in flags: return Tiling(8, 32, caches, 12)
   return Tiling(4, 16, caches)
 
 @functools.cache
