@@ -93,10 +93,17 @@ def linearize(sink: UOp) -> list[UOp]:
     rs = group[0].src[1:]
     for j, r in enumerate(rs):
       out.append(r)
+      body = len(out)
       emit_block(sc + rs[:j + 1])
+    # each update right after its value in the innermost body: a register tile's FMA then follows its broadcast load,
+    # which dies there (a 14x32 matmul tile updated at the end kept 14 broadcasts live and gcc spilled 12 accumulators)
+    after: dict[UOp, list[UOp]] = {}
     for red, acc in zip(group, accs):
       upd = UOp(red.arg, red.dtype, (acc, red.src[0]))
-      out.extend([upd, UOp(Ops.ASSIGN, red.dtype, (acc, upd))])
+      after.setdefault(red.src[0], []).extend([upd, UOp(Ops.ASSIGN, red.dtype, (acc, upd))])
+    inner = [y for x in out[body:] for y in (x, *after.pop(x, ()))]
+    out[body:] = inner
+    for ups in after.values(): out.extend(ups)   # a value computed outside the innermost loop (lane-uniform)
     for r in reversed(rs): out.append(UOp(Ops.END, dtypes.void, (r,)))
   # global loops nest in order; each level emits its own nodes before opening the next
   emit_block(())

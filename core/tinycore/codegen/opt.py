@@ -42,6 +42,29 @@ def upcast_global(k: UOp, r: UOp, amt: int) -> UOp:
   stores = [st.substitute({r: nr * amt + u}) for st in k.src for u in range(amt)]
   return _simplify(k.replace(src=tuple(stores)))
 
+def upcast_global_tail(k: UOp, r: UOp, amt: int) -> UOp:
+  """upcast_global for an amount that needn't divide the axis: ceil(b/amt) iterations of `amt` copies, copy u at
+  position nr*amt + u clamped to the last one (b-1), and each store gated to positions < b. The last iteration then
+  recomputes real rows (in bounds, stores off) instead of a second kernel or loop for the leftover: a 14-row register
+  tile on 1024 rows is 74 tiles, 12 of the last tile's rows repeats of row 1023."""
+  b = _bound(r)
+  nr = UOp(Ops.RANGE, dtypes.index, (index_const(-(-b // amt)),), r.arg)
+  stores = []
+  # row by row (all of a row's stores, then the next row's): each broadcast element of the row operand then feeds its
+  # FMAs as soon as it is loaded; column by column, gcc loaded all 14 broadcasts first and spilled 12 accumulators
+  for u in range(amt):
+    for st in k.src:
+      pos = nr * amt + u
+      inside = UOp(Ops.CMPLT, dtypes.bool, (pos, index_const(b)))
+      st2 = st.substitute({r: UOp(Ops.WHERE, dtypes.index, (inside, pos, index_const(b - 1)))})
+      gate = _simplify(inside)
+      if st2.op is Ops.STORE and not (gate.op is Ops.CONST and gate.arg is True):
+        ind = st2.src[0]
+        g = gate if len(ind.src) < 3 else UOp(Ops.AND, dtypes.bool, (ind.src[2], gate))
+        st2 = st2.replace(src=(ind.replace(src=(ind.src[0], ind.src[1], g)), *st2.src[1:]))
+      stores.append(st2)
+  return _simplify(k.replace(src=tuple(stores)))
+
 def upcast_reduce(k: UOp, r: UOp, amt: int) -> UOp:
   nr = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // amt),), r.arg + ("u",))
   repl = {}
@@ -231,7 +254,8 @@ def vectorize_reduce(k: UOp, r: UOp, n: int) -> UOp:
   return _simplify(k.substitute(repl))
 
 # ---- actions: ("VEC", axis, n) | ("VEC_S", axis, n) (lanes stored one by one) | ("UPCAST", axis, n) | ("UPCAST_R", axis, n)
-#      | ("SWAP", axis, axis) | ("GROUP", axis, n) (outer loop where axis was, inner n innermost); axes are RANGE args
+#      | ("SWAP", axis, axis) | ("GROUP", axis, n) (outer loop where axis was, inner n innermost)
+#      | ("UPCAST_T", axis, n) (n needn't divide the axis: the last copies clamped, their stores gated); axes are RANGE args
 Opt = tuple
 
 class InvalidOpt(ValueError):
@@ -243,7 +267,8 @@ def _range(k: UOp, arg) -> UOp:
     if u.op is Ops.RANGE and u.arg == arg: return u
   raise InvalidOpt(f"no range {arg!r} in kernel (it has {sorted(str(u.arg) for u in k.toposort() if u.op is Ops.RANGE)})")
 
-_AXIS_KIND = {"VEC": "g", "VEC_S": "g", "UPCAST": "g", "UPCAST_R": "r", "VEC_R": "r", "UNROLL": "r", "SWAP": "g", "GROUP": "g"}
+_AXIS_KIND = {"VEC": "g", "VEC_S": "g", "UPCAST": "g", "UPCAST_T": "g", "UPCAST_R": "r", "VEC_R": "r", "UNROLL": "r", "SWAP": "g",
+              "GROUP": "g"}
 
 def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
   """(the range `opt` acts on, its amount or second range) after checking that `opt` is well formed and fits `k`:
@@ -259,6 +284,9 @@ def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
     if r2.arg[0] != "g" or r2 is r: raise InvalidOpt(f"opt {opt!r}: SWAP needs two different output axes")
     return r, r2
   if not isinstance(arg, int) or isinstance(arg, bool) or arg < 2: raise InvalidOpt(f"opt {opt!r}: the amount must be an integer >= 2")
+  if kind == "UPCAST_T":
+    if (b := _bound(r)) is None or b < arg: raise InvalidOpt(f"opt {opt!r}: axis {axis!r} of size {b} is shorter than the tile")
+    return r, arg
   if (b := _bound(r)) is None or b % arg:
     raise InvalidOpt(f"opt {opt!r}: amount {arg} doesn't divide axis {axis!r} of size {b if b is not None else 'symbolic'}")
   return r, arg
@@ -269,6 +297,7 @@ def apply_opt(k: UOp, opt: Opt) -> UOp:
   if kind == "VEC": return vectorize_global(k, r, arg)  # type: ignore[arg-type]
   if kind == "VEC_S": return vectorize_global(k, r, arg, scatter=True)  # type: ignore[arg-type]
   if kind == "UPCAST": return upcast_global(k, r, arg)  # type: ignore[arg-type]
+  if kind == "UPCAST_T": return upcast_global_tail(k, r, arg)  # type: ignore[arg-type]
   if kind == "UPCAST_R": return upcast_reduce(k, r, arg)  # type: ignore[arg-type]
   if kind == "VEC_R": return vectorize_reduce(k, r, arg)  # type: ignore[arg-type]
   if kind == "GROUP": return group_global(k, r, arg)  # type: ignore[arg-type]
@@ -372,6 +401,10 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     # a conv (lanes stored one by one into NCHW): rows of neighbouring output pixels, not of images (8 images per tile read
     # 8 streams megabytes apart: 16x256x14x14 ran at a quarter of the speed of 7 pixels of one row)
     sec = (_pixel_axes(k2, g.arg, renderer.register_block) if first[0] == "VEC_S" else []) or _second_axes(k2, g.arg)
+    if not sec and first[0] == "VEC" and renderer.register_block is not None:
+      # rows no multiple of 4 divides (1023, 13): the renderer's taller tile needn't divide them
+      sec = [h for h in reversed(_globals(k2)) if h.arg != g.arg and (t := renderer.matmul_tile_rows(_bound(h) or 0)) and
+             _bound(h) >= t and _reused(k2, h)]
     if not sec:
       # a single output axis (matrix-vector): widen the tile along it, so each row of the streamed operand is read
       # as 4 consecutive vectors (whole cache lines, fewer strided passes)
@@ -398,12 +431,15 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       # (at least 2 row blocks, unless another axis is outermost to split between threads: a left operand packed in
       # row panels [M/8][K][8] takes its whole 8-row inner axis)
       rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and (b2 // r >= 2 or sec[0].arg != _globals(k2)[0].arg)), 4)
+      # a matmul's taller tile where the renderer has one for this many rows (tiling.py: 12 x 32 with AVX-512), the
+      # last tile clamped where 12 doesn't divide them; a conv's pixel rows (VEC_S) keep the block's
+      if first[0] == "VEC" and (tall := renderer.matmul_tile_rows(b2)) > rows and b2 >= tall: rows = tall
       # a conv's 7-, 14- or 28-wide feature map: 7 pixel rows
-      if b2 % rows: rows = max(d for d in range(2, blk[0] + 1) if b2 % d == 0)
+      elif b2 % rows: rows = max(d for d in range(2, blk[0] + 1) if b2 % d == 0)
       if blk[1] > amt and blk[1] % amt == 0 and (b // amt) % (blk[1] // amt) == 0:
         widen = ("UPCAST", g.arg, blk[1] // amt)
         k2, lead, tile_w = apply_opt(k2, widen), (first, widen), blk[1]
-    second = ("UPCAST", sec[0].arg, rows)
+    second = ("UPCAST" if b2 % rows == 0 else "UPCAST_T", sec[0].arg, rows)
     k3, opts = apply_opt(k2, second), lead + (second,)
     if blk is not None and tile_w < blk[1] and (w3 := blk[1] // 16) >= 2:
       # a vector narrower than the block that its own axis can't widen (a conv's 56-wide rows take 8 lanes): fill the

@@ -43,6 +43,7 @@ def test_heuristic_picks_the_register_block(monkeypatch):
   monkeypatch.setattr(r, "register_block", (8, 32))
   monkeypatch.setattr(r, "matmul_panels", lambda *a: 32)
   monkeypatch.setattr(r, "matmul_panel_group", lambda *a: 1)
+  monkeypatch.setattr(r, "matmul_tile_rows", lambda M: 0)
   a, b = Tensor.empty(1024, 1024, device="CPU"), Tensor.empty(1024, 1024, device="CPU")
   tile = (("VEC", ("g", 2), 16), ("UPCAST", ("g", 2), 2), ("UPCAST", ("g", 0), 8), ("SWAP", ("g", 0), ("g", 1)))
   for rhs in (b, b.T):
@@ -52,6 +53,10 @@ def test_heuristic_picks_the_register_block(monkeypatch):
   seen = []
   monkeypatch.setattr(r, "matmul_panel_group", lambda nbytes, n: seen.append((nbytes, n)) or 8)
   assert heuristic_opts(_kernel(a @ b), r) == tile + (("GROUP", ("g", 0), 8),) and seen == [(128 << 10, 32)]
+  # the renderer's taller tile for 1024 rows: 86 tiles of 12, the last one clamped
+  monkeypatch.setattr(r, "matmul_tile_rows", lambda M: 12 if M == 1024 else 0)
+  assert heuristic_opts(_kernel(a @ b), r)[:3] == tile[:2] + (("UPCAST_T", ("g", 0), 12),)
+  monkeypatch.setattr(r, "matmul_tile_rows", lambda M: 0)
   monkeypatch.setattr(r, "register_block", (4, 16))   # 16 registers (AVX2): 4 rows of one vector
   opts = heuristic_opts(_kernel(a @ b), r)
   assert ("UPCAST", ("g", 0), 4) in opts and not any(o[0] == "UPCAST" and o[1] == ("g", 2) for o in opts), opts
@@ -88,6 +93,55 @@ def test_sizes_around_the_tile(n):
     np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(bt, device="CPU").T).numpy(), _ref(a, b), rtol=tol, atol=tol)
   a, b = rng.standard_normal((3, n, 40)).astype(np.float32), rng.standard_normal((3, 40, 48)).astype(np.float32)
   np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
+
+def test_tall_tile_policy():
+  """The taller tile (12 rows with AVX-512) where its last tile's repeated rows cost at most 2.5%; none without one."""
+  caches = CacheSizes(48 << 10, 2 << 20, 64 << 20)
+  t = tiling_for({"avx512f"}, caches)
+  assert [t.tile_rows(m) for m in (1024, 2048, 784, 512, 96, 256, 40, 4096)] == [12, 12, 12, 12, 12, 0, 0, 12]
+  assert tiling_for({"avx2", "fma"}, caches).tile_rows(1024) == 0
+
+TALL = [12, 13, 14, 15, 23, 24, 25, 27, 28, 29, 41, 43, 57, 85]
+
+@pytest.mark.parametrize("rows", [12, 14])
+@pytest.mark.parametrize("n", TALL)
+def test_tall_tile_sizes(n, rows, monkeypatch):
+  """A taller register tile forced on every matmul (rows x 32, UPCAST_T where `rows` doesn't divide M: the last tile's
+  extra rows clamped to the last real one, their stores gated): n as M (and as M, K, N at once), a @ b, a @ b.T with
+  the right operand packed and not, a batch of 3, against numpy in float64."""
+  r = Device["CPU"].renderer
+  if not r.vector_types or r.register_block is None: pytest.skip("the renderer has no register block")
+  monkeypatch.setattr(r, "register_block", (8, 32))
+  monkeypatch.setattr(r, "matmul_tile_rows", lambda M: rows)
+  rng = np.random.default_rng(n * 100 + rows)
+  a0, b0 = Tensor.empty(n, 64, device="CPU"), Tensor.empty(64, 96, device="CPU")
+  want = ("UPCAST" if n % rows == 0 else "UPCAST_T", ("g", 0), rows) if n >= rows else None
+  opts = heuristic_opts(_kernel(a0 @ b0), r)
+  assert want is None or want in opts, opts
+  for M, K, N in ((n, 64, 96), (n, n, n), (n, 40, 64)):
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    tol = 1e-5 * np.sqrt(K) + 1e-5
+    np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=tol, atol=tol)
+    bt = np.ascontiguousarray(b.T)
+    for panels in (0, 32):
+      monkeypatch.setattr(r, "matmul_panels", lambda *_: panels)
+      np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(bt, device="CPU").T).numpy(), _ref(a, b), rtol=tol, atol=tol)
+    monkeypatch.undo()
+    monkeypatch.setattr(r, "register_block", (8, 32))
+    monkeypatch.setattr(r, "matmul_tile_rows", lambda M: rows)
+  a, b = rng.standard_normal((3, n, 40)).astype(np.float32), rng.standard_normal((3, 40, 48)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
+
+def test_tall_tile_stores_gated():
+  """UPCAST_T by 12 on 1030 rows: 86 tiles, the last one's rows 1030 and 1031 past the end. Their stores (2 vectors of
+  16 per row) and only theirs are gated: an ungated one would write the recomputed last row again, a right value that
+  numerics can't tell from a gated one."""
+  from tinycore.codegen.opt import apply_opts
+  from tinycore.uop import Ops
+  k = _kernel(Tensor.empty(1030, 64, device="CPU") @ Tensor.empty(64, 32, device="CPU"))
+  k = apply_opts(k, (("VEC", ("g", 1), 16), ("UPCAST", ("g", 1), 2), ("UPCAST_T", ("g", 0), 12)))
+  stores = [u for u in k.src if u.op is Ops.STORE]
+  assert len(stores) == 24 and sum(len(st.src[0].src) == 3 for st in stores) == 4
 
 @pytest.mark.slow
 @pytest.mark.parametrize("M,K,N", [(1024, 1024, 1024), (1000, 1024, 1056), (2048, 512, 1024)])

@@ -10,10 +10,17 @@ issues 16 FMAs per 10 loads (one thread at 1024^3: 146-155 GFLOP per CPU-second 
 Around the microkernel: the right operand is packed in panels as wide as the tile (`panel_width`), the panel loop is
 outermost, and each row tile of the left operand meets a group of panels in turn (`panel_group`, codegen/opt.py's
 GROUP), so the left operand streams once per group; the C renderer prefetches the panel rows ahead (renderer_c.py).
-Bigger tiles were measured and lost or need tails this codegen doesn't make: in L1 (one core, GFLOP per CPU-second)
-8x32 212, 4x64 219, 14x32 222, 6x64 226, but 4x64 on 1024^3 184 against 194 (its 64-wide panels double the L2
-traffic per row), and 6, 12 or 14 rows don't divide a power of two. K blocking (C tiles accumulated across K blocks,
-a K block of a panel in L1) lost in a C model at 1024 and 2048 (the C tiles' read-modify-write, rows 4-8 KB apart)."""
+Matmuls take a taller tile of the same width where it pays (`tall_rows`, 12x32 with AVX-512: 24 accumulators + 2
+panel vectors + 1 broadcast of 32 registers): 12 rows needn't divide M, the last row tile's rows past M recompute row
+M-1 with their stores gated off (codegen/opt.py's UPCAST_T), so every size runs in one kernel; `tile_rows` takes it
+where those repeats are at most 2.5% of the work. One core, GFLOP per CPU-second (the matmul and its panel copy, runs
+interleaved at load 4-6, medians of 4-6): 1024^3 8 rows 207, 10 213, 12 217, 13 214, 14 211; 2048^3 192, 196, 203,
+199, 200. (14 rows spilled 12 accumulators until each accumulator update followed its product in the loop body,
+codegen/linearize.py; 12 rows = 48 KB of the left operand at K=1024, one L1.) Panel groups with the 12-row tile:
+1024^3 216 in groups of 4 (the policy's), 218 of 8, 205 ungrouped; 2048^3 202 ungrouped (the policy's), 205 of 2,
+206 of 4, 193 of 8: within the noise, left as is. Other shapes measured: 4x64 on 1024^3 184 against 194 for 8x32 (its
+64-wide panels double the L2 traffic per row). K blocking (C tiles accumulated across K blocks, a K block of a panel
+in L1) lost in a C model at 1024 and 2048 (the C tiles' read-modify-write, rows 4-8 KB apart)."""
 from __future__ import annotations
 import functools, os
 from dataclasses import dataclass
@@ -53,6 +60,13 @@ class Tiling:
   rows: int           # output rows per register tile
   cols: int           # output columns per register tile (a multiple of the 16-float vector type codegen emits)
   caches: CacheSizes
+  tall_rows: int = 0  # rows of a taller tile of the same width for matmuls, its last tile clamped (0: none)
+
+  def tile_rows(self, M: int) -> int:
+    """The tall tile's rows for a matmul of M output rows where the rows its last tile repeats (past M) cost at most
+    2.5% of the work (1024: 86 tiles of 12, 0.8%; 784 and 2048 under 1%; 256 stays at 8: 3.1%), else 0 (`rows`)."""
+    t = self.tall_rows
+    return t if t and M >= 4 * t and -(-M // t) * t * 1000 <= M * 1025 else 0
 
   def panel_width(self, K: int) -> int:
     """Columns per packed panel of a matmul's right operand: the tile's width, while one panel (K x cols floats)
@@ -71,7 +85,7 @@ class Tiling:
     return g
 
 def tiling_for(flags: set[str], caches: CacheSizes) -> Tiling:
-  if "avx512f" in flags: return Tiling(8, 32, caches)
+  if "avx512f" in flags: return Tiling(8, 32, caches, 12)
   return Tiling(4, 16, caches)
 
 @functools.cache
