@@ -129,18 +129,21 @@ def _lanes(r: UOp, rn: UOp, n: int, gather: bool = False):
     if not along_r(u): res = u
     elif u.op is Ops.INDEX:
       terms = _terms(u.src[1])
-      if len(u.src) > 2: raise CantVectorize   # a validity mask per lane would need masked vector loads
+      # a validity mask per lane would need masked vector loads; one that every lane shares (a pad along another axis)
+      # gates the whole vector
+      if len(u.src) > 2 and along_r(u.src[2]): raise CantVectorize
+      gate = u.src[2:]
       if r in terms and terms.count(r) == 1 and not any(r in t.toposort() for t in terms if t is not r):
-        res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n})), ("vec", n))
+        res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n}), *gate), ("vec", n))
       else:
         # every lane reads one element (a quantized block's scale: (r*16 + lane) // 32): one scalar load that the vector
         # math broadcasts
         first = _simplify(u.src[1].substitute({r: rn * n}))
         lanes = [_simplify(u.src[1].substitute({r: rn * n + i})) for i in range(1, n)]
-        if all(x is first for x in lanes): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first))
+        if all(x is first for x in lanes): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first, *gate))
         # or consecutive elements once the lanes' index math folds (a quantized block's bytes: (r//32)*34 + r%32 + 2
         # is rn//2*34 + rn%2*16 + lane + 2 for r = rn*16 + lane)
-        elif all(x is _simplify(first + i) for i, x in enumerate(lanes, 1)): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first), ("vec", n))
+        elif all(x is _simplify(first + i) for i, x in enumerate(lanes, 1)): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first, *gate), ("vec", n))
         else: raise CantVectorize
     elif u.op is Ops.LOAD:
       try: idx = f(u.src[0])
