@@ -36,12 +36,6 @@ def _drop_true_gates(k: UOp) -> UOp:
   repl = {i: i.replace(src=i.src[:2]) for i in _loads(k) if len(i.src) > 2 and i.src[2].op is Ops.CONST and i.src[2].arg is True}
   return k.substitute(repl) if repl else k
 
-def _lanes_of_scalars(k: UOp) -> UOp:
-  """A lane of a value that folded to one scalar is that scalar: upcast past a pad, a copy's gate is constant false and
-  its select of vector lanes folds to the scalar 0 (rendered as lane reads of 0.0f, which C refuses)."""
-  repl = {u: u.src[0] for u in k.toposort() if u.op is Ops.GEP and u.src[0].dtype.count == 1}
-  return k.substitute(repl) if repl else k
-
 def _lanes_along_loads(k: UOp, opts: tuple[Opt, ...], glob: list[UOp], whole_runs: bool = False) -> tuple[tuple[Opt, ...], UOp] | None:
   """16 lanes along an output axis the loads are contiguous in, stored lane by lane (VEC_S); where each step of the
   last axis stores a run of `step` consecutive addresses (F(4,3): 4 output columns a tile; a transpose: 1), that axis
@@ -51,13 +45,13 @@ def _lanes_along_loads(k: UOp, opts: tuple[Opt, ...], glob: list[UOp], whole_run
   gates = _gates(k)
   # (a gate along the lanes would need a mask per lane; one along another axis, a pad's, gates whole vectors)
   for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g) and not any(g in c.toposort() for c in gates)):
-    try: k2, opts2 = vectorize_global(k, g, 16, scatter=True), opts + (("VEC_S", g.arg, 16),)
+    try: k2, opts2 = vectorize_global(k, g, 16, scatter=True, shared_gates=True), opts + (("VEC_S", g.arg, 16),)
     except CantVectorize: continue
     last = _range(k2, glob[-1].arg)
     step = _simplify(k2.src[0].src[0].src[1].substitute({last: last + 1}) - k2.src[0].src[0].src[1])
     if step.op is Ops.CONST and isinstance(step.arg, int) and (step.arg == 1 if whole_runs else 1 < step.arg < 8 and 8 % step.arg == 0) \
        and (_bound(last) or 0) % (8 // step.arg) == 0:
-      return opts2 + (("UPCAST", glob[-1].arg, 8 // step.arg),), _lanes_of_scalars(upcast_global(k2, last, 8 // step.arg))
+      return opts2 + (("UPCAST", glob[-1].arg, 8 // step.arg),), upcast_global(k2, last, 8 // step.arg)
     if whole_runs: return None
     return opts2, k2
   return None
@@ -90,6 +84,6 @@ def elementwise_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], 
   if vec and not any(u.op is Ops.REDUCE for u in k.toposort()):
     glob = _globals(k)
     if glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
-      try: return opts + (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+      try: return opts + (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16, shared_gates=True)
       except CantVectorize: pass
   return opts, k

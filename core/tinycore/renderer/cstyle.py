@@ -227,8 +227,6 @@ class CStyleRenderer(Renderer):
         continue
       if op is Ops.LOAD and u.src[0].arg is not None:
         expr = self.vload(f"({r[u.src[0].src[0]]}+{r[u.src[0].src[1]]})", u.src[0].src[0].dtype.base, u.dtype)
-        # one gate for every lane (a pad along another axis): the vector isn't read where it is off
-        if len(u.src[0].src) > 2: expr = f"({r[u.src[0].src[2]]}?{expr}:{self.splat(self.literal(0, u.dtype.scalar()), u.dtype)})"
       elif op is Ops.LOAD:
         ind = u.src[0]
         v = self.load(r[ind.src[0]], r[ind.src[1]], ind.src[0].dtype.base)

@@ -126,3 +126,15 @@ def test_padded_transpose_dtypes(dt, shape, pad):
   x = _sample(dt, shape, rng)
   out = Tensor(x, device="CPU").T.pad(pad).contiguous()
   np.testing.assert_array_equal(out.numpy(), np.pad(x.T, pad))
+
+@pytest.mark.parametrize("s", [7, 500])
+def test_padded_copy_opts_replay(s):
+  """The actions chosen for a padded copy (gated vector loads) applied again by hand (BEAM's and the opts cache's path)
+  give the kernel the heuristic built."""
+  from tinycore.codegen.opt import _heuristic, optimize
+  x = Tensor(np.random.default_rng(s).standard_normal((1, 2, s, 64)).astype(np.float32), device="CPU")
+  k = split_ranges(graph_rewrite(lower_kernel(_kt_packed(x).schedule()[-1].ast), symbolic))
+  r = Device["CPU"].renderer
+  opts, _ = _heuristic(k, r)
+  if _lanes_taken(): assert any(o[0] == "VEC_S" for o in opts), opts
+  assert optimize(k, r, opts) is optimize(k, r)
