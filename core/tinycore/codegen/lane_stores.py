@@ -16,9 +16,17 @@ def _split(idx: UOp) -> tuple[UOp, int]:
   if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST: return idx.src[0], idx.src[1].arg
   return idx, 0
 
+def _lanes_of_scalars(k: UOp) -> UOp:
+  """A lane of a value that folded to one scalar is that scalar: upcast past a pad, a copy's gate is constant false and
+  its select of vector lanes folds to the scalar 0 (rendered as lane reads of 0.0f, which C refuses)."""
+  repl = {u: u.src[0] for u in k.toposort() if u.op is Ops.GEP and u.src[0].dtype.count == 1}
+  return k.substitute(repl) if repl else k
+
 def group_lane_stores(k: UOp) -> UOp:
   """SINK of stores -> the same SINK with every run of ROWS lane stores (same lane of ROWS distinct vectors, consecutive
-  addresses of one buffer, no mask) replaced by one vector store. Other stores stay as they are."""
+  addresses of one buffer, no mask) replaced by one vector store. Other stores stay as they are (a lane of a scalar:
+  that scalar)."""
+  k = _lanes_of_scalars(k)
   cands: dict[tuple, dict[int, UOp]] = {}
   for st in k.src:
     if st.op is not Ops.STORE or len(st.src[0].src) != 2 or st.src[0].arg is not None: continue

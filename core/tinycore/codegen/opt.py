@@ -103,11 +103,13 @@ _VEC_SELECT = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MAX}
 _VEC_BYTE_OPS = {Ops.AND, Ops.OR, Ops.XOR, Ops.SHR, Ops.SHL, Ops.ADD, Ops.SUB}
 _BYTES = (dtypes.int8, dtypes.uint8)
 
-def _lanes(r: UOp, rn: UOp, n: int, gather: bool = False):
+def _lanes(r: UOp, rn: UOp, n: int, gather: bool = False, shared_gates: bool = False):
   """A rewriter turning values that vary along range `r` into n-wide vectors (lanes r = rn*n + 0..n-1). Loads must be
   contiguous along r (index = base + r) and the math on them in the vector-safe set; else CantVectorize. With `gather`,
   a float load outside every reduce loop that isn't contiguous (an SGD update fused into a weight gradient reads the old
-  weight once per output, strided like the lane-stored output) becomes n scalar loads put together."""
+  weight once per output, strided like the lane-stored output) becomes n scalar loads put together. With
+  `shared_gates`, a load gated by a condition that doesn't vary along r (a pad along another axis) becomes a vector
+  load under that one gate (its renderer reads all lanes or gives zeros)."""
   memo: dict[UOp, UOp] = {}
   failed: set[UOp] = set()
   varies: dict[UOp, bool] = {}   # node -> whether it depends on r
@@ -152,18 +154,20 @@ def _lanes(r: UOp, rn: UOp, n: int, gather: bool = False):
     if not along_r(u): res = u
     elif u.op is Ops.INDEX:
       terms = _terms(u.src[1])
-      if len(u.src) > 2: raise CantVectorize   # a validity mask per lane would need masked vector loads
+      # a validity mask per lane would need masked vector loads; one that every lane shares gates the whole vector
+      if len(u.src) > 2 and (not shared_gates or along_r(u.src[2])): raise CantVectorize
+      gate = u.src[2:]
       if r in terms and terms.count(r) == 1 and not any(r in t.toposort() for t in terms if t is not r):
-        res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n})), ("vec", n))
+        res = UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1].substitute({r: rn * n}), *gate), ("vec", n))
       else:
         # every lane reads one element (a quantized block's scale: (r*16 + lane) // 32): one scalar load that the vector
         # math broadcasts
         first = _simplify(u.src[1].substitute({r: rn * n}))
         lanes = [_simplify(u.src[1].substitute({r: rn * n + i})) for i in range(1, n)]
-        if all(x is first for x in lanes): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first))
+        if all(x is first for x in lanes): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first, *gate))
         # or consecutive elements once the lanes' index math folds (a quantized block's bytes: (r//32)*34 + r%32 + 2
         # is rn//2*34 + rn%2*16 + lane + 2 for r = rn*16 + lane)
-        elif all(x is _simplify(first + i) for i, x in enumerate(lanes, 1)): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first), ("vec", n))
+        elif all(x is _simplify(first + i) for i, x in enumerate(lanes, 1)): res = UOp(Ops.INDEX, u.dtype, (u.src[0], first, *gate), ("vec", n))
         else: raise CantVectorize
     elif u.op is Ops.LOAD:
       try: idx = f(u.src[0])
@@ -222,12 +226,12 @@ def _lanes(r: UOp, rn: UOp, n: int, gather: bool = False):
     return res
   return f
 
-def vectorize_global(k: UOp, r: UOp, n: int, scatter: bool = False) -> UOp:
+def vectorize_global(k: UOp, r: UOp, n: int, scatter: bool = False, shared_gates: bool = False) -> UOp:
   """Turn output range `r` into n-wide vector lanes: loads/stores along it become vector loads/stores and the math on
   them vector math (renderers with vector types). With `scatter`, a store that isn't contiguous along `r` (a conv's
-  output channel in NCHW) writes its n lanes one by one instead of failing."""
+  output channel in NCHW) writes its n lanes one by one instead of failing. `shared_gates`: see _lanes."""
   rn = UOp(Ops.RANGE, dtypes.index, (index_const(_bound(r) // n),), r.arg)
-  f = _lanes(r, rn, n, gather=scatter)
+  f = _lanes(r, rn, n, gather=scatter, shared_gates=shared_gates)
   stores: list[UOp] = []
   for st in k.src:
     try: stores.append(f(st))
@@ -294,8 +298,9 @@ def check_opt(k: UOp, opt) -> tuple[UOp, UOp | int]:
 def apply_opt(k: UOp, opt: Opt) -> UOp:
   r, arg = check_opt(k, opt)
   kind = opt[0]
-  if kind == "VEC": return vectorize_global(k, r, arg)  # type: ignore[arg-type]
-  if kind == "VEC_S": return vectorize_global(k, r, arg, scatter=True)  # type: ignore[arg-type]
+  # (shared gates: an action the elementwise heuristic chose for a padded copy replays as it was chosen)
+  if kind == "VEC": return vectorize_global(k, r, arg, shared_gates=True)  # type: ignore[arg-type]
+  if kind == "VEC_S": return vectorize_global(k, r, arg, scatter=True, shared_gates=True)  # type: ignore[arg-type]
   if kind == "UPCAST": return upcast_global(k, r, arg)  # type: ignore[arg-type]
   if kind == "UPCAST_T": return upcast_global_tail(k, r, arg)  # type: ignore[arg-type]
   if kind == "UPCAST_R": return upcast_reduce(k, r, arg)  # type: ignore[arg-type]

@@ -12,13 +12,16 @@ from tinycore.renderer import Renderer
 from tinycore.codegen.opt import (Opt, CantVectorize, _bound, _globals, _loads, _range, _simplify, _terms, _unit_stride,
                                   upcast_global, vectorize_global)
 
+def _gates(k: UOp) -> list[UOp]:
+  """The conditions a kernel selects or gates loads with (a pad's validity, a stack's branch)."""
+  return [u.src[0] for u in k.toposort() if u.op is Ops.WHERE] + [i.src[2] for i in _loads(k) if len(i.src) > 2]
+
 def _stacked_axes(k: UOp) -> list[UOp]:
   """Short output axes that select between different expressions without indexing memory: Tensor.stack of n computed
   slices (Winograd's transform points, conv_winograd.py) pads each and adds them, so every output evaluates all n
   gated branches. Unrolled whole, each copy's gates are constants and fold away (36 points x 16 terms: 1.2 s -> ms).
   A pad or a cat of longer pieces also indexes memory along the axis, and is left alone."""
-  topo = k.toposort()
-  gates = [u.src[0] for u in topo if u.op is Ops.WHERE] + [i.src[2] for i in _loads(k) if len(i.src) > 2]
+  gates = _gates(k)
   if not gates: return []
   axes: list[UOp] = []
   n = 1
@@ -39,8 +42,10 @@ def _lanes_along_loads(k: UOp, opts: tuple[Opt, ...], glob: list[UOp], whole_run
   upcast so the runs make 8, which lane_stores.py turns into 8-wide vector stores (one 8x16 shuffle transpose) instead
   of 16 scalar lane stores each. None where no axis takes the lanes (or, `whole_runs`, where the last axis doesn't
   store consecutive addresses: only a plain transpose's runs of 1 are taken there)."""
-  for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g)):
-    try: k2, opts2 = vectorize_global(k, g, 16, scatter=True), opts + (("VEC_S", g.arg, 16),)
+  gates = _gates(k)
+  # (a gate along the lanes would need a mask per lane; one along another axis, a pad's, gates whole vectors)
+  for g in (g for g in glob if _bound(g) and _bound(g) % 16 == 0 and _unit_stride(k, g) and not any(g in c.toposort() for c in gates)):
+    try: k2, opts2 = vectorize_global(k, g, 16, scatter=True, shared_gates=True), opts + (("VEC_S", g.arg, 16),)
     except CantVectorize: continue
     last = _range(k2, glob[-1].arg)
     step = _simplify(k2.src[0].src[0].src[1].substitute({last: last + 1}) - k2.src[0].src[0].src[1])
@@ -69,17 +74,16 @@ def elementwise_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], 
     # a transposing copy (x.T.contiguous(), a transposed matmul operand copied into panels): the output runs along the
     # last axis, the input along another. Scalar, each element is a load and a store; in lanes along the input's axis
     # with runs of 8 outputs grouped, 16 x 8 of them move with 16 vector loads, an 8x16 shuffle transpose and 16 vector
-    # stores (one core, 1024x1024 into 32-wide panels: 0.76 -> 0.47 ms)
-    # (plain copies only: a padded one's gated loads and selects keep the scalar loop)
+    # stores (one core, 1024x1024 into 32-wide panels: 0.76 -> 0.47 ms). A pad along the output's axes (attention's keys
+    # padded to whole tiles) gates whole vectors: the lanes are read or zero together
     glob = _globals(k)
-    plain = not any(u.op is Ops.WHERE for u in k.toposort()) and all(len(i.src) == 2 for i in _loads(k))
-    if plain and glob and _bound(glob[-1]) and _bound(glob[-1]) % 8 == 0 and not _unit_stride(k, glob[-1]) and \
+    if glob and _bound(glob[-1]) and _bound(glob[-1]) % 8 == 0 and not _unit_stride(k, glob[-1]) and \
        (got := _lanes_along_loads(k, opts, glob, whole_runs=True)) is not None: return got
   # elementwise kernels: explicit vector lanes on the innermost contiguous output axis (the compiler can't always
   # vectorize inlined helpers like exp2 on its own)
   if vec and not any(u.op is Ops.REDUCE for u in k.toposort()):
     glob = _globals(k)
     if glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
-      try: return opts + (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+      try: return opts + (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16, shared_gates=True)
       except CantVectorize: pass
   return opts, k

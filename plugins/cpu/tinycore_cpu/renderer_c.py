@@ -174,7 +174,7 @@ class CRenderer(CStyleRenderer):
   def render(self, name: str, uops: list[UOp]) -> str:
     self._transposed: dict[tuple[UOp, ...], str] = {}
     self._loops: list[UOp] = []   # the RANGEs open at the uop being rendered, innermost last
-    self._prefetched = 0
+    self._prefetched = self._gated = 0
     # only in the kernels the optimizer tiles (r_...): a fused program (attention) schedules its own loads
     self._may_prefetch = name.startswith("r_")
     return super().render(name, uops)
@@ -200,6 +200,14 @@ class CRenderer(CStyleRenderer):
     # (loops are only tracked here: the base renders them)
     if u.op is Ops.RANGE: self._loops.append(u)
     elif u.op is Ops.END and self._loops: self._loops.pop()
+    if u.op is Ops.LOAD and u.src[0].arg is not None and len(u.src[0].src) > 2:
+      # one gate for every lane (an elementwise copy's pad along another axis than the lanes, codegen/opt.py
+      # shared_gates): the vector is read, or zeros where the gate is off
+      ind = u.src[0]
+      r[u] = f"gl{self._gated}"
+      self._gated += 1
+      vec = self.vload(f"({r[ind.src[0]]}+{r[ind.src[1]]})", ind.src[0].dtype.base, u.dtype)
+      return [f"{self.ctype(u.dtype)} {r[u]} = ({r[ind.src[2]]}?{vec}:{self.splat(self.literal(0, u.dtype.scalar()), u.dtype)});"]
     if u.op is Ops.LOAD and u.src[0].arg is not None and u.dtype.scalar() == dtypes.float32 and \
        u.src[0].src[0].dtype.base == dtypes.float32 and (pf := self._prefetch(u, r)):
       # the load itself as the base would write it, after its prefetch
