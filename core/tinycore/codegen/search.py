@@ -1,7 +1,8 @@
 """BEAM search: time real compiled variants of a kernel and keep the fastest (`BEAM=n`, n = beam width).
 
 Each round extends every kept candidate by one more optimization action (tile axis and width, a wider tile of several
-vectors, a second tile axis, then the loop order and the outer loop's grouping), compiles and times the new variants
+vectors, a second tile axis (the renderer's taller matmul tile too, clamped where it doesn't divide the rows), then the
+loop order and the outer loop's grouping), compiles and times the new variants
 on scratch buffers, and keeps the n fastest. The winner is cached on disk per (renderer, kernel) so a later process
 pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
 from __future__ import annotations
@@ -15,6 +16,13 @@ from tinycore import progress
 
 BEAM_DEBUG = ContextVar("BEAM_DEBUG", 0)
 BEAM_TIME_LIMIT = ContextVar("BEAM_TIME_LIMIT", 60.0)   # seconds of search per kernel
+
+def _row_axes(k: UOp, first) -> list[UOp]:
+  """Output axes a taller row tile may take, best first as in opt._second_axes, but any length (12 rows needn't divide
+  them): the reused ones other than the vector axis."""
+  wide = [ind for ind in O._loads(k) if ind.arg is not None or any(g.arg == first for g in ind.toposort() if g.op is Ops.RANGE)]
+  cands = [g for g in reversed(O._globals(k)) if g.arg != first and O._bound(g) and O._reused(k, g)]
+  return sorted(cands, key=lambda g: -sum(g not in ind.toposort() for ind in wide))[:2]
 
 def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
   """Actions that may follow `applied` on kernel `k` (which already has them applied)."""
@@ -42,6 +50,10 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
     outer = O._globals(k)[0].arg if O._globals(k) else None
     second = [("UPCAST", g.arg, a) for g in O._second_axes(k, first)[:2] for a in (2, 4, 8)
               if O._bound(g) % a == 0 and (O._bound(g) // a >= 2 or g.arg != outer)]
+    if kinds[0] == "VEC" and (tall := getattr(renderer, "matmul_tall_rows", 0)) > 8:
+      # the renderer's taller matmul tile (12 rows with AVX-512) on rows it needn't divide: the last tile clamped (UPCAST_T)
+      second += [("UPCAST" if O._bound(g) % tall == 0 else "UPCAST_T", g.arg, tall) for g in _row_axes(k, first)
+                 if O._bound(g) >= 2 * tall]
     if kinds[0] == "VEC_S":   # a conv's pixel rows: 7 where no multiple of 4 divides them
       second += [("UPCAST", g.arg, 7) for g in O._pixel_axes(k, first, renderer.register_block)[:2] if O._bound(g) % 7 == 0]
     if widened or kinds[0] not in ("VEC", "VEC_S"): return second

@@ -93,6 +93,9 @@ class Renderer:
   # no thread indices (a CPU): (rows, columns) of float32 accumulators a matmul's output tile keeps in vector registers
   # (codegen/opt.py widens the vector axis to `columns` and unrolls `rows` rows). None: the generic 8 x 16 choice
   register_block: tuple[int, int] | None = None
+  # under register_block: the rows of the tallest register tile of the same columns the registers hold (0: none taller).
+  # BEAM offers it on any matmul (UPCAST_T where it doesn't divide the rows); matmul_tile_rows is the heuristic's choice
+  matmul_tall_rows: int = 0
   # fused attention (codegen/attention.py, attention_backward.py): (float32 lanes per vector register, vector registers)
   # for its register tiles; None (default): the renderer doesn't render those programs (VECTORIZE, vector registers,
   # many-lane GEP as a shuffle), so attention is scheduled as matmuls and a softmax

@@ -289,6 +289,37 @@ def test_beam_reaches_the_group():
     k = apply_opt(k, o)
   assert not next_actions(k, r, path)
 
+@pytest.mark.parametrize("M", [24, 25, 31, 32, 33, 47, 97, 100, 197, 257])
+def test_beam_offers_the_tall_tile(M, monkeypatch):
+  """BEAM's action space (codegen/search.py) offers the renderer's taller matmul tile (Renderer.matmul_tall_rows: 12
+  rows with AVX-512) on the row axis after the widened vector, UPCAST_T where it doesn't divide M, so BEAM can reach it
+  on shapes the heuristic's policy leaves alone. Every matmul kernel is made the BEAM way (vector, widened, then the
+  offered tall tile), packed panels or not, and matches numpy in float64."""
+  from tinycore.codegen import opt as O
+  from tinycore.codegen.search import next_actions
+  r = Device["CPU"].renderer
+  if not r.vector_types or r.register_block is None or not r.matmul_tall_rows: pytest.skip("no taller register tile")
+  t, heuristic, taken = r.matmul_tall_rows, O._heuristic, []
+  def beam_path(k, renderer):
+    opts = heuristic(k, renderer)[0]
+    # the output's row axis; the panel copy, and a product whose vector axis is the row axis too, keep the heuristic's
+    rows = [g for g in O._globals(k) if O._bound(g) == M and g.arg != opts[0][1]] if opts and opts[0][0] == "VEC" else []
+    if len(rows) != 1: return heuristic(k, renderer)
+    path = opts[:2] if len(opts) > 1 and opts[1] == ("UPCAST", opts[0][1], 2) else opts[:1]   # the vector, widened
+    want = ("UPCAST" if M % t == 0 else "UPCAST_T", rows[0].arg, t)
+    offered = next_actions(O.apply_opts(k, path), renderer, path)
+    assert want in offered, (want, offered)
+    taken.append(path + (want,))
+    return path + (want,), O.apply_opts(k, path + (want,))
+  monkeypatch.setattr(O, "_heuristic", beam_path)
+  rng = np.random.default_rng(M)
+  for K, N, panels in ((64, 96, 0), (40, 128, 32), (M, M, 0)):
+    monkeypatch.setattr(r, "matmul_panels", lambda *_, p=panels: p if N % 32 == 0 else 0)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    tol = 1e-5 * np.sqrt(K) + 1e-5
+    np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), _ref(a, b), rtol=tol, atol=tol)
+  assert len(taken) >= 2, taken
+
 def test_dot_form_takes_a_4x4_block():
   """g @ W.T with both operands contiguous along the reduce (a backward pass's input gradient, unpacked): 16-lane
   vectors along the reduce and a 4x4 block of outputs, so each vector load feeds 4 FMAs."""

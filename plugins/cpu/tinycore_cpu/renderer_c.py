@@ -169,6 +169,7 @@ class CRenderer(CStyleRenderer):
     # the matmul microkernel this machine's vector registers hold (8x32 floats with AVX-512), and its caches
     self.tiling = host_tiling()
     self.register_block = (self.tiling.rows, self.tiling.cols)
+    self.matmul_tall_rows = self.tiling.tall_rows   # 12 with AVX-512: BEAM's tall tile (tile_rows: the heuristic's)
     # fused attention's register tiles: 16-float vectors and 32 registers with AVX-512, else 8 and 16 (AVX2, NEON)
     self.attention_vector = (16, 32) if self.tiling.cols >= 32 else (8, 16)
   def render(self, name: str, uops: list[UOp]) -> str:
