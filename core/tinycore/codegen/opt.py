@@ -340,6 +340,22 @@ def _second_axes(k: UOp, first) -> list[UOp]:
   cands = [g for g in reversed(_globals(k)) if g.arg != first and _bound(g) and _bound(g) % 4 == 0 and _bound(g) // 4 >= 2 and _reused(k, g)]
   return sorted(cands, key=lambda g: -sum(g not in ind.toposort() for ind in wide))
 
+def _reduce_len(k: UOp) -> int:
+  """The kernel's reduce length (a matmul's K: its left operand's rows lie that many elements apart), 0 if symbolic."""
+  n = 1
+  for u in k.toposort():
+    if u.op is Ops.RANGE and u.arg[0] == "r": n *= _bound(u) or 0
+  return n
+
+def _row_axes(k: UOp, first, renderer: Renderer) -> list[UOp]:
+  """A matmul's second tile axes as _second_axes ranks them, and also those no multiple of 4 divides where the renderer
+  has a register tile for them (Renderer.matmul_tile_rows: rows whose last tile is clamped, 197 tokens in tiles of 12)."""
+  K = _reduce_len(k)
+  wide = [ind for ind in _loads(k) if ind.arg is not None or any(g.arg == first for g in ind.toposort() if g.op is Ops.RANGE)]
+  cands = [g for g in reversed(_globals(k)) if g.arg != first and (b := _bound(g)) and _reused(k, g) and
+           ((b % 4 == 0 and b // 4 >= 2) or ((t := renderer.matmul_tile_rows(b, K)) and b >= t))]
+  return sorted(cands, key=lambda g: -sum(g not in ind.toposort() for ind in wide))
+
 def _pixel_axes(k: UOp, first, blk: tuple[int, int] | None) -> list[UOp]:
   """Row axes for a conv's register block: reused output axes with a divisor from 2 to the block's rows (a 7-, 14- or
   28-wide feature map takes 7, which no multiple of 4 divides), the innermost one taking at least 4 rows first."""
@@ -405,11 +421,10 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     else: k2 = upcast_global(k, g, amt)
     # a conv (lanes stored one by one into NCHW): rows of neighbouring output pixels, not of images (8 images per tile read
     # 8 streams megabytes apart: 16x256x14x14 ran at a quarter of the speed of 7 pixels of one row)
-    sec = (_pixel_axes(k2, g.arg, renderer.register_block) if first[0] == "VEC_S" else []) or _second_axes(k2, g.arg)
-    if not sec and first[0] == "VEC" and renderer.register_block is not None:
-      # rows no multiple of 4 divides (1023, 13): the renderer's taller tile needn't divide them
-      sec = [h for h in reversed(_globals(k2)) if h.arg != g.arg and (t := renderer.matmul_tile_rows(_bound(h) or 0)) and
-             _bound(h) >= t and _reused(k2, h)]
+    # (a matmul's rows no multiple of 4 divides (197, 1023) too, where the renderer has a register tile for them that
+    # needn't divide them: tiled only along the columns, 197x768 @ 768x3072 ran at 28 GFLOP/s on one core, 108 in 12-row tiles)
+    sec = (_pixel_axes(k2, g.arg, renderer.register_block) if first[0] == "VEC_S" else []) or \
+      (_row_axes(k2, g.arg, renderer) if first[0] == "VEC" and renderer.register_block is not None else _second_axes(k2, g.arg))
     if not sec:
       # a single output axis (matrix-vector): widen the tile along it, so each row of the streamed operand is read
       # as 4 consecutive vectors (whole cache lines, fewer strided passes)
@@ -429,6 +444,7 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
     # accumulators spilled: one core 118 -> 58 us for 256x512 @ 512x10)
     rows, tile_w = (8 if b2 % 8 == 0 and b2 // 8 >= 2 and (amt in (4, 8, 16) or amt * 8 <= 32) else 4), amt
     lead: tuple[Opt, ...] = (first,)
+    clamped = 0
     blk = renderer.register_block if first[0] in ("VEC", "VEC_S") else None
     if blk is not None:
       # the renderer's register block: `cols` columns as several vectors side by side and `rows` rows (fewer where
@@ -436,15 +452,17 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       # (at least 2 row blocks, unless another axis is outermost to split between threads: a left operand packed in
       # row panels [M/8][K][8] takes its whole 8-row inner axis)
       rows = next((r for r in (blk[0], 8, 4) if r <= blk[0] and b2 % r == 0 and (b2 // r >= 2 or sec[0].arg != _globals(k2)[0].arg)), 4)
-      # a matmul's taller tile where the renderer has one for this many rows (tiling.py: 12 x 32 with AVX-512), the
-      # last tile clamped where 12 doesn't divide them; a conv's pixel rows (VEC_S) keep the block's
-      if first[0] == "VEC" and (tall := renderer.matmul_tile_rows(b2)) > rows and b2 >= tall: rows = tall
+      # a matmul's tile rows where the renderer has a better count for this many rows than what divides them (tiling.py:
+      # 12 x 32 with AVX-512, or 8 rows where 8 doesn't divide them), the last tile clamped (always UPCAST_T: gcc
+      # hoisted the 12 broadcasts of a plain 12-row UPCAST above the FMAs and spilled, 960x1024x1024 at 87 against 102
+      # GFLOP/s); a conv's pixel rows (VEC_S) keep the block's
+      if first[0] == "VEC" and (tall := renderer.matmul_tile_rows(b2, _reduce_len(k2))) > rows and b2 >= tall: rows = clamped = tall
       # a conv's 7-, 14- or 28-wide feature map: 7 pixel rows
       elif b2 % rows: rows = max(d for d in range(2, blk[0] + 1) if b2 % d == 0)
       if blk[1] > amt and blk[1] % amt == 0 and (b // amt) % (blk[1] // amt) == 0:
         widen = ("UPCAST", g.arg, blk[1] // amt)
         k2, lead, tile_w = apply_opt(k2, widen), (first, widen), blk[1]
-    second = ("UPCAST" if b2 % rows == 0 else "UPCAST_T", sec[0].arg, rows)
+    second = ("UPCAST" if b2 % rows == 0 and not clamped else "UPCAST_T", sec[0].arg, rows)
     k3, opts = apply_opt(k2, second), lead + (second,)
     if blk is not None and tile_w < blk[1] and (w3 := blk[1] // 16) >= 2:
       # a vector narrower than the block that its own axis can't widen (a conv's 56-wide rows take 8 lanes): fill the

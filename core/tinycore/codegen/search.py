@@ -50,10 +50,12 @@ def next_actions(k: UOp, renderer, applied: tuple) -> list[tuple]:
     outer = O._globals(k)[0].arg if O._globals(k) else None
     second = [("UPCAST", g.arg, a) for g in O._second_axes(k, first)[:2] for a in (2, 4, 8)
               if O._bound(g) % a == 0 and (O._bound(g) // a >= 2 or g.arg != outer)]
-    if kinds[0] == "VEC" and (tall := getattr(renderer, "matmul_tall_rows", 0)) > 8:
-      # the renderer's taller matmul tile (12 rows with AVX-512) on rows it needn't divide: the last tile clamped (UPCAST_T)
-      second += [("UPCAST" if O._bound(g) % tall == 0 else "UPCAST_T", g.arg, tall) for g in _row_axes(k, first)
-                 if O._bound(g) >= 2 * tall]
+    if kinds[0] == "VEC" and (blk := getattr(renderer, "register_block", None)):
+      # the renderer's taller matmul tile (12 rows with AVX-512), and the block's rows where they don't divide the axis,
+      # the last tile clamped (UPCAST_T, also where 12 divides: gcc spills a plain 12-row UPCAST, codegen/opt.py)
+      tall = getattr(renderer, "matmul_tall_rows", 0)
+      second += [("UPCAST_T", g.arg, t) for g in _row_axes(k, first) for t in (tall, blk[0])
+                 if t and O._bound(g) >= 2 * t and (t == tall or O._bound(g) % t)]
     if kinds[0] == "VEC_S":   # a conv's pixel rows: 7 where no multiple of 4 divides them
       second += [("UPCAST", g.arg, 7) for g in O._pixel_axes(k, first, renderer.register_block)[:2] if O._bound(g) % 7 == 0]
     if widened or kinds[0] not in ("VEC", "VEC_S"): return second

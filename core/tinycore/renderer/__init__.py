@@ -113,10 +113,11 @@ class Renderer:
     outermost: how many panels each row tile of the left operand visits before the next row tile (codegen/opt.py's
     GROUP), so the left operand streams once per group of panels instead of once per panel. 1: no grouping (default)."""
     return 1
-  def matmul_tile_rows(self, M: int) -> int:
-    """For a float32 matmul of M output rows under the register block: the rows of a taller register tile that needn't
-    divide M (codegen/opt.py's UPCAST_T: the last tile's rows past M repeat row M-1, their stores gated off), where
-    it beats register_block's rows on this shape. 0: the register block's rows (default)."""
+  def matmul_tile_rows(self, M: int, K: int = 0) -> int:
+    """For a float32 matmul of M output rows (reduce length K, 0 if unknown) under the register block: the rows of a
+    register tile that needn't divide M (codegen/opt.py's UPCAST_T: the last tile's rows past M repeat row M-1, their
+    stores gated off), where it beats the rows that divide M on this shape. 0: the register block's rows, or fewer
+    that divide M (default)."""
     return 0
   def matmul_narrow_transpose(self, M: int, K: int, N: int) -> bool:
     """For a float32 matmul (M, K) @ (K, N) with few columns (a classifier head) whose left operand is row-major: copy

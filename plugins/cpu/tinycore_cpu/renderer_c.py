@@ -137,8 +137,8 @@ class CRenderer(CStyleRenderer):
     # the matmul kernel alone on one core, GFLOP per CPU-second, interleaved runs at load ~7: 1024^3 (128 KB panels)
     # 186 ungrouped, 194 in groups of 8, 196 in groups of 4 (the L1-resident 8x32 microkernel's ceiling is ~212)
     return self.tiling.panel_group(panel_bytes, panels)
-  def matmul_tile_rows(self, M: int) -> int:
-    return self.tiling.tile_rows(M)
+  def matmul_tile_rows(self, M: int, K: int = 0) -> int:
+    return self.tiling.tile_rows(M, K)
   def matmul_narrow_transpose(self, M: int, K: int, N: int) -> bool:
     # fewer columns than a vector (a 10-class head): without the copy each output row is N scalar accumulators fed by
     # scalar loads of both operands; transposed, 16 reduce steps go in one vector FMA. One core, 256x512 @ 512x10 + relu:

@@ -13,7 +13,10 @@ GROUP), so the left operand streams once per group; the C renderer prefetches th
 Matmuls take a taller tile of the same width where it pays (`tall_rows`, 12x32 with AVX-512: 24 accumulators + 2
 panel vectors + 1 broadcast of 32 registers): 12 rows needn't divide M, the last row tile's rows past M recompute row
 M-1 with their stores gated off (codegen/opt.py's UPCAST_T), so every size runs in one kernel; `tile_rows` takes it
-where those repeats are at most 2.5% of the work. One core, GFLOP per CPU-second (the matmul and its panel copy, runs
+where those repeats are at most 2.5% of the work and the L1 ways hold the tile's rows (not on a 32 KB 8-way L1 at a
+power-of-two K), and clamps 8-row tiles where 8 doesn't divide M. The figures below are from an Intel AVX-512 core
+(48 KB 12-way L1); on Zen 4 (32 KB 8-way) 12 rows tie with 8 at K = 512, 768, 1040 and lose at 1024 and 2048.
+One core, GFLOP per CPU-second (the matmul and its panel copy, runs
 interleaved at load 4-6, medians of 4-6): 1024^3 8 rows 207, 10 213, 12 217, 13 214, 14 211; 2048^3 192, 196, 203,
 199, 200. (14 rows spilled 12 accumulators until each accumulator update followed its product in the loop body,
 codegen/linearize.py; 12 rows = 48 KB of the left operand at K=1024, one L1.) Panel groups with the 12-row tile:
@@ -30,6 +33,7 @@ class CacheSizes:
   l1d: int = 32 << 10
   l2: int = 1 << 20
   l3: int = 8 << 20
+  l1d_ways: int = 8   # L1d associativity: the lines one set holds (rows a power-of-two stride apart share a set)
 
 def _parse_size(text: str) -> int | None:
   """sysfs writes "48K", "2048K", "480M": None for anything else."""
@@ -53,6 +57,11 @@ def read_caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> CacheSizes:
     if size is None or kind == "Instruction": continue
     name = {"1": "l1d", "2": "l2", "3": "l3"}.get(level)
     if name: found[name] = size
+    if name == "l1d":
+      try:
+        with open(os.path.join(root, e, "ways_of_associativity")) as f: ways = f.read().strip()
+      except OSError: continue
+      if ways.isdigit() and int(ways) > 0: found["l1d_ways"] = int(ways)
   return CacheSizes(**found)
 
 @dataclass(frozen=True)
@@ -62,11 +71,30 @@ class Tiling:
   caches: CacheSizes
   tall_rows: int = 0  # rows of a taller tile of the same width for matmuls, its last tile clamped (0: none)
 
-  def tile_rows(self, M: int) -> int:
-    """The tall tile's rows for a matmul of M output rows where the rows its last tile repeats (past M) cost at most
-    2.5% of the work (1024: 86 tiles of 12, 0.8%; 784 and 2048 under 1%; 256 stays at 8: 3.1%), else 0 (`rows`)."""
-    t = self.tall_rows
-    return t if t and M >= 4 * t and -(-M // t) * t * 1000 <= M * 1025 else 0
+  def tile_rows(self, M: int, K: int = 0) -> int:
+    """The rows of a matmul's register tile of M output rows (reduce K) that needn't divide M (the last tile clamped),
+    where it beats the rows that divide M; 0 keeps the block's rows (`rows`, or 4 where they don't divide M).
+    Costs: the rows computed (ceil(M/r) * r) over the tile's speed, the tall tile 2.5% ahead of the block's (1024^3 on
+    an Intel AVX-512 core, 48 KB 12-way L1: 217 against 207; 1024: 86 tiles of 12, 0.8% repeated, taken; 256 stays at 8:
+    3.1%), a 4-row tile at 0.7 of the block's (one core here, 196x768x768: 70 against 99 GFLOP/s for 8 rows clamped).
+    The tall tile only where L1 holds its rows: rows of the left operand K floats apart share an L1 set when K * 4 is a
+    multiple of the set span (a 32 KB 8-way L1, Zen 4: K = 1024 puts all 12 rows in one set of 8 ways, 102 against 112
+    for 8 rows; K = 1040, 111 against 110). M = 197: 17 tiles of 12; M = 50 or 100: 8 rows clamped (94 against 46
+    GFLOP/s for 50x512x512 tiled along its columns only, 109 against 81 for 100x512x512's 4 rows)."""
+    if M < 2 * self.rows: return 0
+    cands = [self.rows] + ([self.tall_rows] if self.tall_rows and self._rows_fit_l1(self.tall_rows, K) else [])
+    def cost(r: int) -> float: return -(-M // r) * r / (1.025 if r == self.tall_rows else 1.0)
+    best = min(cands, key=cost)
+    if M % self.rows and M % 4 == 0 and M / 0.7 < cost(best): return 0   # the 4-row tile that divides M
+    return best if best == self.tall_rows or M % best else 0
+
+  def _rows_fit_l1(self, rows: int, K: int) -> bool:
+    """The lines `rows` rows K floats apart touch at one k: at most the L1 ways of them in any one set."""
+    if K <= 0: return True
+    sets = max(1, self.caches.l1d // (64 * self.caches.l1d_ways))
+    per_set: dict[int, int] = {}
+    for i in range(rows): per_set[i * K * 4 // 64 % sets] = per_set.get(i * K * 4 // 64 % sets, 0) + 1
+    return max(per_set.values()) <= self.caches.l1d_ways
 
   def panel_width(self, K: int) -> int:
     """Columns per packed panel of a matmul's right operand: the tile's width, while one panel (K x cols floats)
