@@ -19,11 +19,13 @@ def workloads(quick: bool) -> dict:
   mm = (64, 128) if quick else (1024, 2048)
   cv = (2, 8, 12, 12, 8) if quick else (16, 64, 56, 56, 64)
   at = (1, 2, 32, 16) if quick else (4, 8, 512, 64)
+  tok = (37, 64, 96) if quick else (197, 768, 3072)   # rows no 8 or 12 divides (a prompt of 197 tokens x an MLP weight)
   return {
     f"matmul_{mm[0]}": (f"a @ b, {mm[0]}^3", [(mm[0], mm[0])] * 2, lambda x, y: x @ y),
     f"matmul_{mm[1]}": (f"a @ b, {mm[1]}^3", [(mm[1], mm[1])] * 2, lambda x, y: x @ y),
     f"matmul_T_{mm[0]}": (f"a @ b.T, {mm[0]}^3", [(mm[0], mm[0])] * 2, lambda x, y: x @ y.T),
     f"matmul_T_{mm[1]}": (f"a @ b.T, {mm[1]}^3", [(mm[1], mm[1])] * 2, lambda x, y: x @ y.T),
+    f"matmul_{tok[0]}": (f"a @ b, {tok[0]}x{tok[1]} @ {tok[1]}x{tok[2]}", [tok[:2], tok[1:]], lambda x, y: x @ y),
     "conv": ("conv2d %dx%dx%dx%d, %d 3x3 pad 1" % cv, [cv[:4], (cv[4], cv[1], 3, 3)],
              lambda x, w: x.conv2d(w * (1 / math.sqrt(9 * cv[1])), padding=1)),
     "attention": ("sdpa B,H,S,D = %d,%d,%d,%d" % at, [at] * 3, lambda q, k, v: q.scaled_dot_product_attention(k, v)),

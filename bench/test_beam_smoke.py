@@ -16,7 +16,7 @@ def test_beam_vs_heuristic_quick(tmp_path):
   p = subprocess.run([sys.executable, os.path.join(HERE, "beam_vs_heuristic.py"), "--quick", "--budget", "1", "--reps", "1"],
                      capture_output=True, text=True, timeout=600, env=env)
   assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-  for w in ("matmul_64", "matmul_128", "matmul_T_64", "matmul_T_128", "conv", "attention"):
+  for w in ("matmul_64", "matmul_128", "matmul_T_64", "matmul_T_128", "matmul_37", "conv", "attention"):
     assert f"{w}: BEAM=2 result matches the heuristic's" in p.stdout, p.stdout[-2000:]
   table = p.stdout.split("beam/heur", 1)[1]
   assert "r_64_64" in table and "heuristic ms" in table

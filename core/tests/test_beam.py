@@ -159,3 +159,18 @@ def test_dot_form_actions_are_correct():
     prg = dev.runtime(p.name, dev.compiler.compile_cached(p.src))
     prg(*[buf._buf for buf in si.bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True)
     np.testing.assert_allclose(si.bufs[0].numpy().reshape(32, 48), a @ b.T, atol=1e-4, rtol=1e-4, err_msg=str(opts))
+
+def test_final_round_retimes_the_best():
+  """BEAM's last step times the 3 best variants and the heuristic's again in turn, each keeping its minimum: a
+  heuristic whose first runs met a burst of load (2.0 here, 0.8 when run again) wins over variants that timed 1.0 and
+  1.2; a variant whose rerun fails drops out; the ones outside the top 3 aren't run again."""
+  from tinycore.codegen.search import _final
+  a, b, c, d, h = (("A",),), (("B",),), (("C",),), (("D",),), (("H",),)
+  def boom(): raise RuntimeError("gone")
+  calls: list = []
+  def runner(o, t): return lambda: (calls.append(o), t)[1]
+  timed = {a: 1.0, b: 1.2, c: 0.5, d: 3.0, h: 2.0}
+  runs = {a: runner(a, 1.1), b: runner(b, 1.3), c: boom, d: runner(d, 0.1), h: runner(h, 0.8)}
+  assert _final(c, h, timed, runs) == h
+  assert timed[h] == 0.8 and timed[a] == 1.0 and timed[c] == float("inf") and d not in calls
+  assert _final(a, a, {a: 1.0}, {a: runs[a]}) == a   # nothing to compare: the search's best as it was

@@ -7,6 +7,7 @@ on scratch buffers, and keeps the n fastest. The winner is cached on disk per (r
 pays nothing (`IGNORE_BEAM_CACHE=1` searches again)."""
 from __future__ import annotations
 import contextlib, json, os, time, warnings
+from typing import Callable
 from tinycore.uop import UOp, Ops
 from tinycore.digest import sha256
 from tinycore.helpers import cache_dir, ContextVar, IGNORE_BEAM_CACHE, DEBUG
@@ -120,12 +121,14 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   glob = sorted({u.arg: u for u in base.uops if u.op is Ops.DEFINE_GLOBAL}.items())
   bufs = [Buffer(dev.device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in glob]  # type: ignore[attr-defined]
   timed: dict[tuple, float] = {}
+  runs: dict[tuple, Callable[[], float]] = {}
   def time_opts(opts: tuple) -> float:
     if opts in timed: return timed[opts]
     try:
       p = get_program(ast, renderer, opts=opts)
       prg = dev.compiler.load_cached(p.src, lambda lib: dev.runtime(p.name, lib))
-      run = lambda: prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True, work=p.ops + p.mem)
+      run = runs[opts] = lambda: prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True,
+                                     work=p.ops + p.mem)
       t = run()
       # only contenders get repeat runs (the minimum of 3): a variant 2x slower than the best is out already
       best = min(timed.values(), default=float("inf"))
@@ -139,13 +142,26 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   st = time.perf_counter()
   # progress on long searches (tinycore.progress: stderr terminals or PROGRESS=1); BEAM_DEBUG prints every variant instead
   with progress.Bar(f"beam {base.name}") if not BEAM_DEBUG else contextlib.nullcontext() as bar:
-    best = _search(k0, renderer, width, time_opts, timed, st, bar)
+    best = _final(_search(k0, renderer, width, time_opts, timed, st, bar), O.heuristic_opts(k0, renderer), timed, runs)
   if DEBUG >= 1 or BEAM_DEBUG: print(f"beam: {len(timed)} variants in {time.perf_counter()-st:.1f} s, best {timed[best]*1e6:.1f} us {best}")
   try:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     atomic_write(path, json.dumps(best))
   except OSError: pass   # a read-only or full cache disk only costs the next process a search
   return best
+
+def _final(best: tuple, heuristic: tuple, timed: dict, runs: dict, rounds: int = 4) -> tuple:
+  """The fastest of the 3 best variants and the heuristic's, timed again in turn (`rounds` times, each keeping its
+  minimum): one round of 3 runs per variant picked a 1024^3 matmul 1.6x slower than the heuristic's on a loaded
+  2-core machine (load 7.6), where a burst of load had landed on the heuristic's runs."""
+  top = [o for o in sorted(timed, key=timed.get)[:3] if timed[o] < float("inf")]
+  cands = list(dict.fromkeys(top + ([heuristic] if heuristic in runs and timed.get(heuristic, float("inf")) < float("inf") else [])))
+  if len(cands) < 2: return best
+  for _ in range(rounds):
+    for o in cands:
+      try: timed[o] = min(timed[o], runs[o]())
+      except Exception: timed[o] = float("inf")
+  return min(cands, key=timed.get)
 
 def _search(k0: UOp, renderer, width: int, time_opts, timed: dict, st: float, bar) -> tuple:
   """The beam rounds, until no action extends a kept candidate or the time limit is spent; the fastest variant's actions."""
