@@ -277,7 +277,7 @@ def test_panel_policy(monkeypatch):
 
 def test_panel_group_policy():
   """How many packed panels a row tile meets in turn (Tiling.panel_group): as many as fit in a quarter of L2, while
-  the 8-row tile of the left operand (8 x K floats) fits in L1, leaving at least 4 groups for the threads."""
+  the 8-row tile of the left operand (8 x K floats) fits in L1, else 4; leaving at least 4 groups for the threads."""
   t = Tiling(8, 32, CacheSizes(48 << 10, 2 << 20, 64 << 20))
   panel = lambda K: K * 32 * 4
   assert t.panel_group(panel(1024), 32) == 4      # 4 x 128 KiB = a quarter of L2; the row tile 32 KiB
@@ -285,7 +285,8 @@ def test_panel_group_policy():
   assert t.panel_group(panel(256), 128) == 16
   assert t.panel_group(panel(1024), 12) == 2      # 12 panels: 6 groups of 2; 3 groups of 4 would be too few
   assert t.panel_group(panel(1024), 6) == 1       # 3 groups of 2: too few
-  assert t.panel_group(panel(2048), 64) == 1      # a 64 KiB row tile comes from L2 anyway
+  assert t.panel_group(panel(2048), 64) == 4      # a 64 KiB row tile: from L2 or beyond once per 4 panels
+  assert t.panel_group(panel(4096), 12) == 2 and t.panel_group(panel(4096), 6) == 1   # at least 4 groups
   assert Tiling(4, 16, CacheSizes(32 << 10, 256 << 10, 8 << 20)).panel_group(256 * 16 * 4, 64) == 4
 
 @pytest.mark.parametrize("group", [2, 4, 8])
