@@ -5,7 +5,8 @@ Each kernel runs as a batch of R copies of itself through the CPU graph driver (
 team stays awake between kernels), once on the caller alone (1T, its CPU time) and once split as the replay splits it (2T, or
 CPU_COUNT threads, wall time); each time is the batch's min over repeats divided by R. The last line also times the whole step.
 
-Run: python bench/mlp_kernels.py [repeats] [--src]  (--src prints each kernel's C source)."""
+Run: python bench/mlp_kernels.py [repeats] [--src] [--quick]  (--src prints each kernel's C source; --quick: the
+bench's tiny sizes, seconds, for bench/test_bench_smoke.py)."""
 from __future__ import annotations
 import os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -14,11 +15,11 @@ from workloads import _mlp_inputs, mlp_tensor_step
 
 R = 8   # copies of a kernel per timed batch
 
-def main(reps: int = 50, src: bool = False):
+def main(reps: int = 50, src: bool = False, quick: bool = False):
   import tinycore as T
   from tinycore.engine.jit_graph import describe
   from tinycore_cpu.graph import CPUGraph
-  x, oh, *ps = [T.Tensor(a) for a in _mlp_inputs(np.random.default_rng(0), False)]
+  x, oh, *ps = [T.Tensor(a) for a in _mlp_inputs(np.random.default_rng(0), quick)]
   T.Tensor.realize(x, oh, *ps)
   step = T.TinyJit(mlp_tensor_step(T, ps))
   for _ in range(4): step(x, oh)
@@ -52,4 +53,4 @@ def main(reps: int = 50, src: bool = False):
 
 if __name__ == "__main__":
   args = [a for a in sys.argv[1:] if not a.startswith("--")]
-  main(int(args[0]) if args else 50, "--src" in sys.argv)
+  main(int(args[0]) if args else 50, "--src" in sys.argv, "--quick" in sys.argv)
