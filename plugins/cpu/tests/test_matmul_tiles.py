@@ -231,14 +231,15 @@ def test_512_bit_vectors_stay_whole(cc, tmp_path):
 
 def test_panel_policy(monkeypatch):
   """Which right operands the C renderer packs, for a 2 MiB L2 and the 8x32 tile: transposed ones from 64 rows of x,
-  row-major ones once they outgrow half of L2; never into fewer than 4 panels, nor for a few rows."""
+  row-major ones from half of L2 on; never into fewer than 4 panels, nor for a few rows."""
   r = Device["CPU"].renderer
   if not hasattr(r, "tiling"): pytest.skip("not the C renderer")
   monkeypatch.setattr(r, "tiling", Tiling(8, 32, CacheSizes(48 << 10, 2 << 20, 64 << 20)))
   p = r.matmul_panels
   assert p(256, 512, 512, True) == 32 and p(64, 1024, 1024, True) == 32 and p(128, 64, 128, True) == 32
   assert p(256, 784, 512, False) == 32 and p(1024, 1024, 1024, False) == 32 and p(64, 2048, 512, False) == 32
-  assert p(256, 512, 512, False) == 0 and p(2048, 64, 2048, False) == 0     # 1 MiB and under: the plain walk is as fast
+  assert p(256, 512, 512, False) == 32                                      # from half of L2 on (Zen 4: 512 KB of 1 MB)
+  assert p(256, 511, 512, False) == 0 and p(2048, 64, 2048, False) == 0     # under half: the plain walk is as fast
   assert p(32, 1024, 1024, True) == 0 and p(1, 4096, 4096, True) == 0       # too few rows to pay for the copy
   assert p(512, 64, 64, True) == 0 and p(512, 4, 512, True) == 0           # 2 panels; a reduce too short
   assert p(256, 10, 512, True) == 32 and p(64, 10, 128, True) == 0         # a short reduce: once the output is big
