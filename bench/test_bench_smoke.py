@@ -34,3 +34,12 @@ def test_worker_past_its_timeout_is_reported_not_fatal():
   assert p.returncode == 0, p.stderr[-3000:]
   (r,) = json.loads(p.stdout)["results"]
   assert r["error"].endswith("timed out after 0.01 s (--timeout)"), r
+
+def test_mlp_kernels_table():
+  # bench/mlp_kernels.py at the tiny sizes: one row per kernel of the captured train step, and the totals line
+  p = subprocess.run([sys.executable, os.path.join(HERE, "mlp_kernels.py"), "2", "--quick"], capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-3000:]
+  lines = p.stdout.splitlines()
+  n = int(lines[-1].split()[0])
+  assert lines[0].startswith("kernel") and len(lines) == n + 2 and n >= 10, p.stdout
+  assert all(float(ln.split()[1]) > 0 for ln in lines[1:-1]), p.stdout

@@ -530,8 +530,14 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
   # vectors along a contiguous output axis
   glob = _globals(k)
   if vec and glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
-    try: return (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
-    except CantVectorize: pass
+    try: opts, k2 = (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+    except CantVectorize: return (), k
+    # a long reduce down the rows (a bias gradient: 256 rows of 512 columns) added into one vector waits on each add:
+    # 4 vectors side by side are 4 independent chains (one core, 256x512 column sum + SGD: 15.6 -> 4.7 us)
+    left = _bound(glob[-1]) // 16
+    if any((_bound(r) or 0) >= 32 for r in reds) and left % 4 == 0 and left // 4 >= 2:
+      opts, k2 = opts + (("UPCAST", glob[-1].arg, 4),), upcast_global(k2, _range(k2, glob[-1].arg), 4)
+    return opts, k2
   return (), k
 
 def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:

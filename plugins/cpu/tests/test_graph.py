@@ -75,6 +75,43 @@ def test_pieces_claimed_from_both_ends_run_exactly_once(monkeypatch, threads, pi
   seg = _graphed(step).segments[0]
   assert max(seg.graph.table[i].chunks for i in range(len(seg.kernels))) == min(pieces, seg.graph.table[0].n)
 
+# a kernel that records the range of each call: out[2*start] = end - start, out[2*start + 1] += 1 (calls for that start)
+_RECORD = """#include <stdint.h>
+void rec(int64_t out, int64_t s, int64_t e) { int64_t *o = (int64_t *)out; o[2 * s] = e - s; o[2 * s + 1] += 1; }"""
+
+def _piece_sizes(o: np.ndarray) -> list[int]:
+  """The pieces recorded, checked to tile the loop exactly once, by size in loop order."""
+  n, at, sizes = len(o) // 2, 0, []
+  while at < n:
+    assert o[2 * at + 1] == 1, f"the piece at {at} ran {o[2 * at + 1]} times"
+    sizes.append(int(o[2 * at])); at += sizes[-1]
+    assert sizes[-1] > 0
+  assert at == n and o[1::2].sum() == len(sizes)   # nothing started inside another piece
+  return sizes
+
+@pytest.mark.parametrize("n,chunks", [(98, 8), (4, 8), (17, 4), (33, 16), (1000, 7), (5, 5)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pieces_differ_by_at_most_one_iteration(n, chunks, threads):
+  # 98 row panels cut into 8: pieces of 12 and 13, not 7 of 13 and a last of 7 (a thread with 4 full ones did 52 of 98)
+  import ctypes
+  from tinycore_cpu import runtime
+  from tinycore_cpu.compiler_c import CCompiler
+  fn = runtime.CPUProgram("rec", CCompiler().compile(_RECORD)).fxn
+  want = min(n, chunks)
+  # the graph driver, with the worker team when threads > 1
+  o = np.zeros(2 * n, np.int64)
+  args = (ctypes.c_int64 * 1)(o.ctypes.data)
+  k = (cpu_graph._Kernel * 1)()
+  k[0].fn, k[0].args, k[0].nargs, k[0].n, k[0].chunks = ctypes.cast(fn, ctypes.c_void_p).value, ctypes.addressof(args), 1, n, chunks
+  assert cpu_graph._driver().tc_graph_run(ctypes.addressof(k), 1, threads) == 0
+  sizes = _piece_sizes(o)
+  assert len(sizes) == (want if threads > 1 else 1) and max(sizes) - min(sizes) <= 1, sizes
+  # the per-call pool's split (runtime._run_split), DYNAMIC_WORK so it takes CHUNKS_PER_THREAD pieces per thread
+  o[:] = 0
+  runtime._run_split(fn, [ctypes.c_int64(o.ctypes.data)], n, threads, runtime.DYNAMIC_WORK)
+  sizes = _piece_sizes(o)
+  assert len(sizes) == min(n, threads * runtime.CHUNKS_PER_THREAD) and max(sizes) - min(sizes) <= 1, sizes
+
 def test_variables_change_per_replay():
   v = Variable("n", 1, 10)
   data = Tensor(np.arange(10, dtype=np.float32)).realize()

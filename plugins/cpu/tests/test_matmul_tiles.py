@@ -262,14 +262,15 @@ def test_512_bit_vectors_stay_whole(cc, tmp_path):
 
 def test_panel_policy(monkeypatch):
   """Which right operands the C renderer packs, for a 2 MiB L2 and the 8x32 tile: transposed ones from 64 rows of x,
-  row-major ones once they outgrow half of L2; never into fewer than 4 panels, nor for a few rows."""
+  row-major ones from half of L2 on; never into fewer than 4 panels, nor for a few rows."""
   r = Device["CPU"].renderer
   if not hasattr(r, "tiling"): pytest.skip("not the C renderer")
   monkeypatch.setattr(r, "tiling", Tiling(8, 32, CacheSizes(48 << 10, 2 << 20, 64 << 20)))
   p = r.matmul_panels
   assert p(256, 512, 512, True) == 32 and p(64, 1024, 1024, True) == 32 and p(128, 64, 128, True) == 32
   assert p(256, 784, 512, False) == 32 and p(1024, 1024, 1024, False) == 32 and p(64, 2048, 512, False) == 32
-  assert p(256, 512, 512, False) == 0 and p(2048, 64, 2048, False) == 0     # 1 MiB and under: the plain walk is as fast
+  assert p(256, 512, 512, False) == 32                                      # from half of L2 on (Zen 4: 512 KB of 1 MB)
+  assert p(256, 511, 512, False) == 0 and p(2048, 64, 2048, False) == 0     # under half: the plain walk is as fast
   assert p(32, 1024, 1024, True) == 0 and p(1, 4096, 4096, True) == 0       # too few rows to pay for the copy
   assert p(512, 64, 64, True) == 0 and p(512, 4, 512, True) == 0           # 2 panels; a reduce too short
   assert p(256, 10, 512, True) == 32 and p(64, 10, 128, True) == 0         # a short reduce: once the output is big
@@ -367,7 +368,8 @@ def test_dot_form_takes_a_4x4_block():
 
 def _kernels(*ts): return [si for si in Tensor.schedule(*ts) if not si.is_copy]
 
-@pytest.mark.parametrize("M,K,N", [(32, 64, 64), (33, 64, 64), (64, 255, 96), (256, 257, 64), (72, 1025, 33), (256, 784, 512)])
+@pytest.mark.parametrize("M,K,N", [(32, 64, 64), (33, 64, 64), (64, 255, 96), (256, 257, 64), (72, 1025, 33), (256, 784, 512),
+                                   (40, 65, 64), (512, 64, 64), (520, 97, 64), (512, 256, 512)])
 def test_transposed_left_operand_row_panels(M, K, N):
   """x.T @ g (a weight gradient): a left operand that is a transposed view is copied into 8-row panels where the
   renderer asks (M a multiple of 8, at least 4 panels), and the product matches numpy in float64 either way."""
@@ -394,6 +396,19 @@ def test_matmul_gradients(M, K, N):
   ka, kb = np.sqrt(N) * 1e-5 + 1e-5, np.sqrt(M) * 1e-5 + 1e-5
   np.testing.assert_allclose(ga.numpy(), _ref(g, b.T), rtol=ka, atol=ka)
   np.testing.assert_allclose(gb.numpy(), _ref(a.T, g), rtol=kb, atol=kb)
+
+@pytest.mark.parametrize("M,panels", [(512, 64), (784, 98), (40, 5)])
+def test_row_panel_copy_reads_whole_lines(M, panels):
+  """The copy of x.T into 8-row panels takes 2 panels a step where their count is even, so each row's read is a whole
+  64-byte line (16 floats) instead of two halves fetched by two panels (opt_elementwise._whole_lines)."""
+  r = Device["CPU"].renderer
+  if not r.vector_types or r.register_block is None: pytest.skip("the CPU's vector renderer only")
+  if not r.matmul_row_panels(M, 256, 512): pytest.skip("this renderer doesn't pack the left operand in row panels")
+  ks = _kernels(Tensor.empty(256, M, device="CPU").T @ Tensor.empty(256, 512, device="CPU"))
+  copy = [si for si in ks if si.ast is not ks[-1].ast]
+  assert len(copy) >= 1
+  opts = heuristic_opts(_kernel_of(copy[0].ast), r)
+  assert (("UPCAST", ("g", 0), 2) in opts) == (panels % 2 == 0), opts
 
 def test_mlp_backward_takes_the_microkernel():
   """The bench's MLP layers: the weight gradient x.T @ g reads x in row panels and g @ W.T reads W.T in column panels,

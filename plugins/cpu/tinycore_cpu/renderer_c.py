@@ -129,10 +129,14 @@ class CRenderer(CStyleRenderer):
     # copy weights every token), nor into fewer than 4 panels (codegen/split.py leaves those unsplit: no vector axis).
     # A short reduce too (a 10-class head's g @ W.T: 256x10x512 35 -> 125, 256x16x512 8.5 -> 127), once the output is
     # big enough that the tile's loop runs a while (64x10x128 is faster plain)
+    # From half of L2 on, not over it: on a Zen 4 core (1 MB L2) the MLP step's weight gradients x.T @ g (784x256 @
+    # 256x512, g 512 KB) and h1.T @ g2 (512x256 @ 256x512), one thread, CPU time, 3 interleaved runs at load ~8: both
+    # kernels 3087/3247/3302 us plain, 3056/3068/3085 with g packed (two copies of ~11 us included), the plain walk of
+    # g's 2 KB-strided rows the one that suffers when other processes share the caches
     w = self.tiling.panel_width(K)
     if K < 8 or M < 64 or not w or N < 4 * w: return 0
     if transposed: return w if K >= 64 or M * N >= (1 << 16) else 0
-    return w if K * N * 4 > self.tiling.caches.l2 // 2 else 0
+    return w if K * N * 4 >= self.tiling.caches.l2 // 2 else 0
   def matmul_panel_group(self, panel_bytes: int, panels: int) -> int:
     # the matmul kernel alone on one core, GFLOP per CPU-second, interleaved runs at load ~7: 1024^3 (128 KB panels)
     # 186 ungrouped, 194 in groups of 8, 196 in groups of 4 (the L1-resident 8x32 microkernel's ceiling is ~212)

@@ -109,13 +109,13 @@ DYNAMIC_WORK, CHUNKS_PER_THREAD = 1 << 24, 4
 
 def _run_split(fxn, args: list, n: int, threads: int, work: int) -> None:
   chunks = min(n, threads * (CHUNKS_PER_THREAD if work >= DYNAMIC_WORK else 1))
-  step = -(-n // chunks)
-  starts, lock = iter(range(0, n, step)), threading.Lock()
+  # pieces that differ by at most one iteration (graph_driver.c does the same): ceil-sized ones left a short last piece
+  pieces, lock = iter(range(chunks)), threading.Lock()
   def worker():
     while True:
-      with lock: s = next(starts, None)
-      if s is None: return
-      fxn(*args, ctypes.c_int64(s), ctypes.c_int64(min(s + step, n)))
+      with lock: i = next(pieces, None)
+      if i is None: return
+      fxn(*args, ctypes.c_int64(i * n // chunks), ctypes.c_int64((i + 1) * n // chunks))
   # the calling thread works too: one thread hand-off fewer per kernel (decode runs ~100 small ones)
   futs = [_pool().submit(worker) for _ in range(threads - 1)]
   worker()
