@@ -507,14 +507,19 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       # share the other operand's loads
       opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)
       if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
-      return opts, k2
-  # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole
-  # vectors along a contiguous output axis
+      # nothing shared (the sum of a matrix-vector product's row chunks): whole vectors along a contiguous output axis,
+      # not one scalar per output (1x4096 @ 4096x4096's 8 chunk rows: 9 us scalar on one core)
+      return _vector_rows(k2, opts) if vec else (opts, k2)
+  # nothing reused, no contiguous reduce: still read and add whole vectors along a contiguous output axis
+  return _vector_rows(k, ()) if vec else ((), k)
+
+def _vector_rows(k: UOp, opts: tuple) -> tuple[tuple[Opt, ...], UOp]:
+  """`opts` and VEC 16 on the innermost output axis where it is contiguous and 16 divides it; else `opts` alone."""
   glob = _globals(k)
-  if vec and glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
-    try: return (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+  if glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
+    try: return opts + (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
     except CantVectorize: pass
-  return (), k
+  return opts, k
 
 def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:
   """The space BEAM searches: the heuristic's choice, other tile axes/widths/second-axis amounts, and the loop order
