@@ -7,7 +7,8 @@ twice the traffic), or tiled 4 of 8 rows (two passes). Here:
 - every activation row (2..8 of them) is unrolled (UPCAST by its full size): each weight load feeds one FMA per row,
   and the only output axes left are the weight's own, which the threads split;
 - the weight is read with vector loads along its contiguous axis: along the reduce (x @ W.T, W [N, K]: VEC_R, each
-  thread streams whole rows of W, two long rows at once) or along the outputs (x @ W, W [K, N]: VEC plus vectors side
+  thread streams whole rows of W, several long rows at once: ROW_STREAMS at one activation row, ACCS / rows at
+  several) or along the outputs (x @ W, W [K, N]: VEC plus vectors side
   by side; in a row chunk of schedule.py, most of each row at once);
 - enough independent accumulators to cover the FMA latency, few enough to stay in registers (rows x vectors <= ACCS)
   or, in a row chunk, in L1 (CHUNK_ACCS);
@@ -103,9 +104,14 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
       # two accumulators: 3.70/3.86/3.81 -> 3.46/3.42/3.56 ms; 4096x4096 unchanged at 1.17 ms). Short rows (under a 4 KiB
       # page) stay one after another, a single stream (opt.py's matrix-vector note; 4 rows of 576 or 1536 measured
       # 5-15% slower from L2)
+      # Several activation rows take as many weight rows as ACCS accumulators allow (rows x streams): each load of x then
+      # feeds more FMAs, and x no longer fits in L1 beside the streams at 2+ rows of 4096 on a 32 KiB L1 (AMD Zen 4, one
+      # core, CPU time, 2x4096 @ 4096x4096.T: 2 weight rows x 2 accumulators 16.5 -> 8 rows 30.1 GB/s; 4 rows: 2 -> 4
+      # weight rows 14.4 -> 19.3; 8 rows: 1 -> 2 weight rows 7.5 -> 11.0)
       streams = 1
-      if M <= 4 and len(cols) == 1 and K >= 1024:
-        streams = next((s for s in ((ROW_STREAMS, 2) if M == 1 else (2,)) if N % s == 0 and N // s >= 2), 1)
+      if len(cols) == 1 and K >= 1024:
+        cands = (ROW_STREAMS, 2) if M == 1 else tuple(s for s in (8, 4, 2) if M * s <= ACCS)
+        streams = next((s for s in cands if N % s == 0 and N // s >= 2), 1)
         if streams > 1:
           opts.append(("UPCAST", n.arg, streams))
           k = apply_opt(k, opts[-1])
