@@ -525,20 +525,24 @@ def _heuristic(k: UOp, renderer: Renderer) -> tuple[tuple[Opt, ...], UOp]:
       # share the other operand's loads
       opts, k2 = (("UPCAST_R", r.arg, b),), upcast_reduce(k, r, b)
       if glob := _sharing_axes(k2): return opts + (("UPCAST", glob[0].arg, 4),), upcast_global(k2, glob[0], 4)
-      return opts, k2
-  # nothing reused, no contiguous reduce (summing the row chunks of a matrix-vector product): still read and add whole
-  # vectors along a contiguous output axis
+      # nothing shared (the sum of a matrix-vector product's row chunks): whole vectors along a contiguous output axis,
+      # not one scalar per output (1x4096 @ 4096x4096's 8 chunk rows: 9 us scalar on one core)
+      return _vector_rows(k2, opts) if vec else (opts, k2)
+  # nothing reused, no contiguous reduce: still read and add whole vectors along a contiguous output axis
+  return _vector_rows(k, ()) if vec else ((), k)
+
+def _vector_rows(k: UOp, opts: tuple) -> tuple[tuple[Opt, ...], UOp]:
+  """`opts` and VEC 16 on the innermost output axis where it is contiguous and 16 divides it; else `opts` alone."""
   glob = _globals(k)
-  if vec and glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1]):
-    try: opts, k2 = (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
-    except CantVectorize: return (), k
-    # a long reduce down the rows (a bias gradient: 256 rows of 512 columns) added into one vector waits on each add:
-    # 4 vectors side by side are 4 independent chains (one core, 256x512 column sum + SGD: 15.6 -> 4.7 us)
-    left = _bound(glob[-1]) // 16
-    if any((_bound(r) or 0) >= 32 for r in reds) and left % 4 == 0 and left // 4 >= 2:
-      opts, k2 = opts + (("UPCAST", glob[-1].arg, 4),), upcast_global(k2, _range(k2, glob[-1].arg), 4)
-    return opts, k2
-  return (), k
+  if not (glob and _bound(glob[-1]) and _bound(glob[-1]) % 16 == 0 and _unit_stride(k, glob[-1])): return opts, k
+  try: opts, k2 = opts + (("VEC", glob[-1].arg, 16),), vectorize_global(k, glob[-1], 16)
+  except CantVectorize: return opts, k
+  # a long reduce down the rows (a bias gradient: 256 rows of 512 columns) added into one vector waits on each add:
+  # 4 vectors side by side are 4 independent chains (one core, 256x512 column sum + SGD: 15.6 -> 4.7 us)
+  left, reds = _bound(glob[-1]) // 16, [u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r"]
+  if any((_bound(r) or 0) >= 32 for r in reds) and left % 4 == 0 and left // 4 >= 2:
+    opts, k2 = opts + (("UPCAST", glob[-1].arg, 4),), upcast_global(k2, _range(k2, glob[-1].arg), 4)
+  return opts, k2
 
 def candidate_opts(k: UOp, renderer: Renderer) -> list[tuple[Opt, ...]]:
   """The space BEAM searches: the heuristic's choice, other tile axes/widths/second-axis amounts, and the loop order

@@ -7,7 +7,8 @@ twice the traffic), or tiled 4 of 8 rows (two passes). Here:
 - every activation row (2..8 of them) is unrolled (UPCAST by its full size): each weight load feeds one FMA per row,
   and the only output axes left are the weight's own, which the threads split;
 - the weight is read with vector loads along its contiguous axis: along the reduce (x @ W.T, W [N, K]: VEC_R, each
-  thread streams whole rows of W, two long rows at once) or along the outputs (x @ W, W [K, N]: VEC plus vectors side
+  thread streams whole rows of W, several long rows at once: ROW_STREAMS at one activation row, ROW_ACCS / rows
+  at several) or along the outputs (x @ W, W [K, N]: VEC plus vectors side
   by side; in a row chunk of schedule.py, most of each row at once);
 - enough independent accumulators to cover the FMA latency, few enough to stay in registers (rows x vectors <= ACCS)
   or, in a row chunk, in L1 (CHUNK_ACCS);
@@ -24,6 +25,7 @@ MAX_ROWS = 8      # activation rows (tokens) per weight element: above this the 
 STREAM_ROWS = 8   # up to this many rows, `x @ W` (W row-major) is cut into row chunks (schedule.py) and streams whole rows
 ROW_STREAMS = 4   # x @ W.T at one activation row: long weight rows streamed side by side by each thread
 ACCS = 16         # vector accumulators in registers: half of AVX-512's 32, leaving room for the loads and broadcasts
+ROW_ACCS = 32     # x @ W.T at 2..8 rows: rows x weight rows accumulators; the few spilled to L1 cost less than re-reading x
 CHUNK_ACCS = 512  # in a row chunk: rows x vectors accumulators, spilled to L1: 32 KiB of them stay there and keep up with DRAM
 CHUNK_UNROLL = 4  # in a row chunk: weight rows per load and store of the accumulators (UNROLL), streamed side by side
 
@@ -103,9 +105,15 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
       # two accumulators: 3.70/3.86/3.81 -> 3.46/3.42/3.56 ms; 4096x4096 unchanged at 1.17 ms). Short rows (under a 4 KiB
       # page) stay one after another, a single stream (opt.py's matrix-vector note; 4 rows of 576 or 1536 measured
       # 5-15% slower from L2)
+      # Several activation rows take up to 8 weight rows, as many as ROW_ACCS accumulators allow (rows x streams): each
+      # load of x then feeds more FMAs, and x no longer fits in L1 beside the streams at 2+ rows of 4096 on a 32 KiB L1
+      # (AMD Zen 4 with AVX-512, one core, CPU time, x @ W.T with W 4096x4096, weight rows old -> new: 2 activation rows
+      # 2 (x 2 accumulators) -> 8 16.5 -> 30.1 GB/s (16: 23.2); 3 rows 2 -> 8 14.7 -> 21.0; 4 rows 2 -> 8 18.6 -> 24.9;
+      # 5 rows 1 -> 4 12.3 -> 15.9; 7 rows 1 -> 4 10.6 -> 14.0; 8 rows 1 -> 4 7.5 -> 14.8 (8: 7.3, 64 accumulators)
       streams = 1
-      if M <= 4 and len(cols) == 1 and K >= 1024:
-        streams = next((s for s in ((ROW_STREAMS, 2) if M == 1 else (2,)) if N % s == 0 and N // s >= 2), 1)
+      if len(cols) == 1 and K >= 1024:
+        cands = (ROW_STREAMS, 2) if M == 1 else tuple(s for s in (8, 4, 2) if M * s <= ROW_ACCS)
+        streams = next((s for s in cands if N % s == 0 and N // s >= 2), 1)
         if streams > 1:
           opts.append(("UPCAST", n.arg, streams))
           k = apply_opt(k, opts[-1])

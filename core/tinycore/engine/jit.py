@@ -21,6 +21,7 @@ from tinycore.uop import UOp, Ops
 from tinycore.helpers import JIT, DEBUG, GlobalCounters, all_int
 from tinycore.engine.jit_memory import CaptureRecorder, share_intermediates
 from tinycore.viz import switch as viz
+from tinycore.tensor import _derived
 
 R = TypeVar("R")
 
@@ -255,6 +256,7 @@ class _Entry:
     self.seen: list | None = None   # per input: a weak reference to the uop that last passed the fast replay's checks
 
 _NOT_PLAIN = object()   # _replay_plain_buffers: this call takes the general path
+_BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
 
 class TinyJit(Generic[R]):
   """`@TinyJit` on a function of Tensors: call 1 runs it, call 2 captures its kernels, calls 3+ replay them.
@@ -329,22 +331,27 @@ class TinyJit(Generic[R]):
     device (checked per call; a Tensor whose uop is the one last seen there was checked then). The result, or _NOT_PLAIN
     to take the general path (which also raises the errors)."""
     if (e := self._entries.get(())) is None or (c := e.captured) is None or c.expected_vars or len(args) != len(c.expected_inputs): return _NOT_PLAIN
-    if e.seen is None: e.seen = [None] * len(args)
+    if (seen := e.seen) is None: seen = e.seen = [None] * len(args)
     bufs = []
+    # (the enum members read once: Ops.BUFFER is a ~0.1 us class attribute lookup on Python 3.11, and this loop is most of
+    # a small replay's Python time)
+    BUFFER, RESHAPE = _BUFFER, _RESHAPE
     for k, t in enumerate(args):
       if (u := getattr(t, "uop", None)).__class__ is not UOp: return _NOT_PLAIN   # not a Tensor: the general path says what it is
-      b = u if u.op is Ops.BUFFER else u.src[0] if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER else None
-      if b is None or not hasattr(b.arg, "_buf"): return _NOT_PLAIN
+      b = u if (op := u.op) is BUFFER else u.src[0] if op is RESHAPE and u.src[0].op is BUFFER else None
+      if b is None or not hasattr(b := b.arg, "_buf"): return _NOT_PLAIN
       # weakly: the JIT must not keep a caller's input alive
-      if (r := e.seen[k]) is None or r() is not u:
+      if (r := seen[k]) is None or r() is not u:
         if (u.shape, t.dtype, t.device) != c.expected_inputs[k]: return _NOT_PLAIN
-        e.seen[k] = weakref.ref(u)
-      bufs.append(b.arg)
-    if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs): return _NOT_PLAIN
+        seen[k] = weakref.ref(u)
+      bufs.append(b)
+    if len(bufs) > 1 and len(set(bufs)) != len(bufs): return _NOT_PLAIN   # Buffers hash by identity
     self._entry = e
     e.cnt += 1
     c(bufs, {})
-    return self._rebuild(c.ret_template, args)
+    if (tmpl := c.ret_template).__class__ is _Out and (u := c.out_uops[tmpl.i]).__class__ is UOp:   # one output of its own
+      return _derived(u, None)
+    return self._rebuild(tmpl, args)
 
   def _rebuild(self, tmpl, tensors):
     from tinycore.tensor import Tensor
@@ -356,9 +363,7 @@ class TinyJit(Generic[R]):
         # the view was captured over placeholders, one per buffer of that input (a sharded input has one per shard)
         return Tensor(u[2].substitute({ph: p.base for ph, p in zip(u[3], _parts(t_in.uop))}))
       # Tensor(u) would resolve Device.DEFAULT (env parsing) per call; the uop already knows everything
-      t = Tensor.__new__(Tensor)
-      t.uop, t.requires_grad, t.grad = u, None, None
-      return t
+      return _derived(u, None)
     if isinstance(tmpl, (tuple, list)): return type(tmpl)(self._rebuild(x, tensors) for x in tmpl)
     if isinstance(tmpl, dict): return {k: self._rebuild(v, tensors) for k, v in tmpl.items()}
     return tmpl   # None

@@ -16,7 +16,11 @@ pytestmark = pytest.mark.needs_device
 SHAPES = [(1, 4096, 4096), (1, 576, 1536), (1, 1536, 576), (2, 4096, 4096), (4, 1024, 1000), (8, 4096, 4096),
           (1, 4095, 4097), (1, 4097, 4095), (1, 4095, 4096), (1, 4096, 4097), (3, 4097, 4095), (1, 100, 70), (1, 64, 4097),
           (1, 1024, 4098), (1, 1024, 1028), (1, 4096, 11008), (3, 2048, 1024), (5, 2048, 1024), (6, 1024, 512),
-          (7, 2048, 1024), (1, 1088, 256)]
+          (7, 2048, 1024), (1, 1088, 256),
+          # sizes around the vector width and the row-chunk threshold (1024), odd primes, single rows and columns
+          (1, 1, 33), (1, 33, 1), (1, 15, 17), (1, 17, 15), (1, 16, 16), (1, 31, 33), (2, 33, 31), (1, 1535, 576),
+          (1, 1537, 576), (1, 576, 1535), (1, 576, 1537), (4, 1537, 577), (8, 1535, 33), (1, 1023, 1024),
+          (1, 1025, 1024), (1, 2048, 2048), (1, 3, 4096)]
 LAYOUTS = ["xw", "wx"]   # x @ W with W [K, N] row-major; x @ W.T with W [N, K] (each output reads a row of W)
 
 def _operands(M, K, N, lay, seed=0):
@@ -97,6 +101,23 @@ def test_long_rows_streamed_side_by_side(N, streams):
   assert ups == ([streams] if streams > 1 else []), opts
   assert any(o[0] == "UPCAST_R" for o in opts) == (streams < 4), opts
 
+@pytest.mark.parametrize("M,streams", [(2, 8), (3, 8), (4, 8), (5, 4), (8, 4)])
+def test_batched_rows_take_more_weight_rows(M, streams):
+  """x @ W.T at 2..8 activation rows and rows of W of >= 1024: up to 8 rows of W side by side, as many as ROW_ACCS
+  accumulators allow (M x streams <= ROW_ACCS), each load of x feeding that many FMAs, and no second accumulator per
+  product on top."""
+  from tinycore import Device
+  from tinycore.codegen import opt_gemv
+  r = Device["CPU"].renderer
+  if not r.vector_types: pytest.skip("the renderer has no vector types")
+  assert opt_gemv.ROW_ACCS == 32
+  x, w = Tensor.empty(M, 4096, device="CPU"), Tensor.empty(4096, 4096, device="CPU")
+  k = max(_kernels(_product(x, w, "wx")), key=lambda t: t[2])[0]
+  opts, _ = _heuristic(k, r)
+  ups = sorted(o[2] for o in opts if o[0] == "UPCAST")
+  assert ups == sorted([M, streams]), opts
+  assert not any(o[0] == "UPCAST_R" for o in opts), opts
+
 def _chunk_kernel(M: int, K: int, N: int):
   x, w = Tensor.empty(M, K, device="CPU"), Tensor.empty(K, N, device="CPU")
   return max(_kernels(_product(x, w, "xw")), key=lambda t: t[2])[0]
@@ -157,3 +178,27 @@ def test_unroll_replays_and_checks_its_amount():
     prg(*[b._buf for b in it.bufs], global_size=p.global_size, local_size=p.local_size, vals=(), wait=True, work=p.ops + p.mem)
     got = np.frombuffer(out.as_buffer(), dtype=np.float32).reshape(chunks, 512)
     np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5 * np.abs(ref).max(), err_msg=f"UNROLL {amt}")
+
+@pytest.mark.parametrize("M,K,N", [(1, 4096, 4096), (4, 1536, 576), (1, 2048, 1024)])
+def test_row_chunk_sum_reads_vectors(M, K, N):
+  """The second stage of x @ W in row chunks (each output the sum of a few chunks' partial rows, a reduce of <= 16 down
+  a column) reads and adds whole vectors along the outputs, not one scalar per output (9 -> 2 us at 4096 wide)."""
+  from tinycore import Device
+  r = Device["CPU"].renderer
+  if not r.vector_types: pytest.skip("the renderer has no vector types")
+  ks = _kernels(_product(Tensor.empty(M, K, device="CPU"), Tensor.empty(K, N, device="CPU"), "xw"))
+  assert len(ks) == 2, [t[2] for t in ks]
+  k = min(ks, key=lambda t: t[2])[0]
+  assert max(u.src[0].arg for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "r") <= 16
+  inner = max((u for u in k.toposort() if u.op is Ops.RANGE and u.arg[0] == "g"), key=lambda u: u.arg)   # contiguous outputs
+  opts, _ = _heuristic(k, r)
+  assert ("VEC", inner.arg, 16) in opts, opts
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 8, 15, 16])
+@pytest.mark.parametrize("cols", [1, 15, 16, 17, 33, 48, 1535, 1537, 4096])
+def test_column_sums(rows, cols):
+  """Sums down <= 16 rows (the short-reduce tile, vectorized along the outputs where 16 divides them) against numpy."""
+  x = np.random.default_rng(rows * 7919 + cols).standard_normal((rows, cols)).astype(np.float32)
+  out = Tensor(x, device="CPU").sum(0).numpy()
+  ref = x.astype(np.float64).sum(0)
+  np.testing.assert_allclose(out, ref, rtol=0, atol=1e-6 * rows * max(1.0, np.abs(x).max()))

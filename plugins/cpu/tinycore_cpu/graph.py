@@ -64,19 +64,26 @@ class _SplitChooser:
   """Split between the threads, or the caller alone: the median of each way's last few replay times decides. The
   other way is timed again every 16th replay, or every 64th once one is 30% faster (so a wrong pick costs little).
   Until the caller alone has been timed SEED times it is only tried every 16th replay: splitting is right on a quiet
-  machine, and alternating from the start made a short timing loop (5 replays) measure half of them on one core."""
+  machine, and alternating from the start made a short timing loop (5 replays) measure half of them on one core.
+  The decision is brought up to date when a time is recorded (only the median of the way just timed can change), so a
+  pick is a counter and a comparison: sorting both windows on every pick cost ~1-3 us per replay, a tenth of a small
+  matrix-vector product's."""
   WINDOW, SEED, PROBE = 5, 3, 16
   def __init__(self):
-    self.times: dict[bool, deque] = {True: deque(maxlen=self.WINDOW), False: deque(maxlen=self.WINDOW)}
+    # indexed by the way (False: the caller alone, True: split)
+    self.times: list[deque] = [deque(maxlen=self.WINDOW), deque(maxlen=self.WINDOW)]
+    self.medians = [0.0, 0.0]
     self.n = 0
-  def _median(self, split: bool) -> float: return sorted(self.times[split])[len(self.times[split]) // 2]
+    self.split, self.every = True, self.PROBE   # the way to take, and how often to probe the other
   def pick(self) -> bool:
     self.n += 1
-    if len(self.times[False]) < self.SEED: return self.n % self.PROBE != 0   # split, probing the caller alone now and then
-    s, a = self._median(True), self._median(False)
-    every = 64 if max(s, a) > 1.3 * min(s, a) else 16
-    return (s > a) if self.n % every == 0 else (s <= a)
-  def record(self, split: bool, seconds: float) -> None: self.times[split].append(seconds)
+    return (not self.split) if self.n % self.every == 0 else self.split
+  def record(self, split: bool, seconds: float) -> None:
+    (t := self.times[split]).append(seconds)
+    (m := self.medians)[split] = sorted(t)[len(t) >> 1]
+    if len(self.times[False]) < self.SEED: return   # split, probing the caller alone now and then
+    s, a = m[True], m[False]
+    self.split, self.every = s <= a, (64 if s > 1.3 * a or a > 1.3 * s else 16)
 
 class CPUGraph:
   def __init__(self, kernels: list[GraphKernel], inputs: dict[tuple[int, int], int]):
