@@ -39,6 +39,17 @@ def test_forward_matches_torch(B, H, Sq, Sk, D, Dv, causal):
   ref = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=causal).numpy()
   np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6)
 
+@pytest.mark.parametrize("S", [1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 131, 257])
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_tile_edges(S, causal):
+  """Causal: whole key tiles unmasked below the diagonal, the diagonal in 16-key pieces up to each block's last row;
+  not causal: whole tiles unmasked, the partial last tile's pieces masked. Sk != Sq moves the diagonal and the tail."""
+  for sq, sk in ((S, S), (S, S + 70), (S + 70, S)):
+    q, k, v = _inputs(1, 5, sq, sk, 64, 48, seed=S)
+    out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=causal).numpy()
+    ref = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=causal).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-6)
+
 def test_batch_broadcast_and_3d():
   q, k, v = _inputs(2, 3, 9, 21, 32, 32)
   out = Tensor(q).scaled_dot_product_attention(Tensor(k[:1]), Tensor(v[:1]))   # keys/values shared over the batch
