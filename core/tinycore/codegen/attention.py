@@ -212,7 +212,7 @@ def attention_program(ast: UOp, renderer=None) -> list[UOp]:
     return attention_tc_program(ast, renderer)
   if not isinstance(node.arg, AttentionArg):
     from tinycore.codegen.attention_backward import attention_backward_program
-    return attention_backward_program(ast)
+    return attention_backward_program(ast, renderer)
   a: AttentionArg = node.arg
   qb, kb, vb = (_global(s) for s in node.src)
   *batch, sq, d = node.src[0].shape
