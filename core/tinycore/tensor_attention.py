@@ -153,7 +153,8 @@ def _fused_grad(ctx: UOp, ret: UOp, vec: tuple[int, int]) -> tuple[UOp, UOp, UOp
   skp, dv = cast(tuple[int, ...], v.shape)[-2:]
   nb, bh = len(batch), math.prod(batch)
   rows, queries = plan_backward(d, dv, vec)
-  sqp = -(-sq // queries) * queries
+  # causal query tiles start at each key block's first key: one more tile of padding for the last one
+  sqp = -(-sq // queries) * queries + (queries if a.causal else 0)
   chunks = backward_chunks(bh, skp, a.keys)
   keep = tuple((0, s) for s in batch)
   full, g = Tensor(ret), Tensor(ctx)

@@ -186,8 +186,9 @@ def test_long_sequence_backward_memory():
   tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
   grads = tq.scaled_dot_product_attention(tk, tv, is_causal=True).sum().gradient(tq, tk, tv)
   items = grads[0].schedule(*grads[1:])
-  # the biggest is the kernel's flat output: dk, dv and up to 8 per-chunk dq partials, (2 + 8) x S x D (a third of S x S)
-  assert max(b.size for si in items for b in si.bufs) <= (2 + 8) * S * D
+  # the biggest is the kernel's flat output: dk, dv and up to 8 per-chunk dq partials, (2 + 8) x S x D (a third of S x S),
+  # the dq partials' queries padded by up to two query tiles (causal tiles start at each key block)
+  assert max(b.size for si in items for b in si.bufs) <= (2 * S + 8 * (S + 128)) * D
   rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
   F.scaled_dot_product_attention(rq, rk, rv, is_causal=True).sum().backward()
   for g, r in zip(grads, (rq, rk, rv)):
