@@ -109,6 +109,34 @@ def test_fused_backward_matches_torch(B, H, Sq, Sk, D, Dv, causal):
     ref = r.grad.numpy()
     np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
 
+@pytest.mark.parametrize("S,D", [(1, 32), (17, 80), (47, 128), (49, 64), (63, 32), (65, 128), (97, 80), (500, 64)])
+def test_backward_sweep(S, D):
+  """Gradients at sequence lengths around the backward's 48-query tiles (8 x 6 rows) and 64-key blocks, causal (tiles
+  starting at each key block, step loops stopping at the diagonal) and not, Sk = Sq and Sk != Sq."""
+  for causal, (sq, sk) in ((False, (S, S)), (True, (S, S)), (True, (S, S + 33) if S % 2 else (S + 33, S))):
+    q, k, v = _inputs(1, 2, sq, sk, D, D, seed=S + D)
+    w = np.random.default_rng(S).standard_normal((1, 2, sq, D)).astype(np.float32)
+    tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+    grads = (tq.scaled_dot_product_attention(tk, tv, is_causal=causal) * Tensor(w)).sum().gradient(tq, tk, tv)
+    rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    (F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal) * torch.tensor(w)).sum().backward()
+    for g, r in zip(grads, (rq, rk, rv)):
+      ref = r.grad.numpy()
+      np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+@pytest.mark.parametrize("additive", [False, True])
+def test_masked_grads_match_torch(additive):
+  """An explicit mask keeps the unfused graph; its gradients (a fully masked row included: NaN as torch) match torch."""
+  q, k, v = _inputs(1, 2, 17, 23, 32, 32, seed=14)
+  mask = np.random.default_rng(15).random((17, 23)) < 0.7
+  mask[:, 0] = True
+  m = np.where(mask, 0.0, -np.inf).astype(np.float32) if additive else mask
+  tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+  grads = tq.scaled_dot_product_attention(tk, tv, attn_mask=Tensor(m)).sum().gradient(tq, tk, tv)
+  rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+  F.scaled_dot_product_attention(rq, rk, rv, attn_mask=torch.tensor(m)).sum().backward()
+  for g, r in zip(grads, (rq, rk, rv)): np.testing.assert_allclose(g.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5)
+
 def test_fused_backward_fp16_and_self_attention():
   """fp16 inputs get fp16 gradients; q = k = v (one buffer read as three inputs) in both kernels."""
   x = _inputs(1, 3, 65, 65, 64, 64, seed=10)[0]
@@ -194,3 +222,25 @@ def test_long_sequence_backward_memory():
   for g, r in zip(grads, (rq, rk, rv)):
     ref = r.grad.numpy()
     np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_narrow_vectors(monkeypatch, causal):
+  """The plans for 8-float vectors and 16 registers (AVX2: 16-key tiles, 4 query rows x 32-query tiles in the backward)
+  on this machine's compiler: forward and gradients against torch across several key tiles and a partial one."""
+  from tinycore import Device
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "attention_vector", (8, 16))
+  for B, H, Sq, Sk, D, Dv in ((1, 2, 17, 17, 32, 32), (2, 1, 65, 100, 80, 48), (1, 1, 100, 37, 64, 64)):
+    q, k, v = _inputs(B, H, Sq, Sk, D, Dv, seed=12)
+    w = np.random.default_rng(13).standard_normal((B, H, Sq, Dv)).astype(np.float32)
+    tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+    out = tq.scaled_dot_product_attention(tk, tv, is_causal=causal)
+    grads = (out * Tensor(w)).sum().gradient(tq, tk, tv)
+    items = grads[0].schedule(*grads[1:])
+    assert sorted(si.ast.src[0].arg.prefix for si in items if not si.is_copy and is_fused(si.ast)) == ["attn_", "attn_bwd_"]
+    assert any(si.ast.src[0].arg.width == 8 for si in items if not si.is_copy and is_fused(si.ast))
+    rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    ref = F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal)
+    (ref * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=2e-6)
+    for g, r in zip(grads, (rq, rk, rv)):
+      np.testing.assert_allclose(g.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(r.grad.numpy()).max())))
