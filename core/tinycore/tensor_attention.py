@@ -152,7 +152,7 @@ def _fused_grad(ctx: UOp, ret: UOp, vec: tuple[int, int]) -> tuple[UOp, UOp, UOp
   *batch, sq, d = cast(tuple[int, ...], q.shape)   # the fused node is only built for static shapes
   skp, dv = cast(tuple[int, ...], v.shape)[-2:]
   nb, bh = len(batch), math.prod(batch)
-  rows, queries = plan_backward(d, dv, vec)
+  rows, queries = plan_backward(vec, sq, skp, a.keys, a.causal)
   # causal query tiles start at each key block's first key: one more tile of padding for the last one
   sqp = -(-sq // queries) * queries + (queries if a.causal else 0)
   chunks = backward_chunks(bh, skp, a.keys)

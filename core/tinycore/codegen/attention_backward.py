@@ -38,13 +38,16 @@ class AttentionGradArg:
   keys: int                    # keys per block: the forward's key tile (a multiple of `width`)
   width: int
 
-def plan_backward(d: int, dv: int, vector: tuple[int, int]) -> tuple[int, int]:
+def plan_backward(vector: tuple[int, int], sq: int, skp: int, keys: int, causal: bool) -> tuple[int, int]:
   """(rows, queries): the score steps hold rows x (keys / width) vectors as the forward's (6 x 4 on AVX-512), the dq
   step rows x up to 4; 8 register rows of queries per tile, so P and dS' (2 x 48 x 64 floats on AVX-512) stay in L1.
-  One thread, AVX-512, against 4 rows x 32 queries: D = 128 -8%, D = 64 -3% (S = 512, not causal)."""
+  One thread, AVX-512, against 4 rows x 32 queries: D = 128 -8%, D = 64 -3% (S = 512, not causal). Causal tiles start
+  at each key block, so short sequences pad more: 4 x 32 where 48-query tiles would pad by 7% more (S = 128: -8%,
+  S = 256: -4%); not causal, 4 x 32 wasn't faster even at S = 128 (144 padded queries) and lost 5% at S = 200, D = 128."""
   width, regs = vector
-  rows = 6 if regs >= 32 else 4 if regs >= 16 else 2
-  return rows, 8 * rows
+  if regs < 32: return (4 if regs >= 16 else 2), 32 if regs >= 16 else 16
+  def padded(tq: int) -> int: return sum(-(-(sq - j) // tq) * tq for j in range(0, min(sq, skp), keys))
+  return (6, 48) if not causal or padded(48) <= 1.07 * padded(32) else (4, 32)
 
 def backward_chunks(bh: int, skp: int, keys: int, want: int = 8) -> int:
   """Key chunks per batch entry: enough instances for the cores (`want`) where the batch is small, each a whole number

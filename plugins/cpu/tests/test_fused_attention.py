@@ -111,7 +111,7 @@ def test_fused_backward_matches_torch(B, H, Sq, Sk, D, Dv, causal):
 
 @pytest.mark.parametrize("S,D", [(1, 32), (17, 80), (47, 128), (49, 64), (63, 32), (65, 128), (97, 80), (500, 64)])
 def test_backward_sweep(S, D):
-  """Gradients at sequence lengths around the backward's 48-query tiles (8 x 6 rows) and 64-key blocks, causal (tiles
+  """Gradients at sequence lengths around the backward's 48- or 32-query tiles (8 x 6 or 4 rows) and 64-key blocks, causal (tiles
   starting at each key block, step loops stopping at the diagonal) and not, Sk = Sq and Sk != Sq."""
   for causal, (sq, sk) in ((False, (S, S)), (True, (S, S)), (True, (S, S + 33) if S % 2 else (S + 33, S))):
     q, k, v = _inputs(1, 2, sq, sk, D, D, seed=S + D)
