@@ -144,35 +144,35 @@ def attention_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp, UOp]:
   return dq.uop, dkp.uop, dv_.uop
 
 def _fused_grad(ctx: UOp, ret: UOp, vec: tuple[int, int]) -> tuple[UOp, UOp, UOp]:
-  """The fused backward kernel's inputs (queries padded to whole tiles, q and do also packed transposed per tile, k
-  unpacked to rows, the base-2 log-sum-exp and rowsum(do * o) side by side) and its flat output cut into dq, dk, dv."""
+  """The fused backward kernel's inputs (queries padded to whole tiles, k also as rows, v also packed transposed per
+  key tile as kT is, the base-2 log-sum-exp and rowsum(do * o) side by side) and its flat output cut into dq, dk, dv."""
   Tensor = tensor_type()
   a: AttentionArg = ret.arg
   q, kp, v = (Tensor(s) for s in ret.src)
   *batch, sq, d = cast(tuple[int, ...], q.shape)   # the fused node is only built for static shapes
   skp, dv = cast(tuple[int, ...], v.shape)[-2:]
   nb, bh = len(batch), math.prod(batch)
-  rows, queries, width = plan_backward(d, dv, vec)
-  sqp = -(-sq // queries) * queries
-  chunks = backward_chunks(bh, skp, rows)
+  rows, queries = plan_backward(vec, sq, skp, a.keys, a.causal)
+  # causal query tiles start at each key block's first key: one more tile of padding for the last one
+  sqp = -(-sq // queries) * queries + (queries if a.causal else 0)
+  chunks = backward_chunks(bh, skp, a.keys)
   keep = tuple((0, s) for s in batch)
   full, g = Tensor(ret), Tensor(ctx)
   o, do = full.shrink(keep + ((0, sq), (0, dv))), g.shrink(keep + ((0, sq), (0, dv)))
   lse2 = full.shrink(keep + ((0, sq), (dv, dv + 1))) * (1 / math.log(2))
   delta = (do * o).sum(-1, keepdim=True)
   padq = ((0, 0),) * nb + ((0, sqp - sq), (0, 0))
-  qpad, dopad = q.pad(padq), do.pad(padq)
-  def packed(x):   # (..., Sqp, n) -> (..., Sqp/TQ, n, TQ)
-    return x.reshape(*batch, sqp // queries, queries, x.shape[-1]).permute(*range(nb), nb, nb + 2, nb + 1)
   stats = lse2.cat(delta, dim=-1).pad(padq).transpose(-1, -2)   # (..., 2, Sqp)
   k = kp.permute(*range(nb), nb + 1, nb, nb + 2).reshape(*batch, d, skp).transpose(-1, -2)
-  arg = AttentionGradArg((bh * skp * (d + dv) + chunks * bh * sqp * d,), sq, a.sk, a.causal, a.scale, chunks, rows, queries, width)
-  srcs = tuple(x.contiguous().uop for x in (qpad, k, v, packed(qpad), dopad, packed(dopad), stats))
+  vt = v.reshape(*batch, skp // a.keys, a.keys, dv).permute(*range(nb), nb, nb + 2, nb + 1)   # packed as kT
+  arg = AttentionGradArg((bh * skp * (d + dv) + chunks * bh * sqp * d,), sq, a.sk, a.causal, a.scale, chunks, rows, queries,
+                         a.keys, a.width)
+  srcs = tuple(x.contiguous().uop for x in (q.pad(padq), k, kp, vt, do.pad(padq), stats))
   out = Tensor(UOp(Ops.CUSTOM, dtypes.float32, srcs, arg))
   n_dk, n_dv = bh * skp * d, bh * skp * dv
   dk = out[:n_dk].reshape(*batch, skp, d)
   dv_ = out[n_dk:n_dk + n_dv].reshape(*batch, skp, dv)
   dq = out[n_dk + n_dv:].reshape(chunks, *batch, sqp, d)
-  dq = (dq.sum(0) if chunks > 1 else dq.reshape(*batch, sqp, d)).shrink(keep + ((0, sq), (0, d))) * a.scale
+  dq = (dq.sum(0) if chunks > 1 else dq.reshape(*batch, sqp, d)).shrink(keep + ((0, sq), (0, d)))   # scale is in dS'
   dkp = dk.transpose(-1, -2).reshape(*batch, d, skp // a.keys, a.keys).permute(*range(nb), nb + 1, nb, nb + 2)
   return dq.uop, dkp.uop, dv_.uop

@@ -16,6 +16,9 @@ loaded once for all rows), masked, m' = max(m, rowmax), p = 2^(scores - m') stor
 acc = acc * 2^(m - m') + p @ v[tile] with the accumulators loaded into registers for the tile and p[row, key]
 broadcast from scratch (a load, where a lane of a register would be a shuffle on an FMA port). The S x S scores never
 leave the instance's scratch. Scores are kept in base 2 (scaled by log2(e)) so each exponential is one exp2.
+Only a tile's blocks that see every one of its keys run unmasked on the whole tile; a causal diagonal block or a
+partial last tile runs masked steps of W keys, as many as hold keys the block sees (a causal mask's key tiles past the
+band's last row, and blocks wholly above the diagonal, are skipped).
 
 The register budget comes from the renderer (`Renderer.attention_vector`: the vector width and the number of vector
 registers); nothing here knows a device."""
@@ -209,7 +212,7 @@ def attention_program(ast: UOp, renderer=None) -> list[UOp]:
     return attention_tc_program(ast, renderer)
   if not isinstance(node.arg, AttentionArg):
     from tinycore.codegen.attention_backward import attention_backward_program
-    return attention_backward_program(ast)
+    return attention_backward_program(ast, renderer)
   a: AttentionArg = node.arg
   qb, kb, vb = (_global(s) for s in node.src)
   *batch, sq, d = node.src[0].shape
@@ -228,7 +231,6 @@ def attention_program(ast: UOp, renderer=None) -> list[UOp]:
   f, fv, fdv = dtypes.float32, dtypes.float32.vec(W), dtypes.float32.vec(dvw)
   log2e = 1.4426950408889634
   nsb = (sq + SB - 1) // SB
-  masked = a.causal or a.sk % TK != 0   # else every key of every tile is visible: no compare and select per score
   P = _Program()
   # every buffer declared up front: one emitted inside a loop goes out of scope at its end, and a second input that
   # is the same buffer (self-attention with v = q) would declare it again
@@ -246,64 +248,91 @@ def attention_program(ast: UOp, renderer=None) -> list[UOp]:
     P.store(mbuf, _i(i * W), _vec(-math.inf, W))
     P.store(lbuf, _i(i * W), _vec(0.0, W))
     for c in range(DC): P.store(obuf, _i(i * dv + c * dvw), _vec(0.0, dvw))
-  # key tiles past the last row's bound are skipped; rows past the end of a partial block redo the last row (same
-  # values, same thread): no bounds checks in the loops
-  last = _min(q0 + (SB - 1), _i(sq - 1))
-  ntiles = (_min(last + 1, _i(a.sk)) + (TK - 1)) // TK if a.causal else _i(skp // TK)
-  t = P.loop(ntiles)
-  j0 = t * TK
-  if a.causal:   # row blocks wholly above the diagonal see nothing of this tile
-    rb0 = j0.lt(q0).where(_i(0), (j0 - q0) // R)
-    rbl = P.loop(nblk - rb0)
-    rb = rb0 + rbl
-  else: rb = rbl = P.loop(nblk)
-  rows = [_min(q0 + rb * R + r, _i(sq - 1)) for r in range(R)]
-  slot = [rb * R + r for r in range(R)]   # the row's place in the scratch arrays
-  # scores: one kT vector per (head dim, column chunk) shared by every row, q[row, k] broadcast from memory
-  s = dot_tile(P, d, R, NC, fv, lambda k, c: _load(kb, b * (d * skp) + t * (d * TK) + k * TK + c * W, W),
-               lambda k, r: _load(qb, b * (sq * d) + rows[r] * d + k, 1))
+  iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(NC)]
   sc = _f(a.scale * log2e)
-  if masked:
-    iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(NC)]
-    jf = [P.emit(_alu(Ops.ADD, fv, j0.cast(f), iota[c])) for c in range(NC)]
-  alphas = []
-  for r in range(R):
-    # a positive scale commutes with the max: the tree runs on the raw scores and the scaling folds into each
-    # exponent's subtraction (one FMA); otherwise the scores are scaled first
-    pos = a.scale > 0
-    sr = [s[r][c] if pos else _alu(Ops.MUL, fv, s[r][c], sc) for c in range(NC)]
-    if masked:
-      bf = (_min(rows[r] + 1, _i(a.sk)) if a.causal else _i(a.sk)).cast(f)
-      sr = [_alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), jf[c], bf), x, _f(-math.inf)) for c, x in enumerate(sr)]
-    sr = [P.emit(x) for x in sr]
-    m_old = P.emit(_load(mbuf, slot[r] * W, W))
-    tmax = _allmax(_tree(Ops.MAX, sr))
-    m_new = P.emit(_max(m_old, _alu(Ops.MUL, fv, tmax, sc) if pos else tmax))
-    alpha = P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, m_old, m_new)))
-    p = [P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, _alu(Ops.MUL, fv, x, sc) if pos else x, m_new))) for x in sr]
-    P.store(lbuf, slot[r] * W, _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, _load(lbuf, slot[r] * W, W), alpha), _tree(Ops.ADD, p)))
-    P.store(mbuf, slot[r] * W, m_new)
-    for c in range(NC): P.store(pbuf, _i(r * TK + c * W), p[c])
-    alphas.append(alpha if dvw == W else UOp(Ops.GEP, f, (alpha,), (0,)))
-  P.emit(UOp(Ops.BARRIER, dtypes.void, ()))   # p is read back from memory: broadcast loads, not lane shuffles
-  # p @ v[tile], G output vectors per row at a time: one v row piece per key shared by every row, p[row, key] broadcast
-  # the key loop unrolled by 8, not fully: a quarter of the code (gcc's time) at the same speed
   PU = next(x for x in (8, 4, 2, 1) if TK % x == 0)
-  for g0 in range(0, DC, G):
-    cs = range(g0, min(DC, g0 + G))
-    acc = {(r, c): P.reg(fdv, 0.0) for r in range(R) for c in cs}
-    P.assign_all([(acc[r, c], _alu(Ops.MUL, fdv, _load(obuf, slot[r] * dv + c * dvw, dvw), alphas[r])) for r in range(R) for c in cs])
-    jl = P.loop(_i(TK // PU))
-    for u in range(PU):
-      jj = jl * PU + u
-      vv = {c: P.emit(_load(vb, b * (skp * dv) + (j0 + jj) * dv + c * dvw, dvw)) for c in cs}
-      for r in range(R):
-        pj = P.emit(_load(pbuf, _i(r * TK) + jj, 1))
-        for c in cs: P.assign(acc[r, c], _alu(Ops.ADD, fdv, _alu(Ops.MUL, fdv, pj, vv[c]), acc[r, c]))
-    P.end(jl)
-    for (r, c), x in acc.items(): P.store(obuf, slot[r] * dv + c * dvw, x)
-  P.end(rbl)
-  P.end(t)
+
+  def step(rb: UOp, j0: UOp, kcol: UOp, nc: int, masked: bool) -> None:
+    """One online-softmax step of register block rb over the nc * W keys from j0 (kcol: their first column in kT)."""
+    rows = [_min(q0 + rb * R + r, _i(sq - 1)) for r in range(R)]
+    slot = [rb * R + r for r in range(R)]   # the row's place in the scratch arrays
+    # scores: one kT vector per (head dim, column chunk) shared by every row, q[row, k] broadcast from memory
+    s = dot_tile(P, d, R, nc, fv, lambda k, c: _load(kb, kcol + k * TK + c * W, W),
+                 lambda k, r: _load(qb, b * (sq * d) + rows[r] * d + k, 1))
+    if masked: jf = [P.emit(_alu(Ops.ADD, fv, j0.cast(f), iota[c])) for c in range(nc)]
+    alphas = []
+    for r in range(R):
+      # a positive scale commutes with the max: the tree runs on the raw scores and the scaling folds into each
+      # exponent's subtraction (one FMA); otherwise the scores are scaled first
+      pos = a.scale > 0
+      sr = [s[r][c] if pos else _alu(Ops.MUL, fv, s[r][c], sc) for c in range(nc)]
+      if masked:
+        bf = (_min(rows[r] + 1, _i(a.sk)) if a.causal else _i(a.sk)).cast(f)
+        sr = [_alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), jf[c], bf), x, _f(-math.inf)) for c, x in enumerate(sr)]
+      sr = [P.emit(x) for x in sr]
+      m_old = P.emit(_load(mbuf, slot[r] * W, W))
+      tmax = _allmax(_tree(Ops.MAX, sr))
+      m_new = P.emit(_max(m_old, _alu(Ops.MUL, fv, tmax, sc) if pos else tmax))
+      alpha = P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, m_old, m_new)))
+      p = [P.emit(_alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, _alu(Ops.MUL, fv, x, sc) if pos else x, m_new))) for x in sr]
+      P.store(lbuf, slot[r] * W, _alu(Ops.ADD, fv, _alu(Ops.MUL, fv, _load(lbuf, slot[r] * W, W), alpha), _tree(Ops.ADD, p)))
+      P.store(mbuf, slot[r] * W, m_new)
+      for c in range(nc): P.store(pbuf, _i(r * TK + c * W), p[c])
+      alphas.append(alpha if dvw == W else UOp(Ops.GEP, f, (alpha,), (0,)))
+    P.emit(UOp(Ops.BARRIER, dtypes.void, ()))   # p is read back from memory: broadcast loads, not lane shuffles
+    # p @ v[keys], G output vectors per row at a time: one v row piece per key shared by every row, p[row, key]
+    # broadcast; the key loop unrolled by 8, not fully: a quarter of the code (gcc's time) at the same speed
+    for g0 in range(0, DC, G):
+      cs = range(g0, min(DC, g0 + G))
+      acc = {(r, c): P.reg(fdv, 0.0) for r in range(R) for c in cs}
+      P.assign_all([(acc[r, c], _alu(Ops.MUL, fdv, _load(obuf, slot[r] * dv + c * dvw, dvw), alphas[r])) for r in range(R) for c in cs])
+      jl = P.loop(_i(nc * W // PU))
+      for u in range(PU):
+        jj = jl * PU + u
+        vv = {c: P.emit(_load(vb, b * (skp * dv) + (j0 + jj) * dv + c * dvw, dvw)) for c in cs}
+        for r in range(R):
+          pj = P.emit(_load(pbuf, _i(r * TK) + jj, 1))
+          for c in cs: P.assign(acc[r, c], _alu(Ops.ADD, fdv, _alu(Ops.MUL, fdv, pj, vv[c]), acc[r, c]))
+      P.end(jl)
+      for (r, c), x in acc.items(): P.store(obuf, slot[r] * dv + c * dvw, x)
+
+  # rows past the end of a partial block redo the last row (same values, same thread): no bounds checks in the loops
+  last = _min(q0 + (SB - 1), _i(sq - 1))
+  if a.causal:
+    # key tiles past the last row's bound are skipped; in a tile, row blocks wholly above the diagonal see none of it,
+    # blocks whose first row sees every key of it take the whole tile unmasked, and the blocks in between (the
+    # diagonal) take only the W-key pieces their last row sees, masked
+    t = P.loop((_min(last + 1, _i(a.sk)) + (TK - 1)) // TK)
+    j0, kt0 = t * TK, b * (d * skp) + t * (d * TK)
+    rb0 = j0.lt(q0).where(_i(0), (j0 - q0) // R)
+    # the first block whose row 0 is at or past j0 + TK - 1 (the tile's last key), and no later than nblk
+    past = (j0 + (TK - 1)).lt(q0 + 1).where(_i(0), (j0 + (TK - 1) - q0 + (R - 1)) // R)
+    whole = past.lt(rb0).where(rb0, _min(nblk, past))
+    rbd = _i(a.sk).lt(j0 + TK).where(nblk, whole) if a.sk % TK else whole   # a partial tile: masked everywhere
+    dl = P.loop(rbd - rb0)
+    rb = rb0 + dl
+    hi = _min(_min(q0 + rb * R + (R - 1), _i(sq - 1)) + 1, _i(a.sk))
+    sl = P.loop(_min((hi - j0 + (W - 1)) // W, _i(NC)))
+    step(rb, j0 + sl * W, kt0 + sl * W, 1, True)
+    P.end(sl)
+    P.end(dl)
+    il = P.loop(nblk - rbd)
+    step(rbd + il, j0, kt0, NC, False)
+    P.end(il)
+    P.end(t)
+  else:
+    # every key of the whole tiles is visible: no compare and select per score; the partial last tile takes only its
+    # W-key pieces that hold real keys, masked
+    if a.sk >= TK:
+      t = P.loop(_i(a.sk // TK))
+      rbl = P.loop(nblk)
+      step(rbl, t * TK, b * (d * skp) + t * (d * TK), NC, False)
+      P.end(rbl)
+      P.end(t)
+    if a.sk % TK:
+      rbl = P.loop(nblk)
+      step(rbl, _i(a.sk // TK * TK), b * (d * skp) + _i(a.sk // TK * (d * TK)), -(-(a.sk % TK) // W), True)
+      P.end(rbl)
   fb = P.loop(nblk)
   for r in range(R):
     i, row = fb * R + r, _min(q0 + fb * R + r, _i(sq - 1))

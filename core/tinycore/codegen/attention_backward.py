@@ -1,24 +1,28 @@
 """Fused attention backward (flash attention's): dq, dk and dv in one kernel, P recomputed per tile from each row's
 saved log-sum-exp, never an S x S buffer.
 
-The node is CUSTOM(q, k, v, qT, do, doT, stats) with arg AttentionGradArg (tensor_attention.py builds it), all float32
-and contiguous: q (..., Sqp, D) and do (..., Sqp, Dv) row-major with the queries zero-padded to whole query tiles,
-qT/doT the same packed per query tile and transposed (..., Sqp/TQ, D or Dv, TQ), k (..., Skp, D) and v (..., Skp, Dv)
-row-major (keys padded as for the forward), stats (..., 2, Sqp): each row's log-sum-exp in base 2 of the scaled
-scores, then rowsum(do * o) (the "delta" of dS = P * (dP - delta)). The output is one flat buffer:
-dk (..., Skp, D) | dv (..., Skp, Dv) | dq partials (chunks, ..., Sqp, D), summed over chunks (and scaled) outside.
+The node is CUSTOM(q, k, kT, vT, do, stats) with arg AttentionGradArg (tensor_attention.py builds it), all float32 and
+contiguous: q (..., Sqp, D) and do (..., Sqp, Dv) row-major with the queries zero-padded to whole query tiles, k
+(..., Skp, D) row-major, kT and vT packed per key tile and transposed (..., Skp/keys, D or Dv, keys) as the forward's
+kT (keys padded as for the forward), stats (..., 2, Sqp): each row's log-sum-exp in base 2 of the scaled scores, then
+rowsum(do * o) (the "delta" of dS = P * (dP - delta)). The output is one flat buffer:
+dk (..., Skp, D) | dv (..., Skp, Dv) | dq partials (chunks, ..., Sqp, D), summed over chunks outside.
 
-Key-major: a program instance owns (batch, chunk of keys); per block of `rows` keys (rows of registers) it walks the
-query tiles (queries in vector lanes): sT = k q^T and dpT = v do^T as in the forward's score loop, pT = 2^(sT*c - lse),
-dsT = pT (dpT - delta), then per query i: dv_j += p_ji do_i and dk_j += ds_ji q_i in registers, and the query's dq row
-(in memory, L1/L2-resident) += sum_j ds_ji k_j. The key range is split into chunks only when the batch alone leaves
-cores idle; each chunk writes its own dq partial, so no two instances write the same memory."""
+Key-major: a program instance owns (batch, chunk of keys); per block of `keys` keys it walks the query tiles. Each
+(key block, query tile) is five small matmuls, each register-blocked as the forward's (a row of the result per
+register row, vectors along its columns, one broadcast per row and step): S = q kT and dP = do vT (queries x keys, keys
+in lanes), P = 2^(S c - lse) and dS' = scale P (dP - delta) into per-thread scratch (L1); then dv += P^T do and
+dk += dS'^T q (key rows, accumulators in the instance's own rows of the output), dq += dS' k (query rows, in the
+chunk's dq partial). The key range is split into chunks only when the batch alone leaves cores idle; each chunk writes
+its own dq partial, so no two instances write the same memory."""
 from __future__ import annotations
 from dataclasses import dataclass
 from tinycore.uop import UOp, Ops
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
-from tinycore.codegen.attention import _Program, _f, _i, _alu, _load, _global, dot_tile
+from tinycore.codegen.attention import _Program, _f, _i, _alu, _load, _global, _min, _vec, dot_tile
+
+def _max(a: UOp, b: UOp) -> UOp: return a.lt(b).where(b, a)
 
 @dataclass(frozen=True)
 class AttentionGradArg:
@@ -29,26 +33,26 @@ class AttentionGradArg:
   causal: bool
   scale: float
   chunks: int                  # key chunks per batch entry (each with its own dq partial)
-  rows: int                    # keys per register block
-  queries: int                 # queries per tile (a multiple of `width`)
+  rows: int                    # query rows of a register block in the score and dq steps (dk/dv: 4 key rows)
+  queries: int                 # queries per tile (a multiple of `rows`)
+  keys: int                    # keys per block: the forward's key tile (a multiple of `width`)
   width: int
 
-def plan_backward(d: int, dv: int, vector: tuple[int, int]) -> tuple[int, int, int]:
-  """(rows, queries, width): the dk and dv accumulators (rows x (d + dv) / width vectors) may fill the registers, the
-  compiler spilling some of the score tiles to L1: each key row read shares every q and do load it meets. Measured on
-  AVX-512, one thread, S = 512: D = 64 4 rows x 32 queries 11% faster than 2 x 32 (and 4 x 16 18%); D = 128 2 rows
-  45% faster than 1. Rows are a power of two so they divide the key padding (a multiple of the forward's key tile)."""
+def plan_backward(vector: tuple[int, int], sq: int, skp: int, keys: int, causal: bool) -> tuple[int, int]:
+  """(rows, queries): the score steps hold rows x (keys / width) vectors as the forward's (6 x 4 on AVX-512), the dq
+  step rows x up to 4; 8 register rows of queries per tile, so P and dS' (2 x 48 x 64 floats on AVX-512) stay in L1.
+  One thread, AVX-512, against 4 rows x 32 queries: D = 128 -8%, D = 64 -3% (S = 512, not causal). Causal tiles start
+  at each key block, so short sequences pad more: 4 x 32 where 48-query tiles would pad by 7% more (S = 128: -8%,
+  S = 256: -4%); not causal, 4 x 32 wasn't faster even at S = 128 (144 padded queries) and lost 5% at S = 200, D = 128."""
   width, regs = vector
-  per_row = max(1, -(-d // width) + -(-dv // width))
-  fit = max(1, min(4, regs // per_row))
-  rows = 1 << (fit.bit_length() - 1)
-  queries = width * max(1, min(2, regs // 16))
-  return rows, queries, width
+  if regs < 32: return (4 if regs >= 16 else 2), 32 if regs >= 16 else 16
+  def padded(tq: int) -> int: return sum(-(-(sq - j) // tq) * tq for j in range(0, min(sq, skp), keys))
+  return (6, 48) if not causal or padded(48) <= 1.07 * padded(32) else (4, 32)
 
-def backward_chunks(bh: int, skp: int, rows: int, want: int = 8) -> int:
+def backward_chunks(bh: int, skp: int, keys: int, want: int = 8) -> int:
   """Key chunks per batch entry: enough instances for the cores (`want`) where the batch is small, each a whole number
   of key blocks (a divisor of the block count)."""
-  blocks = skp // rows   # rows divides skp (plan_backward)
+  blocks = skp // keys
   need = -(-want // bh)
   return max(c for c in range(1, blocks + 1) if blocks % c == 0 and c <= need)
 
@@ -56,90 +60,122 @@ def attention_backward_flops(ast: UOp) -> int:
   node = ast.src[0]
   a: AttentionGradArg = node.arg
   *batch, _, d = node.src[0].shape
-  dv = node.src[2].shape[-1]
+  dv = node.src[4].shape[-1]
   visible = sum(min(i + 1, a.sk) for i in range(a.sq)) if a.causal else a.sq * a.sk
   return 2 * prod(batch) * visible * (3 * d + 2 * dv)   # s, dp, dv, dk, dq
 
 def _width(n: int, W: int) -> int: return next(w for w in (W, 8, 4, 2, 1) if w <= W and n % w == 0)
 
-def attention_backward_program(ast: UOp) -> list[UOp]:
+def _group(rows: int, chunks: int, regs: int) -> int:
+  """Accumulator vectors per row in one pass: rows x group, the group's loads and a broadcast fit the registers, the
+  passes as even as the chunks allow."""
+  most = max(1, min(chunks, (regs - 1) // (rows + 1)))
+  return -(-chunks // -(-chunks // most))
+
+def attention_backward_program(ast: UOp, renderer=None) -> list[UOp]:
   node = ast.src[0]
   a: AttentionGradArg = node.arg
-  qb, kb, vb, qtb, dob, dotb, stb = (_global(s) for s in node.src)
+  qb, kb, ktb, vtb, dob, stb = (_global(s) for s in node.src)
   *batch, sqp, d = node.src[0].shape
-  skp, dv = node.src[2].shape[-2:]
+  skp, dv = node.src[1].shape[-2], node.src[4].shape[-1]
   bh = prod(batch)
-  R, TQ, W, C = a.rows, a.queries, a.width, a.chunks
+  R, TQ, TK, W, C = a.rows, a.queries, a.keys, a.width, a.chunks
+  RK = 4 if TK % 4 == 0 else 2   # key rows of the dk/dv steps
+  NC = TK // W
+  regs = (getattr(renderer, "attention_vector", None) or (W, 32))[1]
   dw, dvw = _width(d, W), _width(dv, W)
   f, fv = dtypes.float32, dtypes.float32.vec(W)
-  fd, fdv = dtypes.float32.vec(dw) if dw > 1 else f, dtypes.float32.vec(dvw) if dvw > 1 else f
   out = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(prod(a.out_shape)), (), 0)
-  dv_off, dq_off = bh * skp * d, bh * skp * (d + dv)
+  dk_off, dv_off, dq_off = 0, bh * skp * d, bh * skp * (d + dv)
   kc = skp // C                    # keys per chunk, a whole number of blocks
   nqt = sqp // TQ
+  U = next(x for x in (8, 4, 2, 1) if TQ % x == 0 and TK % x == 0)
   P = _Program()
-  for buf in (out, qb, kb, vb, qtb, dob, dotb, stb): P.emit(buf)
+  for buf in (out, qb, kb, ktb, vtb, dob, stb): P.emit(buf)
+  pbuf, sbuf = P.scratch(TQ * TK), P.scratch(TQ * TK)   # P and dS' of the tile, query-major
   g = P.loop(_i(bh * C), "g")
   b, ch = g // C, g % C
   dq_base = dq_off + (ch * bh + b) * (sqp * d)
-  # this instance's dq partial starts at zero (a causal chunk never touches the rows before its first key)
-  z = P.loop(_i(sqp * d // dw))
-  P.store(out, dq_base + z * dw, UOp(Ops.VECTORIZE, fd, (_f(0.0),) * dw) if dw > 1 else _f(0.0))
-  P.end(z)
-  blk = P.loop(_i(kc // R))
-  j0 = ch * kc + blk * R
-  keys = [j0 + r for r in range(R)]
-  dk = [[P.reg(fd, 0.0) for _ in range(d // dw)] for _ in range(R)]
-  dvacc = [[P.reg(fdv, 0.0) for _ in range(dv // dvw)] for _ in range(R)]
-  # causal: key j is seen by queries i >= j only, so the walk starts at the query tile holding the block's first key
-  t0 = j0 // TQ if a.causal else _i(0)
-  tt = P.loop(_i(nqt) - t0)
-  t = t0 + tt
-  i0 = t * TQ
-  iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(TQ // W)]
-  qi = [P.emit(_alu(Ops.ADD, fv, i0.cast(f), iota[c])) for c in range(TQ // W)]
-
-  def scores(rowb: UOp, tb: UOp, n: int) -> list[list[UOp]]:
-    """rows x (queries / W) vectors of row_j . col_i: rowb (..., Skp, n) broadcast per element, tb the packed (n, TQ) tile."""
-    return dot_tile(P, n, R, TQ // W, fv, lambda e, c: _load(tb, b * (n * sqp) + t * (n * TQ) + e * TQ + c * W, W),
-                    lambda e, r: _load(rowb, b * (skp * n) + keys[r] * n + e, 1))
-  sT, dpT = scores(kb, qtb, d), scores(vb, dotb, dv)
-  lse = [P.emit(_load(stb, b * (2 * sqp) + i0 + c * W, W)) for c in range(TQ // W)]
-  delta = [P.emit(_load(stb, b * (2 * sqp) + sqp + i0 + c * W, W)) for c in range(TQ // W)]
+  def zero(base: UOp, n: int, w: int) -> None:
+    z = P.loop(_i(n // w))
+    P.store(out, base + z * w, _vec(0.0, w))
+    P.end(z)
+  zero(dq_base, sqp * d, dw)   # this chunk's dq partial (a causal chunk never touches the rows before its first key)
+  blk = P.loop(_i(kc // TK))
+  j0 = ch * kc + blk * TK
+  t = j0 // TK                   # the key tile in kT / vT
+  zero(dk_off + b * (skp * d) + j0 * d, TK * d, dw)
+  zero(dv_off + b * (skp * dv) + j0 * dv, TK * dv, dvw)
+  if a.causal:
+    # key j is seen by queries i >= j only: the tiles start at the block's first key (the queries are padded by a tile
+    # for the last one), and each step loop below stops where the diagonal does
+    tt = P.loop(j0.lt(_i(a.sq)).where((_i(a.sq + TQ - 1) - j0) // TQ, _i(0)))
+    i0 = j0 + tt * TQ
+  else:
+    tt = P.loop(_i(nqt))
+    i0 = tt * TQ
+  iota = [UOp(Ops.VECTORIZE, fv, tuple(_f(float(c * W + x)) for x in range(W))) for c in range(NC)]
   sc = _f(a.scale * 1.4426950408889634)
-  pT, dsT = [], []
+  # scores of R query rows at a time: P and dS' to scratch
+  rl = P.loop(_i(TQ // R))
+  qrow = [i0 + rl * R + r for r in range(R)]
+  s = dot_tile(P, d, R, NC, fv, lambda e, c: _load(ktb, b * (d * skp) + t * (d * TK) + e * TK + c * W, W),
+               lambda e, r: _load(qb, b * (sqp * d) + qrow[r] * d + e, 1))
+  jf = [P.emit(_alu(Ops.ADD, fv, j0.cast(f), iota[c])) for c in range(NC)]
   for r in range(R):
-    # visible: a real key (its queries bound is sq, else 0), a real query, and (causal) the query at or after the key
-    hi = keys[r].lt(_i(a.sk)).where(_i(a.sq), _i(0)).cast(f)
-    pr, dr = [], []
-    for c in range(TQ // W):
-      e = _alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, _alu(Ops.MUL, fv, sT[r][c], sc), lse[c]))
-      p = _alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), qi[c], hi), e, _f(0.0))
-      if a.causal: p = _alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), qi[c], keys[r].cast(f)), _f(0.0), p)
-      p = P.emit(p)
-      pr.append(p)
-      dr.append(P.emit(_alu(Ops.MUL, fv, p, _alu(Ops.SUB, fv, dpT[r][c], delta[c]))))
-    pT.append(pr); dsT.append(dr)
-  for i in range(TQ):
-    row = i0 + i
-    pb = [UOp(Ops.GEP, f, (pT[r][i // W],), (i % W,)) for r in range(R)]
-    db = [UOp(Ops.GEP, f, (dsT[r][i // W],), (i % W,)) for r in range(R)]
-    dor = [P.emit(_load(dob, b * (sqp * dv) + row * dv + c * dvw, dvw)) for c in range(dv // dvw)]
-    for r in range(R):
-      for c in range(dv // dvw): P.assign(dvacc[r][c], _alu(Ops.ADD, fdv, _alu(Ops.MUL, fdv, pb[r], dor[c]), dvacc[r][c]))
-    qr = [P.emit(_load(qb, b * (sqp * d) + row * d + c * dw, dw)) for c in range(d // dw)]
-    for r in range(R):
-      for c in range(d // dw): P.assign(dk[r][c], _alu(Ops.ADD, fd, _alu(Ops.MUL, fd, db[r], qr[c]), dk[r][c]))
-    for c in range(d // dw):
-      at = dq_base + row * d + c * dw
-      val = _load(out, at, dw)
-      for r in range(R): val = _alu(Ops.ADD, fd, _alu(Ops.MUL, fd, db[r], _load(kb, b * (skp * d) + keys[r] * d + c * dw, dw)), val)
-      P.store(out, at, val)
+    # visible: a real key of a real query (its bound is 0 past sq), and (causal) at or before the query
+    hi = qrow[r].lt(_i(a.sq)).where(_min(qrow[r] + 1, _i(a.sk)) if a.causal else _i(a.sk), _i(0)).cast(f)
+    lse = _load(stb, b * (2 * sqp) + qrow[r], 1)
+    for c in range(NC):
+      e = _alu(Ops.EXP2, fv, _alu(Ops.SUB, fv, _alu(Ops.MUL, fv, s[r][c], sc), lse))
+      P.store(pbuf, (rl * R + r) * TK + c * W, _alu(Ops.WHERE, fv, _alu(Ops.CMPLT, dtypes.bool.vec(W), jf[c], hi), e, _f(0.0)))
+  dp = dot_tile(P, dv, R, NC, fv, lambda e, c: _load(vtb, b * (dv * skp) + t * (dv * TK) + e * TK + c * W, W),
+                lambda e, r: _load(dob, b * (sqp * dv) + qrow[r] * dv + e, 1))
+  for r in range(R):
+    delta = _load(stb, b * (2 * sqp) + sqp + qrow[r], 1)
+    for c in range(NC):
+      at = (rl * R + r) * TK + c * W
+      ds = _alu(Ops.MUL, fv, _load(pbuf, at, W), _alu(Ops.MUL, fv, _alu(Ops.SUB, fv, dp[r][c], delta), _f(a.scale)))
+      P.store(sbuf, at, ds)
+  P.end(rl)
+  P.emit(UOp(Ops.BARRIER, dtypes.void, ()))   # P and dS' are read back from memory: broadcast loads, not lane shuffles
+
+  def matmul(R: int, acc_at, n: int, w: int, s0: UOp, steps: UOp, coef, vec_at) -> None:
+    """acc[row, :n] += sum over steps s0 .. steps - 1 (multiples of U) of coef(row, step) * vec(step, :n) for R rows:
+    accumulators loaded from and stored to memory around the step loop, each step's vectors shared by every row, coef
+    broadcast."""
+    fw = dtypes.float32.vec(w) if w > 1 else f
+    G = _group(R, n // w, regs)
+    for g0 in range(0, n // w, G):
+      cs = range(g0, min(n // w, g0 + G))
+      acc = {(r, c): P.reg(fw, 0.0) for r in range(R) for c in cs}
+      P.assign_all([(acc[r, c], _load(out, acc_at(r) + c * w, w)) for r in range(R) for c in cs])
+      sl = P.loop((steps - s0) // U)
+      for u in range(U):
+        st = s0 + sl * U + u
+        vv = {c: P.emit(_load(*vec_at(st, c * w), w)) for c in cs}
+        for r in range(R):
+          x = P.emit(coef(r, st))
+          for c in cs: P.assign(acc[r, c], _alu(Ops.ADD, fw, _alu(Ops.MUL, fw, x, vv[c]), acc[r, c]))
+      P.end(sl)
+      for (r, c), x in acc.items(): P.store(out, acc_at(r) + c * w, x)
+  # dv += P^T do and dk += dS'^T q: R key rows at a time, a step per query of the tile
+  kl = P.loop(_i(TK // RK))
+  key = [j0 + kl * RK + r for r in range(RK)]
+  # causal: the block's first key row sees no query before it (whole steps of U queries skipped)
+  q0 = _max(key[0] - i0, _i(0)).lt(_i(TQ)).where(_max(key[0] - i0, _i(0)) // U * U, _i(TQ)) if a.causal else _i(0)
+  matmul(RK, lambda r: dv_off + b * (skp * dv) + key[r] * dv, dv, dvw, q0, _i(TQ), lambda r, i: _load(pbuf, i * TK + kl * RK + r, 1),
+         lambda i, o: (dob, b * (sqp * dv) + (i0 + i) * dv + o))
+  matmul(RK, lambda r: dk_off + b * (skp * d) + key[r] * d, d, dw, q0, _i(TQ), lambda r, i: _load(sbuf, i * TK + kl * RK + r, 1),
+         lambda i, o: (qb, b * (sqp * d) + (i0 + i) * d + o))
+  P.end(kl)
+  # dq += dS' k: R query rows at a time, a step per key of the block (causal: up to the block's last row)
+  ql = P.loop(_i(TQ // R))
+  k1 = _min(_i(TK), (i0 + ql * R + (R - 1) - j0 + U) // U * U) if a.causal else _i(TK)
+  matmul(R, lambda r: dq_base + (i0 + ql * R + r) * d, d, dw, _i(0), k1, lambda r, j: _load(sbuf, (ql * R + r) * TK + j, 1),
+         lambda j, o: (kb, b * (skp * d) + (j0 + j) * d + o))
+  P.end(ql)
   P.end(tt)
-  s = _f(a.scale)
-  for r in range(R):
-    for c in range(d // dw): P.store(out, b * (skp * d) + keys[r] * d + c * dw, _alu(Ops.MUL, fd, dk[r][c], s))
-    for c in range(dv // dvw): P.store(out, dv_off + b * (skp * dv) + keys[r] * dv + c * dvw, dvacc[r][c])
   P.end(blk)
   P.end(g)
   return P.out

@@ -39,6 +39,17 @@ def test_forward_matches_torch(B, H, Sq, Sk, D, Dv, causal):
   ref = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=causal).numpy()
   np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=2e-6)
 
+@pytest.mark.parametrize("S", [1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 131, 257])
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_tile_edges(S, causal):
+  """Causal: whole key tiles unmasked below the diagonal, the diagonal in 16-key pieces up to each block's last row;
+  not causal: whole tiles unmasked, the partial last tile's pieces masked. Sk != Sq moves the diagonal and the tail."""
+  for sq, sk in ((S, S), (S, S + 70), (S + 70, S)):
+    q, k, v = _inputs(1, 5, sq, sk, 64, 48, seed=S)
+    out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=causal).numpy()
+    ref = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=causal).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-6)
+
 def test_batch_broadcast_and_3d():
   q, k, v = _inputs(2, 3, 9, 21, 32, 32)
   out = Tensor(q).scaled_dot_product_attention(Tensor(k[:1]), Tensor(v[:1]))   # keys/values shared over the batch
@@ -97,6 +108,34 @@ def test_fused_backward_matches_torch(B, H, Sq, Sk, D, Dv, causal):
   for g, r in zip(grads, (rq, rk, rv)):
     ref = r.grad.numpy()
     np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+@pytest.mark.parametrize("S,D", [(1, 32), (17, 80), (47, 128), (49, 64), (63, 32), (65, 128), (97, 80), (500, 64)])
+def test_backward_sweep(S, D):
+  """Gradients at sequence lengths around the backward's 48- or 32-query tiles (8 x 6 or 4 rows) and 64-key blocks, causal (tiles
+  starting at each key block, step loops stopping at the diagonal) and not, Sk = Sq and Sk != Sq."""
+  for causal, (sq, sk) in ((False, (S, S)), (True, (S, S)), (True, (S, S + 33) if S % 2 else (S + 33, S))):
+    q, k, v = _inputs(1, 2, sq, sk, D, D, seed=S + D)
+    w = np.random.default_rng(S).standard_normal((1, 2, sq, D)).astype(np.float32)
+    tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+    grads = (tq.scaled_dot_product_attention(tk, tv, is_causal=causal) * Tensor(w)).sum().gradient(tq, tk, tv)
+    rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    (F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal) * torch.tensor(w)).sum().backward()
+    for g, r in zip(grads, (rq, rk, rv)):
+      ref = r.grad.numpy()
+      np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+@pytest.mark.parametrize("additive", [False, True])
+def test_masked_grads_match_torch(additive):
+  """An explicit mask keeps the unfused graph; its gradients (a fully masked row included: NaN as torch) match torch."""
+  q, k, v = _inputs(1, 2, 17, 23, 32, 32, seed=14)
+  mask = np.random.default_rng(15).random((17, 23)) < 0.7
+  mask[:, 0] = True
+  m = np.where(mask, 0.0, -np.inf).astype(np.float32) if additive else mask
+  tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+  grads = tq.scaled_dot_product_attention(tk, tv, attn_mask=Tensor(m)).sum().gradient(tq, tk, tv)
+  rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+  F.scaled_dot_product_attention(rq, rk, rv, attn_mask=torch.tensor(m)).sum().backward()
+  for g, r in zip(grads, (rq, rk, rv)): np.testing.assert_allclose(g.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 def test_fused_backward_fp16_and_self_attention():
   """fp16 inputs get fp16 gradients; q = k = v (one buffer read as three inputs) in both kernels."""
@@ -175,10 +214,33 @@ def test_long_sequence_backward_memory():
   tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
   grads = tq.scaled_dot_product_attention(tk, tv, is_causal=True).sum().gradient(tq, tk, tv)
   items = grads[0].schedule(*grads[1:])
-  # the biggest is the kernel's flat output: dk, dv and up to 8 per-chunk dq partials, (2 + 8) x S x D (a third of S x S)
-  assert max(b.size for si in items for b in si.bufs) <= (2 + 8) * S * D
+  # the biggest is the kernel's flat output: dk, dv and up to 8 per-chunk dq partials, (2 + 8) x S x D (a third of S x S),
+  # the dq partials' queries padded by up to two query tiles (causal tiles start at each key block)
+  assert max(b.size for si in items for b in si.bufs) <= (2 * S + 8 * (S + 128)) * D
   rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
   F.scaled_dot_product_attention(rq, rk, rv, is_causal=True).sum().backward()
   for g, r in zip(grads, (rq, rk, rv)):
     ref = r.grad.numpy()
     np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_narrow_vectors(monkeypatch, causal):
+  """The plans for 8-float vectors and 16 registers (AVX2: 16-key tiles, 4 query rows x 32-query tiles in the backward)
+  on this machine's compiler: forward and gradients against torch across several key tiles and a partial one."""
+  from tinycore import Device
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "attention_vector", (8, 16))
+  for B, H, Sq, Sk, D, Dv in ((1, 2, 17, 17, 32, 32), (2, 1, 65, 100, 80, 48), (1, 1, 100, 37, 64, 64)):
+    q, k, v = _inputs(B, H, Sq, Sk, D, Dv, seed=12)
+    w = np.random.default_rng(13).standard_normal((B, H, Sq, Dv)).astype(np.float32)
+    tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+    out = tq.scaled_dot_product_attention(tk, tv, is_causal=causal)
+    grads = (out * Tensor(w)).sum().gradient(tq, tk, tv)
+    items = grads[0].schedule(*grads[1:])
+    assert sorted(si.ast.src[0].arg.prefix for si in items if not si.is_copy and is_fused(si.ast)) == ["attn_", "attn_bwd_"]
+    assert any(si.ast.src[0].arg.width == 8 for si in items if not si.is_copy and is_fused(si.ast))
+    rq, rk, rv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    ref = F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal)
+    (ref * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=2e-6)
+    for g, r in zip(grads, (rq, rk, rv)):
+      np.testing.assert_allclose(g.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(r.grad.numpy()).max())))
