@@ -4,13 +4,20 @@ still holds the node must read the target's new contents instead of running the 
 
 Nodes are hash-consed, so an assign built the same way as one that is pending or has run (`a.assign(a + 1)` again
 after the first ran, or through a second tensor on the same buffer) would be that very node: `fresh` gives each
-assign its own identity. Both tables are weak: an assign is forgotten once no graph holds it."""
+assign its own identity. Both tables are weak: an assign is forgotten once no graph holds it.
+
+The walks here cache nothing on the user's nodes: `UOp.toposort()` caches a list that holds the node itself, which
+makes a graph root (a realized `Tensor(x)`'s BUFFER node, say) cyclic garbage instead of freeing it by refcount when
+its last tensor goes, so its buffer outlives every reference to it until a collection (and two such nodes in a chain
+take two collections: the hash-cons table's key of the upper one holds the lower one until the first pass frees it).
+For the same reason the tables hold no UOp strongly: a target kept as the value of a dead assign's entry would stay
+reachable through the pass that frees the assign, and need one more."""
 from __future__ import annotations
 import itertools, weakref
 from tinycore.uop import UOp, Ops
 
 _pending: weakref.WeakSet[UOp] = weakref.WeakSet()
-_ran: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()   # assign -> its target, which holds the result
+_ran: weakref.WeakSet[UOp] = weakref.WeakSet()   # not assign -> target: a value held here outlives its key's collection
 _serial = itertools.count(1)
 
 def fresh(target: UOp, value: UOp) -> UOp:
@@ -20,20 +27,54 @@ def fresh(target: UOp, value: UOp) -> UOp:
   _pending.add(u)
   return u
 
-def resolve(uops: list[UOp]) -> list[UOp]:
-  """The graphs with every assign that already ran replaced by its target."""
-  if not _ran: return uops
-  out = []
-  for u in uops:
-    hits = {n: _ran[n] for n in u.toposort() if n.op is Ops.ASSIGN and n in _ran}
-    out.append(u.substitute(hits) if hits else u)
+def _assigns(roots: list[UOp]) -> list[UOp]:
+  """The ASSIGN nodes under `roots`, sources before users (an inner assign before one that targets it)."""
+  seen: set[UOp] = set()
+  out: list[UOp] = []
+  for root in roots:
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+      n, expanded = stack.pop()
+      if expanded:
+        if n.op is Ops.ASSIGN: out.append(n)
+        continue
+      if n in seen: continue
+      seen.add(n)
+      stack.append((n, True))
+      stack.extend((s, False) for s in n.src if s not in seen)
   return out
 
-def mark_ran(uops: list[UOp]) -> None:
-  """After `uops` were realized: the pending assigns in their graphs have run."""
-  if not _pending: return
-  for u in uops:
-    for n in u.toposort():
-      if n.op is Ops.ASSIGN and n in _pending:
-        _pending.discard(n)
-        _ran[n] = resolve([n.src[0]])[0]   # a chained target (an assign of an assign) reads its own target
+def _substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+  """`root` with the nodes in `mapping` replaced (UOp.substitute without caching a toposort on root)."""
+  if not mapping: return root
+  new: dict[UOp, UOp] = {}
+  stack: list[tuple[UOp, bool]] = [(root, False)]
+  while stack:
+    n, expanded = stack.pop()
+    if n in new: continue
+    if n in mapping: new[n] = mapping[n]; continue
+    if not expanded:
+      stack.append((n, True))
+      stack.extend((s, False) for s in n.src if s not in new)
+      continue
+    src = tuple(new[s] for s in n.src)
+    new[n] = n if src == n.src else n.replace(src=src)
+  return new[root]
+
+def resolve(uops: list[UOp]) -> tuple[list[UOp], list[UOp]]:
+  """The graphs with every assign that already ran replaced by its target, and the pending assigns left in them."""
+  if not _ran and not _pending: return uops, []
+  found = _assigns(uops)
+  hits: dict[UOp, UOp] = {}
+  for n in found:   # sources first: a chained target (an assign of an assign that ran) reads its own target
+    if n in _ran: hits[n] = _substitute(n.src[0], hits)
+  if hits:
+    uops = [_substitute(u, hits) for u in uops]
+    found = _assigns(uops)   # what the hits cut off doesn't run
+  return uops, [n for n in found if n in _pending]
+
+def mark_ran(assigns: list[UOp]) -> None:
+  """After a realize that held `assigns`: they have run."""
+  for n in assigns:
+    _pending.discard(n)
+    _ran.add(n)

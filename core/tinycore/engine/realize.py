@@ -13,9 +13,9 @@ REFERENCE = ContextVar("REFERENCE", 0)
 def realize_uops(uops: list[UOp]) -> list[UOp]:
   """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer. An assign in them that
   an earlier realize ran reads its target instead of running again (assign_once.py)."""
-  roots = uops = assign_once.resolve(uops)
+  uops, pending = assign_once.resolve(uops)
   out = _realize(uops)
-  assign_once.mark_ran(roots)
+  if pending: assign_once.mark_ran(pending)
   return out
 
 def _realize(uops: list[UOp]) -> list[UOp]:
