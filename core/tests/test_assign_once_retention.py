@@ -35,16 +35,3 @@ def test_one_collection_frees_buffers_while_assigns_are_tracked(tables):
     del a, out
     gc.collect()
     assert all(r() is None for r in refs), "a realized buffer outlived its tensors and one collection"
-
-def test_one_collection_frees_an_assign_target():
-  # not assign_once's doing: the scheduler walks an assign's target (toposort, a cycle); uop.py's table keyed that
-  # node's users by reference, so it took a second collection (on main too, without assign_once)
-  a = Tensor(_rand(16, seed=1)).realize()
-  a.assign(a * 2)
-  b = a + 1   # built while the assign is pending: realizing it runs the assign and marks it ran
-  np.testing.assert_allclose(b.numpy(), _rand(16, seed=1) * 2 + 1, rtol=1e-6)
-  np.testing.assert_allclose(a.numpy(), _rand(16, seed=1) * 2, rtol=1e-6)
-  ref = weakref.ref(a.uop.base.arg)
-  del a, b
-  gc.collect()
-  assert ref() is None, "an assign's target buffer outlived its tensors and one collection"

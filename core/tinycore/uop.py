@@ -74,15 +74,9 @@ def _evict(ref: _Ref):
 
 class UOpMetaClass(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
-    # sources by id, not by reference: a key holding its node's sources kept them reachable from this table until the
-    # collection that freed the node, so a source in a reference cycle (a cached toposort holds its node) outlived
-    # that collection, its buffer with it: one more pass per such node down a graph. An id can't be reused while
-    # the key exists: the node holds its sources, and a dying node's entry goes before they do (_evict is its
-    # weakref callback, run before the node's slots are cleared, and in a collection before any object is freed)
-    n = len(src)   # (one source, the commonest, keyed by a bare int: no tuple built; a tuple never equals an int)
-    key = (op, dtype, id(src[0]) if n == 1 else (id(src[0]), id(src[1])) if n == 2 else tuple(map(id, src)) if n else (), arg)
+    key = (op, dtype, src, arg)
     # -0.0 == 0.0, so without this a -0.0 constant would come back as an earlier 0.0 one (1/x then gives +inf)
-    if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: key = key[:3] + ("-0.0",)
+    if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: key = (op, dtype, src, "-0.0")
     try: ref = _uop_cache.get(key)
     except TypeError: raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from None
     if ref is not None and (old := ref()) is not None: return old
