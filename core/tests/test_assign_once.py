@@ -66,3 +66,15 @@ def test_the_tables_forget_assigns_no_graph_holds():
   np.testing.assert_equal(a.numpy(), 20)
   gc.collect()
   assert len(assign_once._ran) <= before + 2 and len(assign_once._pending) == 0
+
+@pytest.mark.parametrize("depth", [3, 17, 40])
+def test_a_long_chain_read_through_another_graph(depth):
+  # b holds the whole chain: realizing it runs every link once; a then reads the end of the chain
+  a = _zeros()
+  for _ in range(depth): a.assign(a + 1)
+  b = a * 2
+  c = a * 3   # a second lazy reader of the same chain, realized after it ran
+  np.testing.assert_equal(b.numpy(), 2 * depth)
+  np.testing.assert_equal(c.numpy(), 3 * depth)
+  np.testing.assert_equal(a.numpy(), depth)
+  np.testing.assert_equal((a + 0).numpy(), depth)

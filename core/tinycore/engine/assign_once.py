@@ -28,20 +28,32 @@ def fresh(target: UOp, value: UOp) -> UOp:
   return u
 
 def _assigns(roots: list[UOp]) -> list[UOp]:
-  """The ASSIGN nodes under `roots`, sources before users (an inner assign before one that targets it)."""
-  seen: set[UOp] = set()
+  """The ASSIGN nodes under `roots` (a plain DFS: this runs on every realize while either table is non-empty)."""
+  seen = set(roots)
+  stack = list(seen)
   out: list[UOp] = []
-  for root in roots:
-    stack: list[tuple[UOp, bool]] = [(root, False)]
-    while stack:
-      n, expanded = stack.pop()
-      if expanded:
-        if n.op is Ops.ASSIGN: out.append(n)
-        continue
-      if n in seen: continue
-      seen.add(n)
-      stack.append((n, True))
-      stack.extend((s, False) for s in n.src if s not in seen)
+  ASSIGN = Ops.ASSIGN
+  while stack:
+    n = stack.pop()
+    if n.op is ASSIGN: out.append(n)
+    for s in n.src:
+      if s not in seen:
+        seen.add(s)
+        stack.append(s)
+  return out
+
+def _targets(ran: list[UOp]) -> dict[UOp, UOp]:
+  """What each assign that ran reads as: its target, with the assigns in it that ran (a chain: an assign of an assign)
+  read as their own targets, inner ones first (a loop, not recursion: a lazily built chain can be long)."""
+  out: dict[UOp, UOp] = {}
+  stack = list(ran)
+  while stack:
+    n = stack[-1]
+    if n in out: stack.pop(); continue
+    inner = [a for a in _assigns([n.src[0]]) if a in _ran]
+    if todo := [a for a in inner if a not in out]: stack.extend(todo); continue
+    out[n] = _substitute(n.src[0], {a: out[a] for a in inner})
+    stack.pop()
   return out
 
 def _substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
@@ -65,10 +77,7 @@ def resolve(uops: list[UOp]) -> tuple[list[UOp], list[UOp]]:
   """The graphs with every assign that already ran replaced by its target, and the pending assigns left in them."""
   if not _ran and not _pending: return uops, []
   found = _assigns(uops)
-  hits: dict[UOp, UOp] = {}
-  for n in found:   # sources first: a chained target (an assign of an assign that ran) reads its own target
-    if n in _ran: hits[n] = _substitute(n.src[0], hits)
-  if hits:
+  if hits := _targets([n for n in found if n in _ran]):
     uops = [_substitute(u, hits) for u in uops]
     found = _assigns(uops)   # what the hits cut off doesn't run
   return uops, [n for n in found if n in _pending]
