@@ -218,7 +218,8 @@ class Tensor(RandomMixin, IndexingMixin, MovementMixin, NNMixin, ActivationMixin
     if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype}, value {x.dtype}")
     if x.device != self.device: x = x.to(self.device)
     if self.uop.base.op is not Ops.BUFFER and _multi.shard_buffers(self.uop) is None: self.uop = x.uop; return self   # multi: shards in place
-    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+    from tinycore.engine.assign_once import fresh
+    self.uop = fresh(self.uop, x.uop)
     return self
   def replace(self, x: Tensor) -> Tensor:
     if x.shape != self.shape: raise ValueError(f"replace shape mismatch: {self.shape} vs {x.shape}")

@@ -6,11 +6,19 @@ from tinycore.stages import apply_stage
 from tinycore.attention_formula import fuse_attention_formula
 from tinycore.engine.schedule_cache import in_memory, lookup, schedule_and_run, structure_of
 from tinycore.engine.multi import lower_targets
+from tinycore.engine import assign_once
 
 REFERENCE = ContextVar("REFERENCE", 0)
 
 def realize_uops(uops: list[UOp]) -> list[UOp]:
-  """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer."""
+  """Compute every UOp in `uops`; return, for each, a UOp that reads its result from a buffer. An assign in them that
+  an earlier realize ran reads its target instead of running again (assign_once.py)."""
+  uops, pending = assign_once.resolve(uops)
+  out = _realize(uops)
+  if pending: assign_once.mark_ran(pending)
+  return out
+
+def _realize(uops: list[UOp]) -> list[UOp]:
   if REFERENCE.value:
     lowered, regroup = lower_targets(uops)
     return regroup(_realize_reference(lowered))
