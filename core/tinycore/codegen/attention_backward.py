@@ -153,7 +153,10 @@ def attention_backward_program(ast: UOp, renderer=None) -> list[UOp]:
       sl = P.loop((steps - s0) // U)
       for u in range(U):
         st = s0 + sl * U + u
-        vv = {c: P.emit(_load(*vec_at(st, c * w), w)) for c in cs}
+        vv = {}
+        for c in cs:
+          vbuf, vidx = vec_at(st, c * w)
+          vv[c] = P.emit(_load(vbuf, vidx, w))
         for r in range(R):
           x = P.emit(coef(r, st))
           for c in cs: P.assign(acc[r, c], _alu(Ops.ADD, fw, _alu(Ops.MUL, fw, x, vv[c]), acc[r, c]))
