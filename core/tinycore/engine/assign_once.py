@@ -15,6 +15,7 @@ reachable through the pass that frees the assign, and need one more."""
 from __future__ import annotations
 import itertools, weakref
 from tinycore.uop import UOp, Ops
+from tinycore.engine.rebuild import rebuild
 
 _pending: weakref.WeakSet[UOp] = weakref.WeakSet()
 _ran: weakref.WeakSet[UOp] = weakref.WeakSet()   # not assign -> target: a value held here outlives its key's collection
@@ -58,20 +59,7 @@ def _targets(ran: list[UOp]) -> dict[UOp, UOp]:
 
 def _substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   """`root` with the nodes in `mapping` replaced (UOp.substitute without caching a toposort on root)."""
-  if not mapping: return root
-  new: dict[UOp, UOp] = {}
-  stack: list[tuple[UOp, bool]] = [(root, False)]
-  while stack:
-    n, expanded = stack.pop()
-    if n in new: continue
-    if n in mapping: new[n] = mapping[n]; continue
-    if not expanded:
-      stack.append((n, True))
-      stack.extend((s, False) for s in n.src if s not in new)
-      continue
-    src = tuple(new[s] for s in n.src)
-    new[n] = n if src == n.src else n.replace(src=src)
-  return new[root]
+  return rebuild(root, mapping.get) if mapping else root
 
 def resolve(uops: list[UOp]) -> tuple[list[UOp], list[UOp]]:
   """The graphs with every assign that already ran replaced by its target, and the pending assigns left in them."""

@@ -7,6 +7,7 @@ the weight gradient of the next layer) read it after an SGD update assigned into
 gradient used the updated bias. Kernels keep the walk order wherever no such dependency moves them."""
 from __future__ import annotations
 from tinycore.uop import UOp, Ops
+from tinycore.engine.rebuild import rebuild
 
 def _reads(u: UOp, realize: set) -> tuple[list[UOp], set[UOp]]:
   """The realized nodes and the BUFFERs the kernel computing `u` reads (its graph up to those)."""
@@ -70,16 +71,4 @@ def assign_order(topo: list[UOp], realize: set) -> tuple[list[UOp], dict[UOp, li
 def reading_copies(u: UOp, copies: dict[UOp, UOp], realize: set) -> UOp:
   """`u` with its kernel's direct reads of each BUFFER in `copies` turned into reads of the copy (realized nodes it reads,
   the assign among them, keep reading what they hold)."""
-  memo: dict[UOp, UOp] = {}
-  stack: list[tuple[UOp, bool]] = [(u, False)]
-  while stack:
-    n, ready = stack.pop()
-    if n in memo: continue
-    if (n is not u and n in realize) or not n.src: memo[n] = copies.get(n, n); continue
-    if not ready:
-      stack.append((n, True))
-      stack.extend((x, False) for x in n.src if x not in memo)
-      continue
-    src = tuple(memo[x] for x in n.src)
-    memo[n] = n if src == n.src else n.replace(src=src)
-  return memo[u]
+  return rebuild(u, lambda n: copies.get(n, n) if (n is not u and n in realize) or not n.src else None)
