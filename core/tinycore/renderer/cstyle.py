@@ -120,6 +120,16 @@ class CStyleRenderer(Renderer):
       m = a[0] if c.dtype.count > 1 else f"(({mt}){{0}}-(int)({a[0]}))"   # scalar condition: all lanes -1 or 0
       x, y = vals[1], vals[2]
     return f"(({self.ctype(dt)})(({m}&({mt}){x})|(~{m}&({mt}){y})))"
+  def mask_alu(self, op: Ops, u: UOp, a: list[str]) -> str:
+    """An ALU whose operands are bool lanes. Vector comparisons give -1/0 lanes, so a scalar bool (1/0) is widened to
+    -1/0 first (else `m != 1` is true in every lane), and the ops that read bools as numbers are bit ops on masks."""
+    a = [f"(-(int)({x}))" if s.dtype == dtypes.bool and not (op is Ops.WHERE and i == 0) else x for i, (x, s) in enumerate(zip(a, u.src))]
+    if op is Ops.CMPLT: return f"(~{a[0]}&{a[1]})"   # signed -1 < 0 would read True < False as true
+    if op is Ops.MAX or (op is Ops.ADD and u.dtype.scalar() == dtypes.bool): return f"({a[0]}|{a[1]})"
+    if op is Ops.MUL and u.dtype.scalar() == dtypes.bool: return f"({a[0]}&{a[1]})"
+    if op is Ops.NEG: return f"(~{a[0]})"
+    if op is Ops.WHERE: return self.vec_select(op, u, a)
+    return self.alu(op, u.dtype, a, u.src)
   # ---- vector memory access: the lanes in memory always have the element type of the buffer addressed (a mask of int
   # lanes into a bool buffer would write 4 bytes per 1-byte element, past the buffer's end)
   def vload(self, ptr: str, buf: DType, dt: DType) -> str:
@@ -235,6 +245,8 @@ class CStyleRenderer(Renderer):
       elif op is Ops.GEP: expr = f"{r[u.src[0]]}[{u.arg[0]}]"
       elif op is Ops.CAST: expr = self.cast(r[u.src[0]], u.src[0].dtype, u.dtype)
       elif op is Ops.BITCAST: expr = self.bitcast(r[u.src[0]], u.src[0].dtype, u.dtype)
+      elif op in GroupOp.ALU and any(s.dtype.count > 1 and s.dtype.scalar() == dtypes.bool for s in u.src[op is Ops.WHERE:]):
+        expr = self.mask_alu(op, u, [r[s] for s in u.src])
       elif op in GroupOp.ALU and u.dtype.count > 1 and op in (Ops.WHERE, Ops.MAX): expr = self.vec_select(op, u, [r[s] for s in u.src])
       elif op in GroupOp.ALU: expr = self.alu(op, u.dtype, [r[s] for s in u.src], u.src)
       else: raise NotImplementedError(f"{type(self).__name__} can't render {op.name}")

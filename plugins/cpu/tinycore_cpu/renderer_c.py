@@ -283,7 +283,7 @@ class CRenderer(CStyleRenderer):
   def cast(self, x: str, src, dt) -> str:
     # a C cast between vector types reinterprets bits: int8 lanes -> float lanes need a lane-wise conversion
     if dt.count > 1 and src.count > 1 and src.scalar() not in self.emulated and src.scalar() != dt.scalar() and dt.scalar() != dtypes.bool:
-      return f"__builtin_convertvector({x}, {self.ctype(dt)})"
+      return f"__builtin_convertvector({'-' if src.scalar() == dtypes.bool else ''}({x}), {self.ctype(dt)})"   # -1/0 mask lanes -> 1/0
     return super().cast(x, src, dt)
   def math(self, fn: str, dt, *a: str) -> str:
     if fn == "exp2" and dt.count > 1 and dt.scalar() == dtypes.float32: return f"__tc_exp2_v{dt.count}({a[0]})"
