@@ -355,6 +355,12 @@ def ref_cast(x: Ref, dt: DType) -> Ref:
     return _exact((t.astype(np.uint64) if dtypes.is_unsigned(dt) else t.astype(np.int64)).astype(dt.np), np.where(bad, np.inf, 0.0), dt)
 
 def ref_unary(name: str, x: Ref) -> Ref:
+  r = _ref_unary(name, x)
+  # an unknown operand gives an unknown result; the bounds below test `v > 0` and the like, which a NaN value fails, so
+  # 1/NaN with an unknown bound would otherwise come out as a known NaN
+  return Ref(r.val, np.where(np.isinf(x.err), np.inf, r.err), r.dtype)
+
+def _ref_unary(name: str, x: Ref) -> Ref:
   v, e, dt = x.val, x.err, x.dtype
   if dt == dtypes.bool: return _exact(~v, e, dt)
   if not dtypes.is_float(dt):

@@ -141,3 +141,11 @@ def test_fp8_keeps_the_sign_of_zero():
     got = Tensor(x).cast(dt).cast(dtypes.float32).numpy()
     np.testing.assert_array_equal(np.signbit(got), np.signbit(x), err_msg=str(dt))
     np.testing.assert_array_equal(got, fuzz.fround(x, dt), err_msg=str(dt))
+
+def test_reference_keeps_unknown_through_unary_ops():
+  """The reference itself: reciprocal/sqrt/log of a NaN value whose bound was already unknown (a where picking between
+  NaN and a number on an unknown condition) came out as a known NaN, and flagged a correct device."""
+  x = fuzz.Ref(np.array([np.nan, 2.0, np.nan]), np.array([np.inf, 0.0, 0.0]), dtypes.float32)
+  for name in ("reciprocal", "sqrt", "log", "exp", "sin", "neg"):
+    r = fuzz.ref_unary(name, x)
+    assert np.isinf(r.err[0]) and np.isfinite(r.err[1]) and np.isfinite(r.err[2]), (name, r.err)
