@@ -348,7 +348,7 @@ def ref_cast(x: Ref, dt: DType) -> Ref:
     if not dtypes.is_float(x.dtype):
       return _exact(x.val != 0 if dt == dtypes.bool else x.val.astype(dt.np), x.err, dt)
     v, e = x.val, x.err
-    if dt == dtypes.bool: return _exact(v != 0, np.where((np.abs(v) <= e) & (e > 0), np.inf, 0.0), dt)
+    if dt == dtypes.bool: return _exact(v != 0, np.where(((np.abs(v) <= e) & (e > 0)) | np.isinf(e), np.inf, 0.0), dt)
     t = np.trunc(v)
     bad = ~np.isfinite(v) | (np.trunc(v - e) != np.trunc(v + e)) | (t < dtypes.min(dt)) | (t > dtypes.max(dt))
     t = np.where(bad, 0, t)
@@ -402,6 +402,12 @@ def _ref_unary(name: str, x: Ref) -> Ref:
   raise ValueError(f"unknown unary {name}")
 
 def ref_binary(name: str, a: Ref, b: Ref) -> Ref:
+  r = _ref_binary(name, a, b)
+  # an unknown operand gives an unknown result: _smul's 0*inf = 0 would make (unknown, maybe overflowed) * 0 a known 0
+  # (or, with the value itself inf, a known NaN), though the device may hold inf there and get NaN, or hold it finite
+  return Ref(r.val, np.where(np.isinf(a.err) | np.isinf(b.err), np.inf, r.err), r.dtype)
+
+def _ref_binary(name: str, a: Ref, b: Ref) -> Ref:
   d = least_upper_dtype(a.dtype, b.dtype)
   if name == "div": d = least_upper_float(d)
   a, b = ref_cast(a, d), ref_cast(b, d)

@@ -149,3 +149,15 @@ def test_reference_keeps_unknown_through_unary_ops():
   for name in ("reciprocal", "sqrt", "log", "exp", "sin", "neg"):
     r = fuzz.ref_unary(name, x)
     assert np.isinf(r.err[0]) and np.isfinite(r.err[1]) and np.isfinite(r.err[2]), (name, r.err)
+
+def test_reference_keeps_unknown_through_binary_ops_and_bool_casts():
+  """The reference itself: exp(32) in half may overflow (unknown); times a False mask it came out a known NaN (so cast to
+  bool a known True), but the device keeps float intermediates unrounded, holds 7.9e13, and gets 0 -> False."""
+  x = fuzz.Ref(np.array([np.inf, 3.0]), np.array([np.inf, 0.0]), dtypes.float16)
+  zero = fuzz.Ref(np.array([0.0, 0.0]), np.array([0.0, 0.0]), dtypes.float16)
+  for name in ("mul", "add", "maximum", "div"):
+    r = fuzz.ref_binary(name, x, zero) if name != "div" else fuzz.ref_binary(name, zero, x)
+    assert np.isinf(r.err[0]) and np.isfinite(r.err[1]), (name, r.err)
+  nan = fuzz.Ref(np.array([np.nan, np.nan]), np.array([np.inf, 0.0]), dtypes.float32)
+  b = fuzz.ref_cast(nan, dtypes.bool)
+  assert np.isinf(b.err[0]) and b.err[1] == 0 and b.val[1]
