@@ -24,7 +24,8 @@ from tinycore.renderer import Renderer
 MAX_ROWS = 8      # activation rows (tokens) per weight element: above this the product is a matmul with real reuse
 STREAM_ROWS = 8   # up to this many rows, `x @ W` (W row-major) is cut into row chunks (schedule.py) and streams whole rows
 ROW_STREAMS = 4   # x @ W.T at one activation row: long weight rows streamed side by side by each thread
-ACCS = 16         # vector accumulators in registers: half of AVX-512's 32, leaving room for the loads and broadcasts
+# ACCS and ROW_ACCS are for AVX-512's register file (32 registers of 16 floats); register_share scales them to others
+ACCS = 16         # 16-float accumulators in registers: half of AVX-512's 32, leaving room for the loads and broadcasts
 ROW_ACCS = 32     # x @ W.T at 2..8 rows: rows x weight rows accumulators; the few spilled to L1 cost less than re-reading x
 CHUNK_ACCS = 512  # in a row chunk: rows x vectors accumulators, spilled to L1: 32 KiB of them stay there and keep up with DRAM
 CHUNK_UNROLL = 4  # in a row chunk: weight rows per load and store of the accumulators (UNROLL), streamed side by side
@@ -61,6 +62,12 @@ def _upcast_rows(k: UOp, rows: list[UOp], opts: list) -> tuple[list, UOp]:
     opts.append(("UPCAST", g.arg, _bound(g)))
     k = apply_opt(k, opts[-1])
   return opts, k
+
+def register_share(renderer: Renderer, accs: int) -> int:
+  """`accs` (a count for AVX-512's 32 x 16 floats) scaled to the renderer's vector register file (attention_vector:
+  lanes, registers; AVX2's 16 x 8 floats hold a quarter), at least 1: past the file the accumulators spill."""
+  lanes, regs = renderer.attention_vector or (16, 32)
+  return max(1, accs * lanes * regs // (16 * 32))
 
 def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
   """(opts, optimized kernel) for a small-batch matrix-vector product; None for anything else."""
@@ -112,7 +119,7 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
       # 5 rows 1 -> 4 12.3 -> 15.9; 7 rows 1 -> 4 10.6 -> 14.0; 8 rows 1 -> 4 7.5 -> 14.8 (8: 7.3, 64 accumulators)
       streams = 1
       if len(cols) == 1 and K >= 1024:
-        cands = (ROW_STREAMS, 2) if M == 1 else tuple(s for s in (8, 4, 2) if M * s <= ROW_ACCS)
+        cands = (ROW_STREAMS, 2) if M == 1 else tuple(s for s in (8, 4, 2) if M * s <= register_share(renderer, ROW_ACCS))
         streams = next((s for s in cands if N % s == 0 and N // s >= 2), 1)
         if streams > 1:
           opts.append(("UPCAST", n.arg, streams))
@@ -134,7 +141,7 @@ def gemv_heuristic(k: UOp, renderer: Renderer) -> tuple[tuple, UOp] | None:
         # activation rows, a quarter at 8)
         w = max(v for v in range(1, vecs + 1) if vecs % v == 0 and v * M <= CHUNK_ACCS)
       else:
-        w = next((v for v in (8, 4, 2) if v * M <= ACCS and vecs % v == 0 and vecs // v >= 2), 1)
+        w = next((v for v in (8, 4, 2) if v * M <= register_share(renderer, ACCS) and vecs % v == 0 and vecs // v >= 2), 1)
         opts, k = _upcast_rows(k, rows, opts)
       if w > 1:
         opts.append(("UPCAST", n.arg, w))

@@ -111,12 +111,24 @@ def test_batched_rows_take_more_weight_rows(M, streams):
   r = Device["CPU"].renderer
   if not r.vector_types: pytest.skip("the renderer has no vector types")
   assert opt_gemv.ROW_ACCS == 32
+  budget = opt_gemv.register_share(r, opt_gemv.ROW_ACCS)   # 32 with AVX-512 (the figures above); AVX2 holds a quarter
+  if budget != 32: streams = next((s for s in (8, 4, 2) if M * s <= budget), 1)
   x, w = Tensor.empty(M, 4096, device="CPU"), Tensor.empty(4096, 4096, device="CPU")
   k = max(_kernels(_product(x, w, "wx")), key=lambda t: t[2])[0]
   opts, _ = _heuristic(k, r)
   ups = sorted(o[2] for o in opts if o[0] == "UPCAST")
   assert ups == sorted([M, streams]), opts
   assert not any(o[0] == "UPCAST_R" for o in opts), opts
+
+def test_register_share_scales_to_the_register_file():
+  """The accumulator budgets are AVX-512's (32 registers x 16 floats); AVX2/NEON's 16 x 8 hold a quarter, at least 1."""
+  from types import SimpleNamespace
+  from tinycore.codegen.opt_gemv import register_share
+  assert register_share(SimpleNamespace(attention_vector=(16, 32)), 32) == 32
+  assert register_share(SimpleNamespace(attention_vector=None), 16) == 16
+  assert register_share(SimpleNamespace(attention_vector=(8, 16)), 32) == 8
+  assert register_share(SimpleNamespace(attention_vector=(8, 16)), 16) == 4
+  assert register_share(SimpleNamespace(attention_vector=(4, 8)), 2) == 1
 
 def _chunk_kernel(M: int, K: int, N: int):
   x, w = Tensor.empty(M, K, device="CPU"), Tensor.empty(K, N, device="CPU")
