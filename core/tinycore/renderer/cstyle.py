@@ -30,6 +30,10 @@ class CStyleRenderer(Renderer):
     if dt in self.emulated: return "float"
     return self.type_map[dt]
   def literal(self, v, dt: DType) -> str:
+    s = self._literal(v, dt)
+    # a negative literal stands in parentheses: after a unary or binary minus, "-" "-3" would lex as the -- operator
+    return f"({s})" if s.startswith("-") else s
+  def _literal(self, v, dt: DType) -> str:
     if dt in self.emulated: dt = dtypes.float32
     if dt == dtypes.index: dt = self.index_dtype
     if dtypes.is_float(dt):

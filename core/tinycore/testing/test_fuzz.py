@@ -166,3 +166,13 @@ def test_reference_keeps_unknown_through_binary_ops_and_bool_casts():
   nan = fuzz.Ref(np.array([np.nan, np.nan]), np.array([np.inf, 0.0]), dtypes.float32)
   b = fuzz.ref_cast(nan, dtypes.bool)
   assert np.isinf(b.err[0]) and b.err[1] == 0 and b.val[1]
+
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.int32, dtypes.int64, dtypes.float32], ids=lambda d: d.name)
+def test_negative_constant_after_a_minus(dt):
+  """The fuzzer's case: a 0-d constant -3 // x renders x == -1 ? -(-3) : ...; the literal written bare gave "--3", which C
+  lexes as a decrement and refused to compile. Also a minus before a negative constant in a subtraction and a negation."""
+  if dt not in fuzz.device_dtypes(Device.DEFAULT): pytest.skip(f"{Device.DEFAULT} does not claim {dt.name}")
+  x = np.array([[2], [-1], [1], [5], [-4]])
+  got = (Tensor(np.int8(-3), dtype=dtypes.int8) // Tensor(x, dtype=dt)).numpy().ravel()
+  np.testing.assert_array_equal(got, np.floor_divide(-3, x).ravel())
+  np.testing.assert_array_equal((-(Tensor(np.int8(-3), dtype=dtypes.int8).cast(dt)) - Tensor(x, dtype=dt)).numpy(), 3 - x)

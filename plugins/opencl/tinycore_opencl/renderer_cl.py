@@ -71,11 +71,11 @@ class CLRenderer(CStyleRenderer):
     self._check(dt)
     if dt.count > 1: raise NotImplementedError(f"{type(self).__name__} renders no vector values ({dt}): vector_types is False")
     return "float" if dt in self.emulated else self.type_map[dt]
-  def literal(self, v, dt: DType) -> str:
+  def _literal(self, v, dt: DType) -> str:
     # OpenCL C has no `long long`: 64-bit integer literals take the l/ul suffix
     if dt == dtypes.int64: return f"{int(v)}l" if v != -2**63 else "(-9223372036854775807l-1)"
     if dt == dtypes.uint64: return f"{int(v)}ul"
-    return super().literal(v, dt)
+    return super()._literal(v, dt)
   def math(self, fn: str, dt: DType, *a: str) -> str:
     # the built-ins are overloaded (no f suffix); native half computes in float for float's accuracy
     if dt == dtypes.float16 and self.native_half: return f"((half){fn}({', '.join(f'(float){x}' for x in a)}))"

@@ -51,6 +51,9 @@ class WGSLRenderer(Renderer):
     raise UnsupportedDType(f"WebGPU (WGSL) has no {dt.itemsize*8}-bit {dt.name} ({dt!r}): use float32/int32 (WGSL has 32-bit types, f16 with "
                            "shader-f16, packed 8/16-bit ints)")
   def literal(self, v, dt: DType) -> str:
+    s = self._literal(v, dt)
+    return f"({s})" if s.startswith("-") else s   # "-" "-3i" would lex as the -- operator
+  def _literal(self, v, dt: DType) -> str:
     t = self.ty(dt)
     if t in ("f32", "f16"):
       x = float(np.float16(v) if t == "f16" else np.float32(v))   # out-of-range constants become inf, not a compile error
