@@ -463,8 +463,9 @@ def _finite_mag(x: Ref) -> np.ndarray:
 
 def ref_reduce(fn: str, axes: tuple, keep: bool, x: Ref) -> Ref:
   r = _ref_reduce(fn, axes, keep, x)
-  if fn == "sum": return _partials_may_overflow(r, _finite_mag(ref_cast(x, r.dtype)).sum(axes, keepdims=keep))
-  if fn == "prod": return _partials_may_overflow(r, np.maximum(_finite_mag(ref_cast(x, r.dtype)), 1.0).prod(axes, keepdims=keep))
+  with np.errstate(all="ignore"):   # an unknown (inf) bound may make inf or NaN here: unknown either way
+    if fn == "sum": return _partials_may_overflow(r, _finite_mag(ref_cast(x, r.dtype)).sum(axes, keepdims=keep))
+    if fn == "prod": return _partials_may_overflow(r, np.maximum(_finite_mag(ref_cast(x, r.dtype)), 1.0).prod(axes, keepdims=keep))
   return r   # mean's partial sums are its sum's; max/min form none
 
 def _ref_reduce(fn: str, axes: tuple, keep: bool, x: Ref) -> Ref:
@@ -490,7 +491,7 @@ def _ref_reduce(fn: str, axes: tuple, keep: bool, x: Ref) -> Ref:
 def ref_matmul(a: Ref, b: Ref) -> Ref:
   r = _ref_matmul(a, b)
   if not dtypes.is_float(r.dtype): return r
-  return _partials_may_overflow(r, _finite_mag(ref_cast(a, r.dtype)) @ _finite_mag(ref_cast(b, r.dtype)))
+  with np.errstate(all="ignore"): return _partials_may_overflow(r, _finite_mag(ref_cast(a, r.dtype)) @ _finite_mag(ref_cast(b, r.dtype)))
 
 def _ref_matmul(a: Ref, b: Ref) -> Ref:
   d = least_upper_dtype(a.dtype, b.dtype)
