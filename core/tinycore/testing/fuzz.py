@@ -449,7 +449,26 @@ def ref_where(c: Ref, x: Ref, y: Ref) -> Ref:
   e = np.where(cu & ~same, np.inf, np.where(cu, np.maximum(x.err, y.err), np.where(cv, x.err, y.err)))
   return Ref(r, np.broadcast_to(e, shape).astype(np.float64), d)
 
+def _partials_may_overflow(r: Ref, bound) -> Ref:
+  """Unknown where `bound` (on |every partial sum or product| the device may form, in any order) may overflow r's dtype
+  though the total doesn't: a bfloat16 prod of 39 numbers up to 50 and a 0 is 0 in float64, but the device's running
+  product reaches inf first and inf * 0 is NaN."""
+  if not dtypes.is_float(r.dtype): return r
+  with np.errstate(all="ignore"): bad = ~(np.asarray(bound, np.float64) <= _MAXF[r.dtype.scalar()] / 2)
+  return Ref(r.val, np.where(bad, np.inf, r.err), r.dtype)
+
+def _finite_mag(x: Ref) -> np.ndarray:
+  """|x| + its bound where x is finite, 0 where it is +-inf/NaN (those decide the result whatever the order)."""
+  with np.errstate(all="ignore"): return np.where(np.isfinite(x.val), np.abs(x.val.astype(np.float64)) + x.err, 0.0)
+
 def ref_reduce(fn: str, axes: tuple, keep: bool, x: Ref) -> Ref:
+  r = _ref_reduce(fn, axes, keep, x)
+  with np.errstate(all="ignore"):   # an unknown (inf) bound may make inf or NaN here: unknown either way
+    if fn == "sum": return _partials_may_overflow(r, _finite_mag(ref_cast(x, r.dtype)).sum(axes, keepdims=keep))
+    if fn == "prod": return _partials_may_overflow(r, np.maximum(_finite_mag(ref_cast(x, r.dtype)), 1.0).prod(axes, keepdims=keep))
+  return r   # mean's partial sums are its sum's; max/min form none
+
+def _ref_reduce(fn: str, axes: tuple, keep: bool, x: Ref) -> Ref:
   n = math.prod(x.val.shape[a] for a in axes)
   if fn == "mean":
     s = ref_reduce("sum", axes, keep, ref_cast(x, least_upper_float(x.dtype)))
@@ -470,6 +489,11 @@ def ref_reduce(fn: str, axes: tuple, keep: bool, x: Ref) -> Ref:
     return _finish(v.prod(axes, keepdims=keep), hi - lo + n * eps(d) * lo, d)
 
 def ref_matmul(a: Ref, b: Ref) -> Ref:
+  r = _ref_matmul(a, b)
+  if not dtypes.is_float(r.dtype): return r
+  with np.errstate(all="ignore"): return _partials_may_overflow(r, _finite_mag(ref_cast(a, r.dtype)) @ _finite_mag(ref_cast(b, r.dtype)))
+
+def _ref_matmul(a: Ref, b: Ref) -> Ref:
   d = least_upper_dtype(a.dtype, b.dtype)
   a, b = ref_cast(a, d), ref_cast(b, d)
   k = a.val.shape[-1]

@@ -176,3 +176,19 @@ def test_negative_constant_after_a_minus(dt):
   got = (Tensor(np.int8(-3), dtype=dtypes.int8) // Tensor(x, dtype=dt)).numpy().ravel()
   np.testing.assert_array_equal(got, np.floor_divide(-3, x).ravel())
   np.testing.assert_array_equal((-(Tensor(np.int8(-3), dtype=dtypes.int8).cast(dt)) - Tensor(x, dtype=dt)).numpy(), 3 - x)
+
+def test_reference_unknown_where_partial_products_or_sums_overflow():
+  """The reference itself (EMU+NV's find, CPU agrees): a bfloat16 prod of 39 numbers up to 50 with one 0 is 0 in float64,
+  but the device's running product reaches inf before the 0 and gives NaN. Any partial product/sum that may overflow
+  leaves the result unknown; one that can't keeps its checks."""
+  col = np.array([42, -11, -20, 27, -11, -43, -11, -19, 30, 40, 13, -15, 29, 48, -35, -36, 23, 40, 47, 28, -9, -48, -9, 45,
+                  -7, 14, 38, 50, 41, 3, -18, -42, 23, 43, 0, 19, 49, 27, 50], np.float64)
+  x = fuzz.Ref(np.stack([col, np.minimum(np.abs(col), 2.0)]), np.zeros((2, col.size)), dtypes.bfloat16)
+  r = fuzz.ref_reduce("prod", (1,), False, x)
+  assert np.isinf(r.err[0]) and np.isfinite(r.err[1]) and r.val[1] == 0, (r.val, r.err)
+  h = fuzz.Ref(np.array([[60000.0, 60000.0, -60000.0], [1.0, 2.0, -3.0]]), np.zeros((2, 3)), dtypes.float16)
+  for fn in ("sum", "mean"):
+    r = fuzz.ref_reduce(fn, (1,), False, h)
+    assert np.isinf(r.err[0]) and np.isfinite(r.err[1]), (fn, r.err)
+  m = fuzz.ref_matmul(fuzz.Ref(h.val[:, None, :], np.zeros((2, 1, 3)), dtypes.float16), fuzz.Ref(np.ones((3, 1)), np.zeros((3, 1)), dtypes.float16))
+  assert np.isinf(m.err[0, 0, 0]) and np.isfinite(m.err[1, 0, 0]), m.err
