@@ -380,9 +380,10 @@ def _min_max_exact(u: UOp) -> tuple:
     return (0, s[0].vmax - 1 if s else u.arg[1] - 1 if len(u.arg) > 1 else 2 ** 31 - 1)
   if op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(s[0].dtype) or s[0].dtype == dtypes.bool):
     lo, hi = s[0]._min_max
-    # a bound may be +-inf (an int from a float compare chain): clamp to the dtype's range instead of int(inf)
-    lo_i = max(int(lo), dtypes.min(u.dtype)) if lo > -math.inf else dtypes.min(u.dtype)
-    return (lo_i, min(int(hi), dtypes.max(u.dtype)) if hi < math.inf else dtypes.max(u.dtype))
+    # an int cast wraps (mod 2**bits), it doesn't clamp: char [-1, 0] cast to uchar is {255, 0}, not [0, 0] (which folded
+    # the cast to a constant 0). A range that leaves the dtype (or a +-inf bound, from a float compare chain) is the whole dtype.
+    if dtypes.min(u.dtype) <= lo and hi <= dtypes.max(u.dtype): return (int(lo), int(hi))
+    return (dtypes.min(u.dtype), dtypes.max(u.dtype))
   if len(s) >= 1 and op in GroupOp.ALU and (dtypes.is_int(u.dtype) or u.dtype == dtypes.bool):
     (a0, a1) = s[0]._min_max
     if op is Ops.NEG: return (-a1, -a0) if u.dtype != dtypes.bool else (False, True)

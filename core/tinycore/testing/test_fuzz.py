@@ -120,6 +120,18 @@ def test_value_ranges_respect_wraparound():
   b = np.array([100, -100, 7], np.int8)
   check((Tensor(b) * 3).maximum(-100), np.maximum(b * np.int8(3), -100).astype(np.int8))
 
+def test_int_cast_of_a_range_wraps():
+  """The fuzzer's EMU+AMD find (CPU agrees): an int cast's value range clamped instead of wrapping, so (-bool).cast(uint8),
+  with a range of [-1, 0], had [0, 0] and folded to a constant 0 where numpy has 255."""
+  b = np.array([True, False, True])
+  for src, dst in ((np.int8, np.uint8), (np.int8, np.uint16), (np.int16, np.uint8), (np.int32, np.uint32), (np.int16, np.int8)):
+    if not {dtypes.from_np(src), dtypes.from_np(dst)} <= set(fuzz.device_dtypes(Device.DEFAULT)): continue
+    s = -b.astype(src)
+    check((Tensor(b).cast(dtypes.from_np(src)) * -1).cast(dtypes.from_np(dst)), s.astype(dst))
+    check((Tensor(np.zeros(3, src)) - Tensor(b)).cast(dtypes.from_np(dst)), s.astype(dst))
+    if src != np.int8:   # [200, 300] leaves int8 and uint8: {-56, 44} and {200, 44}
+      check((Tensor(b).cast(dtypes.from_np(src)) * 100 + 200).cast(dtypes.from_np(dst)), (b.astype(src) * 100 + 200).astype(dst))
+
 def test_zero_times_inf_is_nan():
   """The fuzzer's WEBGPU find: a folded -0.0 times a loaded -inf came back 0. A device that keeps IEEE specials must give
   nan; one whose language allows finite-math assumptions declares Renderer.ieee_specials = False (and the fuzzer then
