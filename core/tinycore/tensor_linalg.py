@@ -145,8 +145,13 @@ class LinalgMixin(TensorBase):
     try: broadcast_shape(self.shape[:-2], w.shape[:-2])
     except ValueError: raise ShapeError(f"matmul batch dims don't broadcast: {self.shape} @ {w.shape}") from None
     x = self._row_panels(w).unsqueeze(-2)                   # (..., n, 1, k)
-    wt = w._panels(self).transpose(-1, -2).unsqueeze(-3)   # (..., 1, m, k)
-    out = (x * wt).sum(-1, dtype=acc).cast(out_dt)
+    wp = w._panels(self)
+    wt = wp.transpose(-1, -2).unsqueeze(-3)                # (..., 1, m, k)
+    out = (x * wt).sum(-1, dtype=acc)
+    # panels padded past the last column: the product runs over whole panels, then keeps the real columns (a shrink
+    # pushed into the reduce would bring back the ragged tile the padding is there to avoid)
+    if wp.shape[-1] != w.shape[-1]: out = out.contiguous()[..., :w.shape[-1]]
+    out = out.cast(out_dt)
     if dtype is None: _backward_as_matmuls(out, self, w)
     return out
   def _row_panels(self, w: Tensor) -> Tensor:
@@ -160,7 +165,8 @@ class LinalgMixin(TensorBase):
     return self.reshape(M // p, p, K).permute(0, 2, 1).contiguous().permute(0, 2, 1).reshape(M, K)
   def _panels(self, x: Tensor) -> Tensor:
     """This right operand (K, N) of x @ self, read through a panel-major copy where the device asks for one
-    (Renderer.matmul_panels) and the matmul is big enough to pay for the copy: the same values, a better layout."""
+    (Renderer.matmul_panels) and the matmul is big enough to pay for the copy: the same values, a better layout, its
+    last panel padded with zero columns where N isn't a multiple of the panel width (the result is then wider)."""
     if self.ndim < 2 or self.dtype != dtypes.float32 or x.dtype != dtypes.float32 or not isinstance(self.device, str): return self
     # a batch of right operands (attention's k^T): each is packed, against the rows of its own left operand
     (K, N), M = self.shape[-2:], (prod(x.shape[:-1]) if self.ndim == 2 else x.shape[-2])
@@ -171,11 +177,18 @@ class LinalgMixin(TensorBase):
     if not batch and not transposed and x.ndim == 2 and not _transposed(x) and Device[self.device].renderer.matmul_narrow_transpose(M, K, N):
       return self.transpose().contiguous().transpose()
     # the device's own policy (Renderer.matmul_panels): whether the copy pays depends on its caches and vector width
-    p = Device[self.device].renderer.matmul_panels(M, K, N, transposed)
-    if not p or N % p: return self
+    r = Device[self.device].renderer
+    w, p = self, r.matmul_panels(M, K, N, transposed)
+    if not p or N % p:
+      # N isn't whole panels: without a copy the tile narrows to the vector width that divides N (1000: 8 floats, half
+      # the FMA width) or gathers a transposed operand. Where the device asks (Renderer.matmul_padded_panels) the copy
+      # pads the last panel with zero columns; dot computes them and drops them
+      if not (p := r.matmul_padded_panels(M, K, N, transposed)): return self
+      w = self.pad(((0, 0),) * (self.ndim - 1) + ((0, -N % p),))
+      N += -N % p
     nb = len(batch)
     panels = (*range(nb), nb + 1, nb, nb + 2)   # (..., K, N/p, p) <-> (..., N/p, K, p)
-    return self.reshape(*batch, K, N // p, p).permute(*panels).contiguous().permute(*panels).reshape(*batch, K, N)
+    return w.reshape(*batch, K, N // p, p).permute(*panels).contiguous().permute(*panels).reshape(*batch, K, N)
   def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
     Tensor = tensor_type()
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device)

@@ -108,6 +108,11 @@ class Renderer:
     kernel streams each panel contiguously instead of walking it down its rows? Return p, or 0 for no copy (default).
     `transposed`: the operand is a transposed view (x @ W.T)."""
     return 0
+  def matmul_padded_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
+    """For a float32 matmul (M, K) @ (K, N) that matmul_panels doesn't pack in whole panels (p doesn't divide N, or no
+    copy): copy the right operand into panels of p columns anyway, the last one padded with zero columns, compute the
+    product over whole panels (N rounded up to p) and drop the extra columns after? Return p, or 0 (default)."""
+    return 0
   def matmul_panel_group(self, panel_bytes: int, panels: int) -> int:
     """For a float32 matmul whose right operand is packed in `panels` panels of `panel_bytes` each, with the panel loop
     outermost: how many panels each row tile of the left operand visits before the next row tile (codegen/opt.py's

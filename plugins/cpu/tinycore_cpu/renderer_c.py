@@ -137,6 +137,17 @@ class CRenderer(CStyleRenderer):
     if K < 8 or M < 64 or not w or N < 4 * w: return 0
     if transposed: return w if K >= 64 or M * N >= (1 << 16) else 0
     return w if K * N * 4 >= self.tiling.caches.l2 // 2 else 0
+  def matmul_padded_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
+    # N not a multiple of the panel: unpacked, a row-major operand runs the tile at the widest vector dividing N (1000:
+    # 8 floats; 300: 4) and a transposed one gathers. One core, GFLOP/s before -> after (the pad, the copy and the shrink
+    # included): 1000^3 32 -> 102, 1000^3 a @ b.T 44 -> 85, 2000^3 a @ b.T 44 -> 111, 512x512x300 7.8 -> 48,
+    # 256x1024x1000 21 -> 51, 1024x768x3000 47 -> 69. Small products lose to the two extra kernels (64x64x200 5.3 ->
+    # 3.4), and a transposed operand with few rows or a wide pad gathers about as fast (512x512x300 a @ b.T 64 -> 54)
+    w = self.tiling.panel_width(K)
+    if not w or K < 64 or M < 64 or N < 4 * w or M * K * N < (1 << 24): return 0
+    if not (waste := -N % w): return 0   # whole panels: matmul_panels' call
+    if transposed: return w if M >= 192 and waste * 16 <= N and self.matmul_panels(M, K, N, True) else 0
+    return w if waste * 8 <= N and (N % 16 or self.matmul_panels(M, K, N, False)) else 0
   def matmul_panel_group(self, panel_bytes: int, panels: int) -> int:
     # the matmul kernel alone on one core, GFLOP per CPU-second, interleaved runs at load ~7: 1024^3 (128 KB panels)
     # 186 ungrouped, 194 in groups of 8, 196 in groups of 4 (the L1-resident 8x32 microkernel's ceiling is ~212)
