@@ -137,6 +137,8 @@ def _walk_root(root: UOp, realize: set) -> tuple[set, set, set]:
     visited.add((n, expanded, in_reduce))
     seen.add(n)
     if not is_root and (n in realize or n.op is Ops.BUFFER): continue
+    if n.op is Ops.SHRINK and not in_reduce and (r := _shrunk_product(n)) is not None and r not in realize:
+      must.add(r); seen.add(r); continue
     if n.op is Ops.REDUCE_AXIS and not is_root:
       if expanded or in_reduce: must.add(n); continue
       reduces.add(n)   # walked on: if no other kernel reads it, it is part of this one
@@ -158,6 +160,19 @@ def _walk_root(root: UOp, realize: set) -> tuple[set, set, set]:
     src = n.src[1:] if n.op is Ops.ASSIGN else n.src
     stack.extend((s, e, r, False) for s in src)
   return seen, reduces, must
+
+def _shrunk_product(n: UOp) -> UOp | None:
+  """The matrix product this SHRINK keeps most of, read through reshapes and permutes, when it should be computed
+  whole into a buffer first: pushed into the product's kernel, a slice of the columns ((a @ b)[:, :1000]) leaves
+  ragged tiles over the packed panels of b (a scalar dot product per output, 60x slower at 1024^3 on a CPU). A slice
+  that keeps under half of a product, or a small product, still fuses: computing the rest would cost more."""
+  r = n.src[0]
+  while r.op in (Ops.RESHAPE, Ops.PERMUTE): r = r.src[0]
+  if r.op is not Ops.REDUCE_AXIS or r.arg[0] is not Ops.ADD: return None
+  x = r.src[0].src[0] if r.src[0].op is Ops.CAST else r.src[0]
+  if x.op is not Ops.MUL or not all_int(x.shape) or not all_int(n.shape) or not all_int(n.src[0].shape): return None
+  if prod(x.shape) < (1 << 22) or 2 * prod(n.shape) < prod(n.src[0].shape): return None
+  return r
 
 def _realize_epilogues(realize: set, targets: list[UOp], topo: list[UOp]) -> bool:
   """Move each reduction's buffer to the end of the elementwise math all its readers apply (engine/epilogue.py)."""
