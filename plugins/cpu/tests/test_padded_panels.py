@@ -20,14 +20,15 @@ def _check(out: Tensor, ref: np.ndarray, K: int):
   # float32 sums of K products of unit normals: error ~ sqrt(K) ulps of the magnitude (~sqrt(K))
   np.testing.assert_allclose(got, ref, rtol=1e-4, atol=2e-5 * K)
 
-@pytest.mark.parametrize("M,K,N", [(256, 256, 300), (200, 512, 520), (256, 256, 1000), (97, 1024, 543), (300, 300, 1009)])
+@pytest.mark.parametrize("M,K,N", [(256, 256, 300), (200, 512, 520), (256, 256, 1000), (97, 1024, 543), (300, 300, 1009),
+                                   (255, 255, 255), (257, 257, 257), (100, 128, 99), (512, 33, 1023)])
 def test_ragged_columns_are_padded_and_dropped(M, K, N):
   if not Device["CPU"].renderer.matmul_padded_panels(M, K, N, False): pytest.skip("this CPU's tile has no padded panels")
   assert _width(M, K, N) == -(-N // 32) * 32 and _width(M, K, N) != N
   a, b = _rng(M, K), _rng(K, N, seed=1)
   _check(Tensor(a) @ Tensor(b), a.astype(np.float64) @ b, K)
 
-@pytest.mark.parametrize("M,K,N", [(256, 512, 1000), (512, 256, 530), (384, 768, 2017)])
+@pytest.mark.parametrize("M,K,N", [(256, 512, 1000), (512, 256, 530), (384, 768, 2017), (255, 255, 255), (64, 100, 257)])
 def test_transposed_ragged_columns(M, K, N):
   if not Device["CPU"].renderer.matmul_padded_panels(M, K, N, True): pytest.skip("this CPU's tile has no padded panels")
   assert _width(M, K, N, transposed=True) % 32 == 0
@@ -66,8 +67,11 @@ def test_policy_limits():
   r = Device["CPU"].renderer
   if not r.tiling.panel_width(256): pytest.skip("no panels on this CPU")
   assert not r.matmul_padded_panels(64, 64, 200, False)       # too small to pay for two extra kernels
+  assert not r.matmul_padded_panels(40, 40, 41, False)        # the same where the unpadded kernel is scalar
+  assert r.matmul_padded_panels(255, 255, 255, False) == r.matmul_padded_panels(64, 100, 257, True) == 32   # it is, and
+  assert r.matmul_padded_panels(100, 128, 99, False) == 32   # a big pad beats one scalar accumulator per output
   assert not r.matmul_padded_panels(1, 4096, 4001, False)     # a decode matvec never copies its weight
-  assert not r.matmul_padded_panels(512, 512, 130, False)     # a pad of 30 columns on 130 (23%) costs more than it saves
+  assert not r.matmul_padded_panels(512, 512, 136, False)     # a pad of 24 columns on 136 (18%) where 8-wide vectors divide it
   assert not r.matmul_padded_panels(512, 512, 1024, False)    # whole panels: matmul_panels' business, no pad
   assert not r.matmul_padded_panels(128, 512, 1000, True)     # a transposed operand under 192 rows: the gather is as fast
   assert r.matmul_padded_panels(1000, 1000, 1000, False) == r.matmul_padded_panels(1000, 1000, 1000, True) == 32

@@ -144,7 +144,12 @@ class CRenderer(CStyleRenderer):
     # 256x1024x1000 21 -> 51, 1024x768x3000 47 -> 69. Small products lose to the two extra kernels (64x64x200 5.3 ->
     # 3.4), and a transposed operand with few rows or a wide pad gathers about as fast (512x512x300 a @ b.T 64 -> 54)
     w = self.tiling.panel_width(K)
-    if not w or K < 64 or M < 64 or N < 4 * w or M * K * N < (1 << 24): return 0
+    if not w: return 0
+    # no unroll divides N (255, 257): unpadded, each output is one scalar accumulator walking a strided column (255^3:
+    # 27.7 -> 1.5 ms, 512x512x1023 258 -> 9.2 ms), so pad whatever the waste where the two extra kernels cost little
+    # (40x40x41: 0.48 -> 0.92 ms, 100x100x99 0.87 -> 0.81)
+    if N % 4: return w if M >= 16 and K >= 16 and N >= 16 and M * K * N >= (1 << 20) else 0
+    if K < 64 or M < 64 or N < 4 * w or M * K * N < (1 << 24): return 0
     if not (waste := -N % w): return 0   # whole panels: matmul_panels' call
     if transposed: return w if M >= 192 and waste * 16 <= N and self.matmul_panels(M, K, N, True) else 0
     return w if waste * 8 <= N and (N % 16 or self.matmul_panels(M, K, N, False)) else 0
