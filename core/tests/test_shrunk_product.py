@@ -6,6 +6,8 @@ import pytest
 from tinycore import Tensor
 from tinycore.uop import Ops
 
+pytestmark = pytest.mark.needs_device
+
 def _reduce_outputs(t: Tensor) -> list[int]:
   """The output sizes of the kernels of t's schedule that hold a reduction."""
   return [si.bufs[0].size for si in t.schedule() if not si.is_copy and any(u.op is Ops.REDUCE_AXIS for u in si.ast.toposort())]
