@@ -452,8 +452,7 @@ def ref_where(c: Ref, x: Ref, y: Ref) -> Ref:
 def _partials_may_overflow(r: Ref, bound) -> Ref:
   """Unknown where `bound` (on |every partial sum or product| the device may form, in any order) may overflow r's dtype
   though the total doesn't: a bfloat16 prod of 39 numbers up to 50 and a 0 is 0 in float64, but the device's running
-  product reaches inf first and inf * 0 is NaN."""
-  if not dtypes.is_float(r.dtype): return r
+  product reaches inf first and inf * 0 is NaN. Only float results: an int's partials wrap as its total does."""
   with np.errstate(all="ignore"): bad = ~(np.asarray(bound, np.float64) <= _MAXF[r.dtype.scalar()] / 2)
   return Ref(r.val, np.where(bad, np.inf, r.err), r.dtype)
 
@@ -463,6 +462,7 @@ def _finite_mag(x: Ref) -> np.ndarray:
 
 def ref_reduce(fn: str, axes: tuple, keep: bool, x: Ref) -> Ref:
   r = _ref_reduce(fn, axes, keep, x)
+  if not dtypes.is_float(r.dtype): return r
   with np.errstate(all="ignore"):   # an unknown (inf) bound may make inf or NaN here: unknown either way
     if fn == "sum": return _partials_may_overflow(r, _finite_mag(ref_cast(x, r.dtype)).sum(axes, keepdims=keep))
     if fn == "prod": return _partials_may_overflow(r, np.maximum(_finite_mag(ref_cast(x, r.dtype)), 1.0).prod(axes, keepdims=keep))
