@@ -137,8 +137,8 @@ def _walk_root(root: UOp, realize: set) -> tuple[set, set, set]:
     visited.add((n, expanded, in_reduce))
     seen.add(n)
     if not is_root and (n in realize or n.op is Ops.BUFFER): continue
-    if n.op is Ops.SHRINK and not in_reduce and (r := _shrunk_product(n)) is not None and r not in realize:
-      must.add(r); seen.add(r); continue
+    if n.op is Ops.SHRINK and not in_reduce and (p := _shrunk_product(n)) is not None and p not in realize:
+      must.add(p); seen.add(p); continue
     if n.op is Ops.REDUCE_AXIS and not is_root:
       if expanded or in_reduce: must.add(n); continue
       reduces.add(n)   # walked on: if no other kernel reads it, it is part of this one
