@@ -19,6 +19,22 @@ def test_panel_packed_matmul_splits_and_vectorizes():
     assert any(u.op is Ops.LOAD and u.dtype.count > 1 for u in p.uops)
   np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
 
+@pytest.mark.parametrize("panels", [2, 3, 5])
+def test_two_or_three_panels_split_too(panels):
+  """A right operand of 2 or 3 panels (N = 50 padded to 64, N = 96) is split as well, its outer range under 4 long: left
+  whole it had no unit-stride axis, and the matmul ran as scalar dot products (1000x1000 @ 1000x50: 63 ms, 30x slower)."""
+  n, P = 48, 16
+  rng = np.random.default_rng(panels)
+  a, b = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, panels * P)).astype(np.float32)
+  bp = Tensor(b).reshape(n, panels, P).permute(1, 0, 2).contiguous()          # panels [N/16][K][16]
+  out = Tensor(a) @ bp.permute(1, 0, 2).reshape(n, panels * P)
+  p = get_program(out.schedule()[-1].ast, Device[Device.DEFAULT].renderer)
+  ranges = [u for u in p.uops if u.op is Ops.RANGE and u.arg[0] == "g"]
+  assert not any(u.op in (Ops.IDIV, Ops.MOD) and u.src[0] in ranges for u in p.uops)
+  if Device[Device.DEFAULT].renderer.supports_float4:
+    assert any(u.op is Ops.LOAD and u.dtype.count > 1 for u in p.uops)
+  np.testing.assert_allclose(out.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
 def test_split_keeps_values_and_loop_names():
   x = np.arange(2 * 3 * 4 * 6, dtype=np.float32).reshape(2, 3, 4, 6)
   t = Tensor(x).permute(3, 2, 1, 0).reshape(24, 1, 6)   # (w h) merged: read back as g // 4, g % 4

@@ -183,7 +183,7 @@ class LinalgMixin(TensorBase):
       # N isn't whole panels: without a copy the tile narrows to the vector width that divides N (1000: 8 floats, half
       # the FMA width) or gathers a transposed operand. Where the device asks (Renderer.matmul_padded_panels) the copy
       # pads the last panel with zero columns; dot computes them and drops them
-      if not (p := r.matmul_padded_panels(M, K, N, transposed)): return self
+      if not (p := r.matmul_padded_panels(M * prod(batch), K, N, transposed)): return self
       w = self.pad(((0, 0),) * (self.ndim - 1) + ((0, -N % p),))
       N += -N % p
     nb = len(batch)

@@ -111,7 +111,8 @@ class Renderer:
   def matmul_padded_panels(self, M: int, K: int, N: int, transposed: bool) -> int:
     """For a float32 matmul (M, K) @ (K, N) that matmul_panels doesn't pack in whole panels (p doesn't divide N, or no
     copy): copy the right operand into panels of p columns anyway, the last one padded with zero columns, compute the
-    product over whole panels (N rounded up to p) and drop the extra columns after? Return p, or 0 (default)."""
+    product over whole panels (N rounded up to p) and drop the extra columns after? Return p, or 0 (default). For a batch
+    of right operands M counts the rows of all their left operands (the work the copy's two extra kernels serve)."""
     return 0
   def matmul_panel_group(self, panel_bytes: int, panels: int) -> int:
     """For a float32 matmul whose right operand is packed in `panels` panels of `panel_bytes` each, with the panel loop

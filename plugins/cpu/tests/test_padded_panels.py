@@ -71,7 +71,42 @@ def test_policy_limits():
   assert r.matmul_padded_panels(255, 255, 255, False) == r.matmul_padded_panels(64, 100, 257, True) == 32   # it is, and
   assert r.matmul_padded_panels(100, 128, 99, False) == 32   # a big pad beats one scalar accumulator per output
   assert not r.matmul_padded_panels(1, 4096, 4001, False)     # a decode matvec never copies its weight
-  assert not r.matmul_padded_panels(512, 512, 136, False)     # a pad of 24 columns on 136 (18%) where 8-wide vectors divide it
+  assert r.matmul_padded_panels(512, 512, 136, False) == 32   # 8-wide vectors divide 136: half the FMA width (1.3-1.6x padded)
+  assert r.matmul_padded_panels(1000, 1000, 36, False) == 32  # 4-lane scalar unrolls: 10x padded
   assert not r.matmul_padded_panels(512, 512, 1024, False)    # whole panels: matmul_panels' business, no pad
-  assert not r.matmul_padded_panels(128, 512, 1000, True)     # a transposed operand under 192 rows: the gather is as fast
+  assert r.matmul_padded_panels(128, 512, 1000, True) == 32   # no whole vector divides 1000: padded even transposed (1.7x)
+  assert not r.matmul_padded_panels(128, 512, 1008, True)     # 16 lanes divide 1008: under 192 rows the gather is as fast
   assert r.matmul_padded_panels(1000, 1000, 1000, False) == r.matmul_padded_panels(1000, 1000, 1000, True) == 32
+
+def _matmul_kernel_src(out: Tensor) -> str:
+  from tinycore.codegen import get_program
+  from tinycore.uop import Ops
+  ast = next(si.ast for si in out.schedule() if not si.is_copy and any(u.op is Ops.REDUCE_AXIS for u in si.ast.toposort()))
+  return get_program(ast, Device["CPU"].renderer).src
+
+@pytest.mark.parametrize("M,K,N", [(128, 128, 65), (256, 128, 36), (512, 128, 20), (128, 256, 40), (100, 128, 99), (256, 64, 72)])
+def test_a_few_panels_take_whole_vectors(M, K, N):
+  """N that no whole vector divides, padded to 2 or 3 panels (the ones that ran as scalar dot products, 30x slower: the
+  panel range wasn't split under 4 panels), or 36/20/40 (4-lane unrolls, half vectors): the product's kernel has
+  whole-vector accumulators. Values against numpy."""
+  r = Device["CPU"].renderer
+  if not r.matmul_padded_panels(M, K, N, False): pytest.skip("this CPU's tile has no padded panels")
+  assert _width(M, K, N) == -(-N // 32) * 32
+  a, b = _rng(M, K), _rng(K, N, seed=9)
+  out = Tensor(a) @ Tensor(b)
+  assert f"tc_float_{r.tiling.cols // 2} acc0" in _matmul_kernel_src(out)
+  _check(out, a.astype(np.float64) @ b, K)
+
+@pytest.mark.parametrize("B,M,K,N,tr", [(16, 77, 64, 77, False), (16, 77, 64, 77, True), (32, 33, 65, 17, False), (8, 127, 64, 129, False)])
+def test_a_batch_of_small_ragged_products_pads(B, M, K, N, tr):
+  """A batch (attention-like q @ k^T at 77 tokens) whose matrices are each under the million multiply-adds, together
+  over it: padded (16x77x64x77 on one core 3.2 -> 0.44 ms; it was 0.05x torch)."""
+  r = Device["CPU"].renderer
+  if not r.matmul_padded_panels(B * M, K, N, tr): pytest.skip("this CPU's tile has no padded panels")
+  a, w = _rng(B, M, K), _rng(B, N, K, seed=10) if tr else _rng(B, K, N, seed=10)
+  rhs = Tensor(w).transpose(-1, -2) if tr else Tensor(w)
+  assert rhs._panels(Tensor(a)).shape[-1] == -(-N // 32) * 32
+  out = Tensor(a) @ rhs
+  assert f"tc_float_{r.tiling.cols // 2} acc0" in _matmul_kernel_src(out)
+  w64 = np.swapaxes(w, -1, -2) if tr else w
+  _check(out, a.astype(np.float64) @ w64.astype(np.float64), K)

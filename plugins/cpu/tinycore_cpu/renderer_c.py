@@ -145,10 +145,12 @@ class CRenderer(CStyleRenderer):
     # 3.4), and a transposed operand with few rows or a wide pad gathers about as fast (512x512x300 a @ b.T 64 -> 54)
     w = self.tiling.panel_width(K)
     if not w: return 0
-    # no unroll divides N (255, 257): unpadded, each output is one scalar accumulator walking a strided column (255^3:
-    # 27.7 -> 1.5 ms, 512x512x1023 258 -> 9.2 ms), so pad whatever the waste where the two extra kernels cost little
-    # (40x40x41: 0.48 -> 0.92 ms, 100x100x99 0.87 -> 0.81)
-    if N % 4: return w if M >= 16 and K >= 16 and N >= 16 and M * K * N >= (1 << 20) else 0
+    # no whole vector divides N (255, 257; 36, 100: 4-lane scalar unrolls; 40, 120: half-width vectors): unpadded each
+    # output row is scalar accumulators or half vectors (one core: 255^3 27.7 -> 1.5 ms, 512x512x1023 258 -> 9.2,
+    # 1000x1000x36 19.2 -> 1.9, x100 31.3 -> 3.6, x40 6.0 -> 1.8, a batch 16x77x64x77 3.2 -> 0.44, 32x33x65x17 1.5 ->
+    # 0.17), so pad whatever the waste, from a million multiply-adds (M counts a batch's rows: a batch of small products
+    # pays for the two extra kernels together)
+    if N % (self.tiling.cols // 2): return w if M >= 16 and K >= 16 and N >= 16 and M * K * N >= (1 << 20) else 0
     if K < 64 or M < 64 or N < 4 * w or M * K * N < (1 << 24): return 0
     if not (waste := -N % w): return 0   # whole panels: matmul_panels' call
     if transposed: return w if M >= 192 and waste * 16 <= N and self.matmul_panels(M, K, N, True) else 0
