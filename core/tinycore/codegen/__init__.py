@@ -35,14 +35,18 @@ def _estimate(uops: list[UOp]) -> tuple[int, int]:
       mem += mult * dt.itemsize * dt.count
   return ops, mem
 
-def prepare_kernel(ast: UOp, device: str) -> UOp:
+def prepare_kernel(ast: UOp, device: str, renderer: Renderer | None = None) -> UOp:
   """The kernel the optimizer's actions apply to: lowered, simplified, its divided ranges split (codegen/split.py), with
   the device's kernel-stage rules. BEAM searches this same kernel, so the axes it names are the ones get_program sees."""
   from tinycore.stages import apply_stage
   from tinycore.rewrite import graph_rewrite
   from tinycore.symbolic import symbolic
-  from tinycore.codegen.split import split_ranges
-  return apply_stage(split_ranges(graph_rewrite(lower_kernel(ast), symbolic)), device, "kernel")
+  from tinycore.codegen.split import split_ranges, merge_ranges
+  k = graph_rewrite(lower_kernel(ast), symbolic)
+  # a reduction's output ranges that every buffer reads as one are one range (a 1x1 conv's pixels), where ranges are
+  # loops (a GPU maps them to thread dimensions of its own)
+  if renderer is not None and not renderer.has_local and any(u.op is Ops.REDUCE for u in k.toposort()): k = merge_ranges(k)
+  return apply_stage(split_ranges(k), device, "kernel")
 
 def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device: str | None = None) -> ProgramSpec:
   """`opts`: optimization actions to apply (codegen/opt.py); None uses the heuristic, () none. `device`: whose plugin rules
@@ -58,7 +62,7 @@ def get_program(ast: UOp, renderer: Renderer, opts: tuple | None = None, device:
     from tinycore.codegen.attention import attention_program
     uops = apply_program_stage(attention_program(ast, renderer), device)
   else:
-    k = prepare_kernel(ast, device)
+    k = prepare_kernel(ast, device, renderer)
     if not NOOPT or opts: k = optimize(k, renderer, opts)
     if renderer.has_local:
       from tinycore.codegen.gpudims import to_gpu_dims

@@ -114,7 +114,7 @@ def beam_search(ast: UOp, dev, width: int) -> tuple:
   renderer = dev.renderer
   base = get_program(ast, renderer, opts=())
   path = beam_cache_path(renderer, base.src)
-  k0 = prepare_kernel(ast, renderer.device)   # the kernel get_program applies the actions to (ranges split, device rules)
+  k0 = prepare_kernel(ast, renderer.device, renderer)   # the kernel get_program applies the actions to (ranges split, device rules)
   if not IGNORE_BEAM_CACHE and (cached := _cached_opts(path, k0, renderer)) is not None: return cached
   if base.vars: return O.heuristic_opts(k0, renderer)   # symbolic sizes: no timing
   # scratch buffers of the kernel's sizes; values don't matter for timing
